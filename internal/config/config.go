@@ -1,0 +1,107 @@
+// Package config is flyte-manager's typed configuration.
+//
+// A Config is assembled, lowest precedence first, from the defaults in
+// Default, the YAML files given with --config (merged in order), environment
+// variables prefixed FLYTE_MANAGER_ and explicit overrides (command-line
+// flags). Unknown keys are rejected with their full path, and Validate names
+// the key of every bad value. Defaults that depend on the data directory
+// (database DSN, blob URL, work dir) or on the machine (Python environment)
+// are filled in after loading by applyDerivedDefaults, beside Default.
+package config
+
+import (
+	"time"
+)
+
+// Executor types.
+const (
+	ExecutorLocal      = "local"
+	ExecutorKubernetes = "kubernetes"
+)
+
+// Config is the whole configuration. YAML keys are the camelCase names in the
+// mapstructure tags.
+type Config struct {
+	// Home is the data directory (env FLYTE_MANAGER_HOME).
+	Home     string   `mapstructure:"home" yaml:"home"`
+	Server   Server   `mapstructure:"server" yaml:"server"`
+	Database Database `mapstructure:"database" yaml:"database"`
+	Storage  Storage  `mapstructure:"storage" yaml:"storage"`
+	Executor Executor `mapstructure:"executor" yaml:"executor"`
+	Projects Projects `mapstructure:"projects" yaml:"projects"`
+	Log      Log      `mapstructure:"log" yaml:"log"`
+}
+
+// Server is the HTTP listener serving every API.
+type Server struct {
+	// Host is the interface to listen on; "" or "0.0.0.0" for all.
+	Host string `mapstructure:"host" yaml:"host"`
+	// Port to listen on; 0 picks a free port.
+	Port int `mapstructure:"port" yaml:"port"`
+	// ExternalURL is the URL clients reach this server at when it sits behind
+	// a proxy (used for SelectCluster and signed URLs); "" means the URL the
+	// client used.
+	ExternalURL string `mapstructure:"externalURL" yaml:"externalURL"`
+	// MaxRequestBytes bounds one request message, after decompression.
+	MaxRequestBytes int64 `mapstructure:"maxRequestBytes" yaml:"maxRequestBytes"`
+	// ShutdownTimeout bounds how long in-flight calls may take to finish
+	// after a termination signal.
+	ShutdownTimeout time.Duration `mapstructure:"shutdownTimeout" yaml:"shutdownTimeout"`
+}
+
+// Database selects the metadata store.
+type Database struct {
+	// DSN is sqlite://<path> or postgres://user:password@host/db?....
+	DSN string `mapstructure:"dsn" yaml:"dsn"`
+	// MaxOpenConns caps the connection pool; 0 leaves the driver's choice.
+	MaxOpenConns int `mapstructure:"maxOpenConns" yaml:"maxOpenConns"`
+}
+
+// Storage selects the blob store.
+type Storage struct {
+	// URL is file://<dir> (or later s3://bucket/prefix, gs://, azblob://).
+	URL string `mapstructure:"url" yaml:"url"`
+	// SigningKey signs the URLs the manager serves blobs under. Secret. When
+	// empty, Prepare loads or creates <home>/signing.key.
+	SigningKey string `mapstructure:"signingKey" yaml:"signingKey"`
+}
+
+// Executor selects and tunes the task executor.
+type Executor struct {
+	// Type is "local" (host processes) or "kubernetes" (TaskAction CRs).
+	Type  string        `mapstructure:"type" yaml:"type"`
+	Local LocalExecutor `mapstructure:"local" yaml:"local"`
+}
+
+// LocalExecutor runs every attempt as a host process.
+type LocalExecutor struct {
+	// Python is the bin directory of the Python environment providing a0.
+	Python string `mapstructure:"python" yaml:"python"`
+	// WorkDir holds one working directory per attempt.
+	WorkDir string `mapstructure:"workDir" yaml:"workDir"`
+	// MaxParallelism bounds concurrently running attempts.
+	MaxParallelism int `mapstructure:"maxParallelism" yaml:"maxParallelism"`
+	// SystemRetries bounds retries after infrastructure failures.
+	SystemRetries int `mapstructure:"systemRetries" yaml:"systemRetries"`
+}
+
+// Projects controls project bootstrap.
+type Projects struct {
+	// AutoCreate creates a project the first time a run names it.
+	AutoCreate bool `mapstructure:"autoCreate" yaml:"autoCreate"`
+	// Seed lists projects created at start.
+	Seed []string `mapstructure:"seed" yaml:"seed"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `mapstructure:"level" yaml:"level"`
+	// Format is text or json.
+	Format string `mapstructure:"format" yaml:"format"`
+}
+
+// ListenAddr is the host:port the server binds.
+func (s Server) ListenAddr() string {
+	return joinHostPort(s.Host, s.Port)
+}

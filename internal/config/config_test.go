@@ -1,0 +1,417 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// isolate points HOME and the data directory at temp dirs and clears every
+// FLYTE_MANAGER_ variable so the machine's environment cannot leak in.
+func isolate(t *testing.T) string {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, EnvPrefix) {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	t.Setenv("HOME", t.TempDir())
+	return t.TempDir()
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	isolate(t)
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userHome, _ := os.UserHomeDir()
+	home := filepath.Join(userHome, ".flyte-manager")
+	checks := map[string][2]any{
+		"home":                          {c.Home, home},
+		"server.host":                   {c.Server.Host, "127.0.0.1"},
+		"server.port":                   {c.Server.Port, 8090},
+		"server.externalURL":            {c.Server.ExternalURL, ""},
+		"server.maxRequestBytes":        {c.Server.MaxRequestBytes, int64(64 << 20)},
+		"server.shutdownTimeout":        {c.Server.ShutdownTimeout, 30 * time.Second},
+		"database.dsn":                  {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
+		"storage.url":                   {c.Storage.URL, "file://" + home + "/blobs"},
+		"storage.signingKey":            {c.Storage.SigningKey, ""},
+		"executor.type":                 {c.Executor.Type, "local"},
+		"executor.local.workDir":        {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
+		"executor.local.maxParallelism": {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
+		"executor.local.systemRetries":  {c.Executor.Local.SystemRetries, 3},
+		"projects.autoCreate":           {c.Projects.AutoCreate, true},
+		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
+		"log.level":                     {c.Log.Level, "info"},
+		"log.format":                    {c.Log.Format, "text"},
+	}
+	for key, got := range checks {
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Errorf("%s = %#v, want %#v", key, got[0], got[1])
+		}
+	}
+	if c.Server.ListenAddr() != "127.0.0.1:8090" {
+		t.Errorf("ListenAddr = %q", c.Server.ListenAddr())
+	}
+}
+
+func TestPythonDefaultPrefersVenv(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".venv", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(filepath.Join(dir, ".venv", "bin"))
+	got, _ := filepath.EvalSymlinks(c.Executor.Local.Python)
+	if got != want {
+		t.Errorf("executor.local.python = %q, want %q", c.Executor.Local.Python, want)
+	}
+
+	// Without a .venv, the directory of a0 on PATH.
+	empty := t.TempDir()
+	t.Chdir(empty)
+	bin := t.TempDir()
+	writeFile(t, bin, "a0", "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(bin, "a0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	c, err = Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Executor.Local.Python != bin {
+		t.Errorf("executor.local.python = %q, want %q", c.Executor.Local.Python, bin)
+	}
+}
+
+func TestHomeDerivesPaths(t *testing.T) {
+	home := isolate(t)
+	t.Setenv("FLYTE_MANAGER_HOME", home)
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Home != home {
+		t.Errorf("home = %q, want %q", c.Home, home)
+	}
+	if want := "sqlite://" + home + "/flyte-manager.db"; c.Database.DSN != want {
+		t.Errorf("database.dsn = %q, want %q", c.Database.DSN, want)
+	}
+	if want := "file://" + home + "/blobs"; c.Storage.URL != want {
+		t.Errorf("storage.url = %q, want %q", c.Storage.URL, want)
+	}
+	if want := filepath.Join(home, "work"); c.Executor.Local.WorkDir != want {
+		t.Errorf("executor.local.workDir = %q, want %q", c.Executor.Local.WorkDir, want)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	isolate(t)
+	t.Setenv("FLYTE_MANAGER_SERVER_PORT", "9191")
+	t.Setenv("FLYTE_MANAGER_DATABASE_DSN", "postgres://fm:pw@db:5432/fm")
+	t.Setenv("FLYTE_MANAGER_SERVER_SHUTDOWNTIMEOUT", "5s")
+	t.Setenv("FLYTE_MANAGER_SERVER_MAX_REQUEST_BYTES", "1024")
+	t.Setenv("FLYTE_MANAGER_PROJECTS_SEED", "a,b")
+	t.Setenv("FLYTE_MANAGER_PROJECTS_AUTOCREATE", "false")
+	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM", "7")
+
+	dir := t.TempDir()
+	f := writeFile(t, dir, "c.yaml", "server:\n  port: 1111\n  host: 0.0.0.0\n")
+	c, err := Load(Sources{Files: []string{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Port != 9191 {
+		t.Errorf("env must win over file: port = %d", c.Server.Port)
+	}
+	if c.Server.Host != "0.0.0.0" {
+		t.Errorf("host from file = %q", c.Server.Host)
+	}
+	if c.Database.DSN != "postgres://fm:pw@db:5432/fm" {
+		t.Errorf("dsn = %q", c.Database.DSN)
+	}
+	if c.Server.ShutdownTimeout != 5*time.Second {
+		t.Errorf("shutdownTimeout = %s", c.Server.ShutdownTimeout)
+	}
+	if c.Server.MaxRequestBytes != 1024 {
+		t.Errorf("maxRequestBytes = %d", c.Server.MaxRequestBytes)
+	}
+	if !reflect.DeepEqual(c.Projects.Seed, []string{"a", "b"}) {
+		t.Errorf("seed = %q", c.Projects.Seed)
+	}
+	if c.Projects.AutoCreate {
+		t.Error("autoCreate should be false")
+	}
+	if c.Executor.Local.MaxParallelism != 7 {
+		t.Errorf("maxParallelism = %d", c.Executor.Local.MaxParallelism)
+	}
+
+	// Flags (overrides) win over env.
+	c, err = Load(Sources{Files: []string{f}, Overrides: map[string]any{"server.port": 2222}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Port != 2222 {
+		t.Errorf("override must win over env: port = %d", c.Server.Port)
+	}
+}
+
+func TestFilesMergeInOrderWithGlob(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	confd := filepath.Join(dir, "config.d")
+	if err := os.Mkdir(confd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Written out of order: the glob must merge them by name.
+	writeFile(t, confd, "20-override.yaml", "server:\n  port: 2000\nlog:\n  format: json\nprojects:\n  seed: [x]\n")
+	writeFile(t, confd, "10-base.yaml", "server:\n  port: 1000\n  host: 0.0.0.0\n  shutdownTimeout: 1m30s\nlog:\n  level: debug\nprojects:\n  seed: [a, b, c]\n")
+	last := writeFile(t, dir, "last.yaml", "log:\n  level: warn\n")
+
+	c, err := Load(Sources{Files: []string{filepath.Join(confd, "*.yaml"), last}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Port != 2000 {
+		t.Errorf("port = %d, want 2000 (later file wins)", c.Server.Port)
+	}
+	if c.Server.Host != "0.0.0.0" {
+		t.Errorf("host = %q, want 0.0.0.0 (kept from earlier file)", c.Server.Host)
+	}
+	if c.Server.ShutdownTimeout != 90*time.Second {
+		t.Errorf("shutdownTimeout = %s", c.Server.ShutdownTimeout)
+	}
+	if c.Log.Level != "warn" || c.Log.Format != "json" {
+		t.Errorf("log = %+v", c.Log)
+	}
+	if !reflect.DeepEqual(c.Projects.Seed, []string{"x"}) {
+		t.Errorf("seed = %q, want [x] (lists are replaced, not appended)", c.Projects.Seed)
+	}
+
+	// A directory argument behaves like its *.yaml glob.
+	c, err = Load(Sources{Files: []string{confd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Port != 2000 {
+		t.Errorf("directory: port = %d", c.Server.Port)
+	}
+
+	if _, err := Load(Sources{Files: []string{filepath.Join(dir, "nothing-*.yaml")}}); err == nil || !strings.Contains(err.Error(), "matches no file") {
+		t.Errorf("empty glob: err = %v", err)
+	}
+	if _, err := Load(Sources{Files: []string{filepath.Join(dir, "missing.yaml")}}); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestUnknownKeysRejected(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	cases := map[string]string{
+		"server:\n  prot: 1\n":                    `unknown key "server.prot"`,
+		"executor:\n  local:\n    pyhton: x\n":    `unknown key "executor.local.pyhton"`,
+		"databse:\n  dsn: x\n":                    `unknown key "databse"`,
+		"server:\n  port: 1\n  maxRequestByte: 1": `unknown key "server.maxRequestByte"`,
+		"server: 8090\n":                          `key "server" must be a mapping`,
+	}
+	i := 0
+	for body, want := range cases {
+		i++
+		f := writeFile(t, dir, "c"+string(rune('0'+i))+".yaml", body)
+		_, err := Load(Sources{Files: []string{f}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want it to contain %s", body, err, want)
+		}
+		if err != nil && !strings.Contains(err.Error(), f) {
+			t.Errorf("%q: err = %v does not name the file", body, err)
+		}
+	}
+	if _, err := Load(Sources{Overrides: map[string]any{"server.nope": 1}}); err == nil {
+		t.Error("unknown override accepted")
+	}
+}
+
+func TestTypeErrorsAndNulls(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	f := writeFile(t, dir, "bad.yaml", "server:\n  shutdownTimeout: soon\n")
+	if _, err := Load(Sources{Files: []string{f}}); err == nil || !strings.Contains(err.Error(), "server.shutdownTimeout") {
+		t.Errorf("bad duration: err = %v", err)
+	}
+	// Empty sections and empty files mean "not set".
+	f1 := writeFile(t, dir, "empty.yaml", "")
+	f2 := writeFile(t, dir, "nulls.yaml", "database:\nserver:\n  host:\n")
+	c, err := Load(Sources{Files: []string{f1, f2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Host != "127.0.0.1" {
+		t.Errorf("host = %q", c.Server.Host)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	f := writeFile(t, dir, "bad.yaml", `
+server:
+  port: 70000
+  maxRequestBytes: 0
+  externalURL: "ftp://x"
+database:
+  dsn: mysql://x
+  maxOpenConns: -1
+storage:
+  url: /no/scheme
+executor:
+  type: nomad
+  local:
+    maxParallelism: 0
+    systemRetries: -1
+projects:
+  seed: ["ok", "not ok"]
+log:
+  level: loud
+  format: xml
+`)
+	_, err := Load(Sources{Files: []string{f}})
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, key := range []string{
+		"server.port:", "server.maxRequestBytes:", "server.externalURL:", "database.dsn:",
+		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
+		"executor.local.systemRetries:", "projects.seed[1]:", "log.level:", "log.format:",
+	} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("error does not name %s:\n%v", key, err)
+		}
+	}
+
+	g := writeFile(t, dir, "py.yaml", "executor:\n  local:\n    python: /does/not/exist\n")
+	if _, err := Load(Sources{Files: []string{g}}); err == nil || !strings.Contains(err.Error(), "executor.local.python") {
+		t.Errorf("missing python dir: err = %v", err)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	c := Default()
+	c.Storage.SigningKey = "super-secret-key"
+	c.Database.DSN = "postgres://fm:hunter2@db:5432/fm?sslmode=disable"
+	r := c.Redacted()
+	if r.Storage.SigningKey != RedactedValue {
+		t.Errorf("signingKey = %q", r.Storage.SigningKey)
+	}
+	if strings.Contains(r.Database.DSN, "hunter2") || !strings.Contains(r.Database.DSN, "fm:REDACTED@db:5432") {
+		t.Errorf("dsn = %q", r.Database.DSN)
+	}
+	if c.Storage.SigningKey != "super-secret-key" {
+		t.Error("Redacted modified the original")
+	}
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"hunter2", "super-secret-key"} {
+		if strings.Contains(string(out), secret) {
+			t.Errorf("YAML leaks %q:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{"maxRequestBytes: 67108864", "shutdownTimeout: 30s", "signingKey: REDACTED"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("YAML lacks %q:\n%s", want, out)
+		}
+	}
+
+	for dsn, leak := range map[string]string{
+		"host=db user=fm password=hunter2 dbname=fm":       "hunter2",
+		"host=db password='hunter 2' dbname=fm":            "hunter 2",
+		"postgres://db/fm?user=fm&password=hunter2":        "hunter2",
+		"sqlite:///var/lib/flyte-manager/flyte-manager.db": "",
+	} {
+		got := redactDSN(dsn)
+		if leak != "" && strings.Contains(got, leak) {
+			t.Errorf("redactDSN(%q) = %q", dsn, got)
+		}
+		if leak == "" && got != dsn {
+			t.Errorf("redactDSN(%q) = %q, want unchanged", dsn, got)
+		}
+	}
+}
+
+func TestPrintedConfigLoadsBack(t *testing.T) {
+	home := isolate(t)
+	t.Setenv("FLYTE_MANAGER_HOME", home)
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := writeFile(t, t.TempDir(), "printed.yaml", string(out))
+	back, err := Load(Sources{Files: []string{f}})
+	if err != nil {
+		t.Fatalf("printed config does not load back: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(*back, *c) {
+		t.Errorf("round trip differs:\n%+v\n%+v", *back, *c)
+	}
+}
+
+func TestPrepareSigningKey(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "nested", "home")
+	c := Default()
+	c.Home = home
+	if err := c.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	key := c.Storage.SigningKey
+	if len(key) < 32 {
+		t.Fatalf("signing key %q too short", key)
+	}
+	info, err := os.Stat(filepath.Join(home, SigningKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("signing.key mode = %o, want 600", info.Mode().Perm())
+	}
+	again := Default()
+	again.Home = home
+	if err := again.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if again.Storage.SigningKey != key {
+		t.Error("signing key not persisted across Prepare calls")
+	}
+	explicit := Default()
+	explicit.Home = home
+	explicit.Storage.SigningKey = "configured"
+	if err := explicit.Prepare(); err != nil || explicit.Storage.SigningKey != "configured" {
+		t.Errorf("configured key replaced: %q, %v", explicit.Storage.SigningKey, err)
+	}
+}

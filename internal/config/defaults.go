@@ -1,0 +1,127 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Default returns the built-in configuration: the single place defaults are
+// defined. Fields left empty here are derived from other values once the
+// sources are merged (see applyDerivedDefaults):
+//
+//	database.dsn          sqlite://<home>/flyte-manager.db
+//	storage.url           file://<home>/blobs
+//	storage.signingKey    generated once into <home>/signing.key (by Prepare)
+//	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH
+//	executor.local.workDir <home>/work
+func Default() Config {
+	return Config{
+		Home: "~/.flyte-manager",
+		Server: Server{
+			Host:            "127.0.0.1",
+			Port:            8090,
+			ExternalURL:     "",
+			MaxRequestBytes: 64 << 20,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Database: Database{
+			DSN:          "",
+			MaxOpenConns: 0,
+		},
+		Storage: Storage{
+			URL:        "",
+			SigningKey: "",
+		},
+		Executor: Executor{
+			Type: ExecutorLocal,
+			Local: LocalExecutor{
+				Python:         "",
+				WorkDir:        "",
+				MaxParallelism: 2 * runtime.NumCPU(),
+				SystemRetries:  3,
+			},
+		},
+		Projects: Projects{
+			AutoCreate: true,
+			Seed:       []string{"flytesnacks"},
+		},
+		Log: Log{
+			Level:  "info",
+			Format: "text",
+		},
+	}
+}
+
+// applyDerivedDefaults expands "~" in paths, makes the data directory
+// absolute and fills the defaults that depend on it or on the machine.
+func (c *Config) applyDerivedDefaults() error {
+	home, err := absPath(c.Home)
+	if err != nil {
+		return fmt.Errorf("home: %w", err)
+	}
+	c.Home = home
+	if home == "" {
+		return nil // Validate reports it
+	}
+	if c.Database.DSN == "" {
+		c.Database.DSN = "sqlite://" + filepath.ToSlash(filepath.Join(home, "flyte-manager.db"))
+	}
+	if c.Storage.URL == "" {
+		c.Storage.URL = "file://" + filepath.ToSlash(filepath.Join(home, "blobs"))
+	}
+	if c.Executor.Local.WorkDir == "" {
+		c.Executor.Local.WorkDir = filepath.Join(home, "work")
+	} else if c.Executor.Local.WorkDir, err = absPath(c.Executor.Local.WorkDir); err != nil {
+		return fmt.Errorf("executor.local.workDir: %w", err)
+	}
+	if c.Executor.Local.Python == "" {
+		c.Executor.Local.Python = detectPython()
+	} else if c.Executor.Local.Python, err = absPath(c.Executor.Local.Python); err != nil {
+		return fmt.Errorf("executor.local.python: %w", err)
+	}
+	return nil
+}
+
+// detectPython finds the bin directory of the Python environment providing
+// the a0 entry point: ./.venv/bin when present, else wherever a0 is on PATH.
+func detectPython() string {
+	if info, err := os.Stat(filepath.Join(".venv", "bin")); err == nil && info.IsDir() {
+		if abs, err := filepath.Abs(filepath.Join(".venv", "bin")); err == nil {
+			return abs
+		}
+	}
+	if a0, err := exec.LookPath("a0"); err == nil {
+		if abs, err := filepath.Abs(a0); err == nil {
+			return filepath.Dir(abs)
+		}
+	}
+	return ""
+}
+
+// absPath expands a leading "~" to the user's home directory and makes p
+// absolute. An empty p stays empty.
+func absPath(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		userHome, err := os.UserHomeDir()
+		if err != nil {
+			return "", errors.New("cannot expand ~: " + err.Error())
+		}
+		p = filepath.Join(userHome, strings.TrimPrefix(p, "~"))
+	}
+	return filepath.Abs(p)
+}
+
+func joinHostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Validate checks every value and reports each bad one by its key path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if c.Home == "" {
+		bad("home", "must not be empty")
+	}
+
+	if c.Server.Port < 0 || c.Server.Port > 65535 {
+		bad("server.port", "must be between 0 and 65535, got %d", c.Server.Port)
+	}
+	if c.Server.ExternalURL != "" {
+		u, err := url.Parse(c.Server.ExternalURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("server.externalURL", "must be an absolute http:// or https:// URL, got %q", c.Server.ExternalURL)
+		}
+	}
+	if c.Server.MaxRequestBytes <= 0 {
+		bad("server.maxRequestBytes", "must be positive, got %d", c.Server.MaxRequestBytes)
+	} else if c.Server.MaxRequestBytes > 1<<31-1 {
+		bad("server.maxRequestBytes", "must be at most 2147483647, got %d", c.Server.MaxRequestBytes)
+	}
+	if c.Server.ShutdownTimeout < 0 {
+		bad("server.shutdownTimeout", "must not be negative, got %s", c.Server.ShutdownTimeout)
+	}
+
+	switch scheme := urlScheme(c.Database.DSN); scheme {
+	case "sqlite", "postgres", "postgresql":
+	case "":
+		bad("database.dsn", "must be sqlite://<path> or postgres://..., got %q", redactDSN(c.Database.DSN))
+	default:
+		bad("database.dsn", "unsupported scheme %q (use sqlite:// or postgres://)", scheme)
+	}
+	if c.Database.MaxOpenConns < 0 {
+		bad("database.maxOpenConns", "must not be negative, got %d", c.Database.MaxOpenConns)
+	}
+
+	switch scheme := urlScheme(c.Storage.URL); scheme {
+	case "file", "s3", "gs", "azblob", "mem":
+	case "":
+		bad("storage.url", "must be a URL such as file:///var/lib/flyte or s3://bucket, got %q", c.Storage.URL)
+	default:
+		bad("storage.url", "unsupported scheme %q (use file://, s3://, gs://, azblob:// or mem://)", scheme)
+	}
+
+	switch c.Executor.Type {
+	case ExecutorLocal:
+		if p := c.Executor.Local.Python; p != "" {
+			if info, err := os.Stat(p); err != nil || !info.IsDir() {
+				bad("executor.local.python", "%q is not a directory (want the bin directory of a Python environment providing a0)", p)
+			}
+		}
+	case ExecutorKubernetes:
+	default:
+		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)
+	}
+	if c.Executor.Local.MaxParallelism < 1 {
+		bad("executor.local.maxParallelism", "must be at least 1, got %d", c.Executor.Local.MaxParallelism)
+	}
+	if c.Executor.Local.SystemRetries < 0 {
+		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
+	}
+
+	for i, p := range c.Projects.Seed {
+		if p == "" || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == '/' }) {
+			bad(fmt.Sprintf("projects.seed[%d]", i), "%q is not a valid project id", p)
+		}
+	}
+
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.Log.Level)) {
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if !slices.Contains([]string{"text", "json"}, strings.ToLower(c.Log.Format)) {
+		bad("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+}
+
+func urlScheme(s string) string {
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
+}
