@@ -1,0 +1,328 @@
+// Package server is flyte-manager's HTTP front: one listener serving every
+// Connect service (Connect, gRPC and gRPC-Web, over HTTP/1.1 and h2c), plain
+// HTTP routes, /healthz, /readyz and /metrics, with one interceptor chain for
+// logging, metrics and error masking, and a graceful shutdown.
+//
+// Typical use:
+//
+//	srv := server.New(cfg.Server, logger)
+//	srv.AddCloser("database", closeDB)
+//	srv.AddReadinessCheck("database", checkDB)
+//	path, h := workflowconnect.NewRunServiceHandler(impl, srv.HandlerOptions()...)
+//	srv.Mount(server.Service{Path: path, Handler: h})
+//	if err := srv.Listen(); err != nil { ... }
+//	err := srv.Serve(ctx) // until ctx is done, then drains and runs the closers
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fmgr.dev/internal/config"
+)
+
+// Service is one Connect service as returned by a generated
+// New<Name>ServiceHandler: Path is its "/package.Service/" prefix.
+type Service struct {
+	Path    string
+	Handler http.Handler
+}
+
+// Route is a plain HTTP handler under a net/http ServeMux pattern, such as
+// "PUT /blobs/{key...}". Routes get neither gzip pre-decompression nor the
+// Connect interceptors.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
+// CheckFunc reports whether a dependency is ready; a nil error means ready.
+type CheckFunc func(ctx context.Context) error
+
+// CloseFunc releases a resource during shutdown.
+type CloseFunc func(ctx context.Context) error
+
+// defaultReadHeaderTimeout bounds how long a client may take to send request
+// headers. It is the only timeout on the listener: read, write and idle
+// timeouts would cut long server streams.
+const defaultReadHeaderTimeout = 10 * time.Second
+
+// Server is the process's single HTTP server. Configure it (Mount, Handle,
+// AddReadinessCheck, AddCloser) before Serve.
+type Server struct {
+	cfg      config.Server
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *rpcMetrics
+	mux      *http.ServeMux
+	errors   *connect.ErrorWriter
+
+	readHeaderTimeout time.Duration
+
+	mu         sync.Mutex
+	checks     []namedCheck
+	closers    []namedCloser
+	mounted    map[string]bool
+	ln         net.Listener
+	httpServer *http.Server
+	draining   atomic.Bool
+
+	// streams is cancelled when shutdown begins: server streams end then,
+	// while unary calls may run to completion.
+	streams       context.Context
+	cancelStreams context.CancelFunc
+	closeOnce     sync.Once
+	closeErr      error
+}
+
+type namedCheck struct {
+	name string
+	fn   CheckFunc
+}
+
+type namedCloser struct {
+	name string
+	fn   CloseFunc
+}
+
+// New returns a Server for cfg that logs to logger (slog.Default if nil).
+func New(cfg config.Server, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	s := &Server{
+		cfg:               cfg,
+		log:               logger,
+		registry:          reg,
+		metrics:           newRPCMetrics(reg),
+		mux:               http.NewServeMux(),
+		errors:            connect.NewErrorWriter(),
+		readHeaderTimeout: defaultReadHeaderTimeout,
+		mounted:           map[string]bool{},
+	}
+	s.streams, s.cancelStreams = context.WithCancel(context.Background())
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", metricsHandler(reg))
+	s.mux.HandleFunc("/", s.notFound)
+	return s
+}
+
+// Registry is the server's Prometheus registry, served on /metrics; other
+// packages register their collectors here.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Logger is the logger the server was built with.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// HandlerOptions are the options every Connect service must be built with:
+// the interceptor chain (request log and metrics, error masking, panic
+// recovery) and the request size limit.
+func (s *Server) HandlerOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithInterceptors(&observeInterceptor{s: s}, &maskInterceptor{s: s}),
+		connect.WithRecover(recoverPanic),
+		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
+		connect.WithCompressMinBytes(1024),
+	}
+}
+
+// Mount serves Connect services. Each handler is wrapped with the request
+// body pre-decompression; the handler itself must have been built with
+// HandlerOptions.
+func (s *Server) Mount(services ...Service) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, svc := range services {
+		if !strings.HasPrefix(svc.Path, "/") || !strings.HasSuffix(svc.Path, "/") || svc.Handler == nil {
+			return fmt.Errorf("server: service path %q must look like /package.Service/ and have a handler", svc.Path)
+		}
+		if s.mounted[svc.Path] {
+			return fmt.Errorf("server: service %s mounted twice", svc.Path)
+		}
+		s.mounted[svc.Path] = true
+		s.mux.Handle(svc.Path, s.decompressRequests(svc.Handler))
+	}
+	return nil
+}
+
+// Handle serves plain HTTP routes.
+func (s *Server) Handle(routes ...Route) error {
+	for _, r := range routes {
+		if r.Pattern == "" || r.Handler == nil {
+			return fmt.Errorf("server: route %q needs a pattern and a handler", r.Pattern)
+		}
+		if err := registerRoute(s.mux, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func registerRoute(mux *http.ServeMux, r Route) (err error) {
+	defer func() {
+		// ServeMux panics on conflicting patterns; report it as an error.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("server: route %q: %v", r.Pattern, p)
+		}
+	}()
+	mux.Handle(r.Pattern, r.Handler)
+	return nil
+}
+
+// AddReadinessCheck makes /readyz depend on fn.
+func (s *Server) AddReadinessCheck(name string, fn CheckFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, namedCheck{name, fn})
+}
+
+// AddCloser registers fn to run at shutdown, after the listener has drained.
+// Closers run in reverse order of registration.
+func (s *Server) AddCloser(name string, fn CloseFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, namedCloser{name, fn})
+}
+
+// Handler is the complete HTTP handler (useful to test without a listener).
+func (s *Server) Handler() http.Handler {
+	return withBaseURL(s.cfg.ExternalURL, s.mux)
+}
+
+// Listen binds the configured address. Serve calls it if it was not called;
+// calling it first lets the caller learn the address (Addr) of port 0.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.ListenAddr())
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.cfg.ListenAddr(), err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound address, nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Serve serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets in-flight unary calls finish (up to the shutdown timeout),
+// ends server streams, and runs the closers in reverse order. The closers
+// also run if serving fails. The returned error is nil after a clean stop.
+func (s *Server) Serve(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return errors.Join(err, s.Close())
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.mu.Lock()
+	s.httpServer = &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: s.readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	hs, ln := s.httpServer, s.ln
+	s.mu.Unlock()
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		s.cancelStreams()
+		return errors.Join(fmt.Errorf("serving: %w", err), s.Close())
+	case <-ctx.Done():
+	}
+
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	s.draining.Store(true)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- hs.Shutdown(shutdownCtx) }()
+	s.cancelStreams()
+	var errShutdown error
+	if err := <-drained; err != nil {
+		s.log.Warn("in-flight requests did not finish in time; closing connections", "error", err)
+		errShutdown = hs.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errShutdown = errors.Join(errShutdown, err)
+	}
+	return errors.Join(errShutdown, s.Close())
+}
+
+// Close runs the registered closers once, in reverse order, each bounded by
+// the shutdown timeout. Serve calls it; call it directly only when Serve is
+// never reached.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		closers := append([]namedCloser(nil), s.closers...)
+		s.mu.Unlock()
+		var all []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			c := closers[i]
+			ctx, cancel := context.WithTimeout(context.Background(), s.closeTimeout())
+			if err := c.fn(ctx); err != nil {
+				s.log.Error("closing", "component", c.name, "error", err)
+				all = append(all, fmt.Errorf("closing %s: %w", c.name, err))
+			} else {
+				s.log.Debug("closed", "component", c.name)
+			}
+			cancel()
+		}
+		s.closeErr = errors.Join(all...)
+	})
+	return s.closeErr
+}
+
+func (s *Server) closeTimeout() time.Duration {
+	if s.cfg.ShutdownTimeout > 0 {
+		return s.cfg.ShutdownTimeout
+	}
+	return 30 * time.Second
+}
+
+// notFound answers paths no handler claims. A request that looks like an RPC
+// for a service this server does not mount gets a protocol-correct
+// Unimplemented error; anything else a plain 404.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if isProcedurePath(r.URL.Path) && s.errors.IsSupported(r) {
+		err := connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not implemented by this server", r.URL.Path))
+		_ = s.errors.Write(w, r, err)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// isProcedurePath matches "/package.Service/Method".
+func isProcedurePath(p string) bool {
+	service, method, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	return ok && strings.Contains(service, ".") && method != "" && !strings.Contains(method, "/")
+}
