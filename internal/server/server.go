@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/requrl"
 )
 
 // Service is one Connect service as returned by a generated
@@ -198,8 +199,9 @@ func (s *Server) AddCloser(name string, fn CloseFunc) {
 }
 
 // Handler is the complete HTTP handler (useful to test without a listener).
+// It records each request's base URL for requrl.BaseURL.
 func (s *Server) Handler() http.Handler {
-	return withBaseURL(s.cfg.ExternalURL, s.mux)
+	return requrl.Middleware(s.cfg.ExternalURL, s.mux)
 }
 
 // Listen binds the configured address. Serve calls it if it was not called;

@@ -22,6 +22,7 @@ import (
 
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/requrl"
 )
 
 const (
@@ -123,7 +124,7 @@ func echoHandler(s *Server, started chan<- string) http.Handler {
 		}, opts...))
 	mux.Handle(procBase, connect.NewUnaryHandler(procBase,
 		func(ctx context.Context, _ *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
-			return connect.NewResponse(wrapperspb.String(BaseURL(ctx))), nil
+			return connect.NewResponse(wrapperspb.String(requrl.BaseURL(ctx))), nil
 		}, opts...))
 	mux.Handle(procSlow, connect.NewUnaryHandler(procSlow,
 		func(ctx context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
