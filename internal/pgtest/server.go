@@ -1,0 +1,213 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// installHint is what a developer sees when the server cannot be found.
+const installHint = "PostgreSQL 15 server binaries are required for these tests: " +
+	"install them with `apt-get install postgresql-15` (or point FM_TEST_POSTGRES_DSN at a running server)"
+
+// Server is a PostgreSQL started for tests in a temporary directory,
+// listening on 127.0.0.1 and on a unix socket inside that directory.
+type Server struct {
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// Start initializes a data directory and starts a server on a free port.
+func Start() (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	asPostgres := os.Geteuid() == 0
+	if asPostgres {
+		// initdb and postgres refuse to run as root.
+		if err := chownToPostgres(dir); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := command(asPostgres, filepath.Join(bin, "initdb"),
+		"-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	// A port can be taken between probing and binding; try a few.
+	for try := 0; try < 3; try++ {
+		if err = s.start(bin, data, asPostgres); err == nil {
+			ok = true
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+func (s *Server) start(bin, data string, asPostgres bool) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.port = port
+	logPath := filepath.Join(s.dir, "postgres.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := command(asPostgres, filepath.Join(bin, "postgres"),
+		"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories="+s.dir,
+		// Throwaway data: durability only costs time.
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// If the test binary dies without stopping us, the server goes too
+	// (runuser passes the signal on to postgres).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	// Pdeathsig fires when the *thread* that forked exits, so fork from a
+	// goroutine that keeps its thread until the server is gone.
+	started := make(chan error, 1)
+	s.done = make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer close(s.done)
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	s.cmd = cmd
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		cancel()
+		if err == nil {
+			_ = conn.Close(context.Background())
+			return nil
+		}
+		select {
+		case <-s.done:
+			log, _ := os.ReadFile(logPath)
+			s.cmd = nil
+			return fmt.Errorf("postgres exited during startup:\n%s", tail(log, 2000))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("postgres did not accept connections within a minute:\n%s", tail(log, 2000))
+		}
+	}
+}
+
+// DSN is a superuser DSN for database on this server.
+func (s *Server) DSN(database string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, database)
+}
+
+// Stop shuts the server down (fast shutdown: sessions are disconnected) and
+// removes its directory.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		// SIGINT to the group reaches postgres directly, with or without runuser.
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-s.done:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+		s.cmd = nil
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// binDir finds the server binaries: PostgreSQL 15's usual place on Debian,
+// else whatever pg_config reports.
+func binDir() (string, error) {
+	candidates := []string{"/usr/lib/postgresql/15/bin"}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	for _, dir := range candidates {
+		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "postgres")) {
+			return dir, nil
+		}
+	}
+	return "", errors.New(installHint)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// command runs name as user postgres when we are root.
+func command(asPostgres bool, name string, args ...string) *exec.Cmd {
+	if asPostgres {
+		return exec.Command("runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+func chownToPostgres(dir string) error {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("running as root, but there is no user postgres to run the server as: %w (%s)", err, installHint)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(dir, uid, gid)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
