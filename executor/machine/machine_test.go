@@ -1,0 +1,395 @@
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/errs"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func TestPhaseNumbersMatchWire(t *testing.T) {
+	for p, name := range phaseNames {
+		wire := common.ActionPhase(p)
+		if got := common.ActionPhase_name[int32(wire)]; got != "ACTION_PHASE_"+name {
+			t.Errorf("phase %d: wire name %q, ours %q", p, got, name)
+		}
+		if PhaseFromProto(p.Proto()) != p {
+			t.Errorf("phase %s does not round-trip", p)
+		}
+	}
+	if int32(KindUser) != int32(core.ExecutionError_USER) || int32(KindSystem) != int32(core.ExecutionError_SYSTEM) {
+		t.Error("error kinds differ from core.ExecutionError.ErrorKind")
+	}
+}
+
+func st(p Phase, attempt, user, system uint32) State {
+	return State{Phase: p, Attempt: attempt, UserRetries: user, SystemRetries: system}
+}
+
+var (
+	userRecoverable    = Failed{Kind: KindUser, Recoverable: true, Code: "ValueError", Message: "boom"}
+	userNonRecoverable = Failed{Kind: KindUser, Recoverable: false, Code: "NonRecoverableError", Message: "stop"}
+	systemRecoverable  = Failed{Kind: KindSystem, Recoverable: true, Code: "StorageError", Message: "flaky"}
+	systemFatal        = Failed{Kind: KindSystem, Recoverable: false, Code: "UsageError", Message: "bad args"}
+	unknownRecoverable = Failed{Kind: KindUnknown, Recoverable: true, Code: "Weird", Message: "?"}
+)
+
+func TestTransition(t *testing.T) {
+	two := Policy{MaxUserRetries: 2, MaxSystemRetries: 3}
+	none := Policy{MaxSystemRetries: 3}
+	type want struct {
+		state    State
+		decision string // "", "retry", "terminal", "ignored"
+		phase    Phase  // terminal phase
+		system   bool   // retry paid by the system budget
+		stop     bool   // StopAttempt
+		code     string // error code of the terminal error / retry cause
+		err      bool
+	}
+	cases := []struct {
+		name   string
+		state  State
+		event  Event
+		policy Policy
+		want   want
+	}{
+		// The happy path.
+		{"start from queued", New(), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
+		{"start names its attempt", New(), Start{Attempt: 1}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
+		{"running from initializing", st(PhaseInitializing, 1, 0, 0), Running{}, none, want{state: st(PhaseRunning, 1, 0, 0)}},
+		{"running again is a no-op", st(PhaseRunning, 1, 0, 0), Running{}, none, want{state: st(PhaseRunning, 1, 0, 0)}},
+		{"succeeded from running", st(PhaseRunning, 1, 0, 0), Succeeded{}, none,
+			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
+		{"succeeded straight from initializing", st(PhaseInitializing, 1, 0, 0), Succeeded{}, none,
+			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
+		{"cache hit from queued", New(), Succeeded{}, none,
+			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
+
+		// Waiting for resources.
+		{"wait from queued", New(), Wait{Reason: "cache reservation"}, none, want{state: st(PhaseWaitingForResources, 1, 0, 0)}},
+		{"wait again is a no-op", st(PhaseWaitingForResources, 1, 0, 0), Wait{}, none, want{state: st(PhaseWaitingForResources, 1, 0, 0)}},
+		{"start after waiting", st(PhaseWaitingForResources, 1, 0, 0), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
+
+		// Invalid transitions.
+		{"start twice", st(PhaseInitializing, 1, 0, 0), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0), err: true}},
+		{"start while running", st(PhaseRunning, 1, 0, 0), Start{}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"wait while running", st(PhaseRunning, 1, 0, 0), Wait{}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"running before start", New(), Running{}, none, want{state: New(), err: true}},
+		{"orphan of a queued action", New(), Orphaned{}, none, want{state: New(), err: true}},
+		{"event for a future attempt", st(PhaseRunning, 1, 0, 0), Succeeded{Attempt: 2}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"nil event", New(), nil, none, want{state: New(), err: true}},
+		{"unknown event", New(), bogus{}, none, want{state: New(), err: true}},
+		{"failure of an undefined kind", st(PhaseRunning, 1, 0, 0), Failed{Kind: 7, Recoverable: true}, two,
+			want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"unspecified phase", State{Attempt: 1}, Start{}, none, want{state: State{Attempt: 1}, err: true}},
+		{"paused phase", State{Phase: 9, Attempt: 1}, Start{}, none, want{state: State{Phase: 9, Attempt: 1}, err: true}},
+		{"attempt zero", State{Phase: PhaseQueued}, Start{}, none, want{state: State{Phase: PhaseQueued}, err: true}},
+		{"retries beyond attempts", st(PhaseRunning, 2, 1, 1), Running{}, none, want{state: st(PhaseRunning, 2, 1, 1), err: true}},
+
+		// Stale events from an attempt that was already retried.
+		{"stale success", st(PhaseQueued, 2, 1, 0), Succeeded{Attempt: 1}, two,
+			want{state: st(PhaseQueued, 2, 1, 0), decision: "ignored"}},
+		{"stale crash", st(PhaseRunning, 3, 1, 1), Crashed{Attempt: 2, ExitCode: 1}, two,
+			want{state: st(PhaseRunning, 3, 1, 1), decision: "ignored"}},
+
+		// User retries.
+		{"recoverable user error retries", st(PhaseRunning, 1, 0, 0), userRecoverable, two,
+			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: "ValueError"}},
+		{"second user retry", st(PhaseRunning, 2, 1, 0), userRecoverable, two,
+			want{state: st(PhaseQueued, 3, 2, 0), decision: "retry", code: "ValueError"}},
+		{"user retries exhausted", st(PhaseRunning, 3, 2, 0), userRecoverable, two,
+			want{state: st(PhaseFailed, 3, 2, 0), decision: "terminal", phase: PhaseFailed, code: "ValueError"}},
+		{"no user retries configured", st(PhaseRunning, 1, 0, 0), userRecoverable, none,
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "ValueError"}},
+		{"non-recoverable fails at once", st(PhaseRunning, 1, 0, 0), userNonRecoverable, two,
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "NonRecoverableError"}},
+		{"unknown origin draws on the user budget", st(PhaseRunning, 1, 0, 0), unknownRecoverable, two,
+			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: "Weird"}},
+		{"user failure before launch", New(), userNonRecoverable, two,
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "NonRecoverableError"}},
+
+		// System retries.
+		{"recoverable system error retries", st(PhaseRunning, 1, 0, 0), systemRecoverable, none,
+			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: "StorageError"}},
+		{"non-recoverable system error fails", st(PhaseRunning, 1, 0, 0), systemFatal, two,
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "UsageError"}},
+		{"crash retries", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 137, Signal: "killed"}, none,
+			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: CodeCrashed}},
+		{"crash at launch retries", New(), Crashed{Message: "exec: a0 not found"}, none,
+			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: CodeCrashed}},
+		{"crash with user budget spent still retries", st(PhaseRunning, 3, 2, 0), Crashed{ExitCode: 1}, two,
+			want{state: st(PhaseQueued, 4, 2, 1), decision: "retry", system: true, code: CodeCrashed}},
+		{"user retry with system budget spent", st(PhaseRunning, 4, 0, 3), userRecoverable, two,
+			want{state: st(PhaseQueued, 5, 1, 3), decision: "retry", code: "ValueError"}},
+		{"system retries exhausted", st(PhaseRunning, 4, 0, 3), Crashed{ExitCode: 1}, two,
+			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
+		{"system retries disabled", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 1}, Policy{MaxUserRetries: 5},
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
+		{"orphan retries and stops the old process", st(PhaseRunning, 1, 0, 0), Orphaned{}, none,
+			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
+		{"orphan while initializing", st(PhaseInitializing, 2, 1, 0), Orphaned{Attempt: 2}, two,
+			want{state: st(PhaseQueued, 3, 1, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
+		{"orphan with system budget spent", st(PhaseRunning, 4, 0, 3), Orphaned{}, none,
+			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, stop: true, code: CodeOrphaned}},
+
+		// Timeouts.
+		{"runtime timeout", st(PhaseRunning, 1, 0, 0), TimedOut{}, two,
+			want{state: st(PhaseTimedOut, 1, 0, 0), decision: "terminal", phase: PhaseTimedOut, stop: true, code: CodeMaxRuntime}},
+		{"queued timeout", New(), TimedOut{Code: CodeQueuedTimeout}, two,
+			want{state: st(PhaseTimedOut, 1, 0, 0), decision: "terminal", phase: PhaseTimedOut, code: CodeQueuedTimeout}},
+		{"deadline while waiting", st(PhaseWaitingForResources, 2, 1, 0), TimedOut{Code: CodeDeadline}, two,
+			want{state: st(PhaseTimedOut, 2, 1, 0), decision: "terminal", phase: PhaseTimedOut, code: CodeDeadline}},
+	}
+
+	// Abort from every non-terminal phase.
+	for _, p := range []Phase{PhaseQueued, PhaseWaitingForResources, PhaseInitializing, PhaseRunning} {
+		cases = append(cases, struct {
+			name   string
+			state  State
+			event  Event
+			policy Policy
+			want   want
+		}{"abort while " + p.String(), st(p, 2, 1, 0), AbortRequested{Reason: "user", By: "alice"}, two,
+			want{state: st(PhaseAborted, 2, 1, 0), decision: "terminal", phase: PhaseAborted, stop: p.Active()}})
+	}
+
+	// Terminal phases absorb everything.
+	everything := []Event{
+		Wait{}, Start{}, Running{}, Succeeded{}, userRecoverable, userNonRecoverable, systemRecoverable,
+		TimedOut{}, Crashed{ExitCode: 1}, Orphaned{}, AbortRequested{}, Succeeded{Attempt: 9},
+	}
+	for _, p := range []Phase{PhaseSucceeded, PhaseFailed, PhaseAborted, PhaseTimedOut} {
+		for _, ev := range everything {
+			cases = append(cases, struct {
+				name   string
+				state  State
+				event  Event
+				policy Policy
+				want   want
+			}{fmt.Sprintf("%s absorbs %s", p, ev.Name()), st(p, 2, 1, 0), ev, two,
+				want{state: st(p, 2, 1, 0), decision: "ignored"}})
+		}
+	}
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, d, err := Transition(tc.state, tc.event, tc.policy)
+			if tc.want.err {
+				if err == nil || !errors.Is(err, ErrInvalidTransition) || !errors.Is(err, errs.ErrPrecondition) {
+					t.Fatalf("want invalid transition, got err=%v decision=%v", err, d)
+				}
+				if d != nil {
+					t.Errorf("decision %v alongside an error", d)
+				}
+			} else if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got != tc.want.state {
+				t.Errorf("state %+v, want %+v", got, tc.want.state)
+			}
+			switch tc.want.decision {
+			case "":
+				if d != nil {
+					t.Errorf("decision %v, want none", d)
+				}
+			case "ignored":
+				if _, ok := d.(*Ignored); !ok {
+					t.Errorf("decision %v, want ignored", d)
+				}
+			case "retry":
+				r, ok := d.(*Retry)
+				if !ok {
+					t.Fatalf("decision %v, want retry", d)
+				}
+				if r.Attempt != tc.state.Attempt+1 || r.Attempt != got.Attempt {
+					t.Errorf("retry attempt %d, state attempt %d, previous %d", r.Attempt, got.Attempt, tc.state.Attempt)
+				}
+				if r.System != tc.want.system || r.StopAttempt != tc.want.stop || r.Cause.Code != tc.want.code {
+					t.Errorf("retry %+v, want system=%v stop=%v code=%s", r, tc.want.system, tc.want.stop, tc.want.code)
+				}
+			case "terminal":
+				term, ok := d.(*Terminal)
+				if !ok {
+					t.Fatalf("decision %v, want terminal", d)
+				}
+				if term.Phase != tc.want.phase || term.Phase != got.Phase || term.StopAttempt != tc.want.stop {
+					t.Errorf("terminal %+v, want phase %s stop %v", term, tc.want.phase, tc.want.stop)
+				}
+				switch term.Phase {
+				case PhaseFailed, PhaseTimedOut:
+					if term.Error == nil || term.Error.Code != tc.want.code {
+						t.Errorf("terminal error %v, want code %s", term.Error, tc.want.code)
+					}
+				default:
+					if term.Error != nil {
+						t.Errorf("terminal %s carries error %v", term.Phase, term.Error)
+					}
+				}
+			}
+		})
+	}
+}
+
+type bogus struct{}
+
+func (bogus) Name() string    { return "bogus" }
+func (bogus) attempt() uint32 { return 0 }
+
+// Drive a whole action: two user retries, three system retries, then the
+// budgets run out in the order the events arrive.
+func TestBudgetsAreIndependent(t *testing.T) {
+	p := Policy{MaxUserRetries: 2, MaxSystemRetries: 3}
+	s := New()
+	step := func(ev Event) Decision {
+		t.Helper()
+		next, d, err := Transition(s, ev, p)
+		if err != nil {
+			t.Fatalf("%s in %+v: %v", ev.Name(), s, err)
+		}
+		s = next
+		return d
+	}
+	failures := []Event{userRecoverable, Crashed{ExitCode: 1}, Orphaned{}, userRecoverable, systemRecoverable}
+	for i, ev := range failures {
+		step(Start{Attempt: s.Attempt})
+		if _, isOrphan := ev.(Orphaned); !isOrphan {
+			step(Running{})
+		}
+		if r, ok := step(ev).(*Retry); !ok || r.Attempt != uint32(i+2) {
+			t.Fatalf("failure %d (%s): want retry as attempt %d, state %+v", i, ev.Name(), i+2, s)
+		}
+	}
+	if s != st(PhaseQueued, 6, 2, 3) {
+		t.Fatalf("after five retries: %+v", s)
+	}
+	step(Start{})
+	step(Running{})
+	d := step(Crashed{Signal: "killed"})
+	term, ok := d.(*Terminal)
+	if !ok || term.Phase != PhaseFailed || term.Error.Kind != KindSystem || term.Error.Message != "process killed by signal killed" {
+		t.Fatalf("want FAILED after the system budget ran out, got %v (%+v)", d, term)
+	}
+	if s.Attempt != 6 {
+		t.Errorf("attempts: %d", s.Attempt)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Base: time.Second, Factor: 2, Cap: 5 * time.Second}
+	var got []time.Duration
+	for n := uint32(0); n < 5; n++ {
+		got = append(got, b.Delay(n))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("delays %v, want %v", got, want)
+	}
+	if d := (Backoff{Base: time.Second}).Delay(7); d != time.Second {
+		t.Errorf("factor 0 acts as 1: %v", d)
+	}
+	if d := (Backoff{}).Delay(3); d != 0 {
+		t.Errorf("no base: %v", d)
+	}
+	if d := (Backoff{Base: time.Hour, Factor: 10}).Delay(400); d <= 0 {
+		t.Errorf("uncapped overflow: %v", d)
+	}
+
+	p := Policy{MaxUserRetries: 3, UserBackoff: b, SystemBackoff: Backoff{Base: time.Millisecond}, MaxSystemRetries: 1}
+	s := st(PhaseRunning, 2, 1, 0)
+	_, d, _ := Transition(s, userRecoverable, p)
+	if r := d.(*Retry); r.Delay != 2*time.Second {
+		t.Errorf("second user retry waits %v", r.Delay)
+	}
+	_, d, _ = Transition(s, Crashed{}, p)
+	if r := d.(*Retry); r.Delay != time.Millisecond {
+		t.Errorf("first system retry waits %v", r.Delay)
+	}
+}
+
+func TestPolicyFor(t *testing.T) {
+	f := 2.0
+	md := &core.TaskMetadata{Retries: &core.RetryStrategy{
+		Retries: 4,
+		Backoff: &core.Backoff{Base: durationpb.New(time.Second), Factor: &f, Cap: durationpb.New(time.Minute)},
+	}}
+	got := PolicyFor(md, DefaultMaxSystemRetries)
+	want := Policy{MaxUserRetries: 4, MaxSystemRetries: 3, UserBackoff: Backoff{Base: time.Second, Factor: 2, Cap: time.Minute}}
+	if got != want {
+		t.Errorf("policy %+v, want %+v", got, want)
+	}
+	if got := PolicyFor(nil, 1); got != (Policy{MaxSystemRetries: 1}) {
+		t.Errorf("nil metadata: %+v", got)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	p := Policy{MaxUserRetries: 1, MaxSystemRetries: 1}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := t0
+	var recorded []Change
+	s := New()
+	recorded = append(recorded, Change{Attempt: 1, Phase: PhaseQueued, At: clock})
+	for _, ev := range []Event{Start{}, Running{}, Running{}, userRecoverable, Start{}, Running{}, AbortRequested{Reason: "stop"}, Succeeded{}} {
+		clock = clock.Add(time.Second)
+		next, d, err := Transition(s, ev, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded = append(recorded, Stamp(Changes(s, next, d), clock)...)
+		s = next
+	}
+	// Feed them out of order: Attempts sorts.
+	shuffled := append([]Change(nil), recorded...)
+	for i, j := 0, len(shuffled)-1; i < j; i, j = i+1, j-1 {
+		shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+	}
+	hs := Attempts(shuffled)
+	if len(hs) != 2 {
+		t.Fatalf("want 2 attempts, got %+v", hs)
+	}
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	a1, a2 := hs[0], hs[1]
+	wantSpans1 := []Span{
+		{PhaseQueued, sec(0), sec(1)},
+		{PhaseInitializing, sec(1), sec(2)},
+		{PhaseRunning, sec(2), sec(4)},
+		{PhaseFailed, sec(4), sec(4)},
+	}
+	if a1.Attempt != 1 || a1.Phase != PhaseFailed || !a1.End.Equal(sec(4)) || !reflect.DeepEqual(a1.Spans, wantSpans1) {
+		t.Errorf("attempt 1: %+v", a1)
+	}
+	if a1.Error == nil || a1.Error.Code != "ValueError" {
+		t.Errorf("attempt 1 error: %v", a1.Error)
+	}
+	wantSpans2 := []Span{
+		{PhaseQueued, sec(4), sec(5)},
+		{PhaseInitializing, sec(5), sec(6)},
+		{PhaseRunning, sec(6), sec(7)},
+		{PhaseAborted, sec(7), sec(7)},
+	}
+	if a2.Attempt != 2 || a2.Phase != PhaseAborted || !a2.Start.Equal(sec(4)) || !reflect.DeepEqual(a2.Spans, wantSpans2) {
+		t.Errorf("attempt 2: %+v", a2)
+	}
+	if a2.Error != nil {
+		t.Errorf("aborted attempt carries error %v", a2.Error)
+	}
+	pt := a2.Spans[2].Proto()
+	if pt.GetPhase() != common.ActionPhase_ACTION_PHASE_RUNNING || !pt.GetStartTime().AsTime().Equal(sec(6)) || !pt.GetEndTime().AsTime().Equal(sec(7)) {
+		t.Errorf("proto span %v", pt)
+	}
+	if open := (Span{Phase: PhaseRunning, Start: sec(1)}).Proto(); open.EndTime != nil {
+		t.Errorf("open span has an end: %v", open)
+	}
+
+	// A change recorded after the terminal one does not reopen the attempt.
+	late := append(recorded, Change{Attempt: 2, Phase: PhaseRunning, At: sec(9)})
+	if h := Attempts(late)[1]; h.Phase != PhaseAborted || len(h.Spans) != 4 {
+		t.Errorf("late change reopened attempt 2: %+v", h)
+	}
+}
