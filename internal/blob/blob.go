@@ -1,0 +1,506 @@
+// Package blob is flyte-manager's one blob-store abstraction, over
+// gocloud.dev/blob. A Store is opened from the storage URL:
+//
+//   - file:///abs/dir — a local directory (the embedded default). Objects are
+//     plain files under the directory, so task processes on this host read
+//     and write them directly; no sidecar metadata files are written, and
+//     nothing here depends on them.
+//   - mem:// — in memory, for tests.
+//   - s3://bucket[/prefix][?region=...&endpoint=...] — S3 or an S3-compatible
+//     store, with gocloud's s3blob URL parameters.
+//
+// Keys are "/"-separated relative paths, checked by ValidateKey. URI maps a
+// key to the location a task process uses for the object (an absolute path
+// for file stores, s3://bucket/key for S3) and Key maps such a location back.
+//
+// Signed URLs for objects are minted by a Signer and served by the manager's
+// own /blobs/ endpoint (package dataproxy), so clients need no credentials
+// for any store.
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"iter"
+	"mime"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob" // registers s3:// with gcblob.OpenBucket
+	"gocloud.dev/gcerrors"
+
+	"fmgr.dev/internal/errs"
+)
+
+// Kind names a store's driver.
+type Kind string
+
+const (
+	KindFile Kind = "file"
+	KindMem  Kind = "mem"
+	KindS3   Kind = "s3"
+)
+
+// ErrContentMD5Mismatch is returned when written bytes do not match the
+// expected MD5; nothing was stored. It is an errs.ErrInvalid.
+var ErrContentMD5Mismatch = fmt.Errorf("content does not match its MD5: %w", errs.ErrInvalid)
+
+// Store is an opened blob store. It is safe for concurrent use.
+type Store struct {
+	bucket *gcblob.Bucket
+	kind   Kind
+	// root is the absolute directory of a file store; realRoot is the same
+	// with symlinks resolved (Key accepts paths under either).
+	root, realRoot string
+	// uriPrefix is what URI puts before a key for mem and s3 stores.
+	uriPrefix string
+}
+
+// Open opens the store named by rawURL (see the package comment). A file
+// store's directory is created if it does not exist.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errs.Invalidf("storage URL %q is not a URL", rawURL)
+	}
+	switch u.Scheme {
+	case "file":
+		return openFile(u)
+	case "mem":
+		return &Store{bucket: memblob.OpenBucket(nil), kind: KindMem, uriPrefix: "mem:///"}, nil
+	case "s3":
+		return openS3(ctx, u)
+	case "":
+		return nil, errs.Invalidf("storage URL %q has no scheme (use file:///abs/dir, s3://bucket or mem://)", rawURL)
+	default:
+		return nil, errs.Invalidf("storage URL scheme %q is not supported (use file:///abs/dir, s3://bucket or mem://)", u.Scheme)
+	}
+}
+
+func openFile(u *url.URL) (*Store, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, errs.Invalidf("file storage URL must name a local directory (file:///abs/dir), got host %q", u.Host)
+	}
+	if u.RawQuery != "" {
+		return nil, errs.Invalidf("file storage URL takes no query parameters")
+	}
+	dir := filepath.FromSlash(u.Path)
+	if !filepath.IsAbs(dir) {
+		return nil, errs.Invalidf("file storage URL must hold an absolute path (file:///abs/dir), got %q", u.Path)
+	}
+	dir = filepath.Clean(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating storage directory %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving storage directory %s: %w", dir, err)
+	}
+	b, err := fileblob.OpenBucket(dir, &fileblob.Options{
+		// Temporary files go next to their target: os.TempDir may be on
+		// another filesystem, where the final rename would fail.
+		NoTempDir: true,
+		// No .attrs sidecars: tasks write files here directly, and a Dir
+		// download must not pick up metadata files.
+		Metadata:    fileblob.MetadataDontWrite,
+		DirFileMode: 0o755,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening storage directory %s: %w", dir, err)
+	}
+	return &Store{bucket: b, kind: KindFile, root: dir, realRoot: real}, nil
+}
+
+func openS3(ctx context.Context, u *url.URL) (*Store, error) {
+	if u.Host == "" {
+		return nil, errs.Invalidf("s3 storage URL must name a bucket (s3://bucket[/prefix])")
+	}
+	q := u.Query()
+	if q.Has("prefix") {
+		return nil, errs.Invalidf("s3 storage URL: give the prefix as a path (s3://bucket/prefix), not as ?prefix=")
+	}
+	prefix := strings.Trim(u.Path, "/")
+	if prefix != "" {
+		if err := ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("s3 storage URL prefix: %w", err)
+		}
+	}
+	opener := url.URL{Scheme: "s3", Host: u.Host, RawQuery: u.RawQuery}
+	b, err := gcblob.OpenBucket(ctx, opener.String())
+	if err != nil {
+		return nil, fmt.Errorf("opening s3 bucket %s: %w", u.Host, err)
+	}
+	uriPrefix := "s3://" + u.Host + "/"
+	if prefix != "" {
+		b = gcblob.PrefixedBucket(b, prefix+"/")
+		uriPrefix += prefix + "/"
+	}
+	return &Store{bucket: b, kind: KindS3, uriPrefix: uriPrefix}, nil
+}
+
+// Kind reports the store's driver.
+func (s *Store) Kind() Kind { return s.kind }
+
+// Close releases the store.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// check validates key for this store.
+func (s *Store) check(key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if s.kind == KindFile && strings.HasSuffix(key, ".attrs") {
+		return errs.Invalidf("key %q: names ending in .attrs are reserved by the file store", key)
+	}
+	return nil
+}
+
+// wrap turns a driver error into the project's vocabulary.
+func (s *Store) wrap(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return errs.NotFoundf("object %q", key)
+	case gcerrors.Canceled:
+		return fmt.Errorf("blob %s %q: %w", op, key, context.Canceled)
+	case gcerrors.DeadlineExceeded:
+		return fmt.Errorf("blob %s %q: %w", op, key, context.DeadlineExceeded)
+	}
+	if s.kind == KindFile && errors.Is(err, os.ErrNotExist) {
+		return errs.NotFoundf("object %q", key)
+	}
+	return fmt.Errorf("blob %s %q: %w", op, key, err)
+}
+
+// URI is the location of key as a task process on this host names it: the
+// absolute filesystem path for file stores, s3://bucket/[prefix/]key for
+// S3, mem:///key for memory stores. key is not validated here; callers
+// build it from validated parts or get it from Key.
+func (s *Store) URI(key string) string {
+	if s.kind == KindFile {
+		return filepath.Join(s.root, filepath.FromSlash(key))
+	}
+	return s.uriPrefix + key
+}
+
+// Key is the inverse of URI: it accepts what URI returns (and, for file
+// stores, file:// URLs and paths under the symlink-resolved root) and
+// returns the key. Anything outside the store, or naming the store's root
+// itself, is an errs.ErrInvalid.
+func (s *Store) Key(uri string) (string, error) {
+	var key string
+	switch s.kind {
+	case KindFile:
+		p := uri
+		if strings.HasPrefix(uri, "file://") {
+			u, err := url.Parse(uri)
+			if err != nil || (u.Host != "" && u.Host != "localhost") || u.RawQuery != "" {
+				return "", errs.Invalidf("%q is not a local file URL", uri)
+			}
+			p = filepath.FromSlash(u.Path)
+		}
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return "", errs.Invalidf("%q is not a clean absolute path in the store", uri)
+		}
+		key = under(s.root, p)
+		if key == "" && s.realRoot != s.root {
+			key = under(s.realRoot, p)
+		}
+	default:
+		key, _ = strings.CutPrefix(uri, s.uriPrefix)
+		if key == uri {
+			key = ""
+		}
+	}
+	if key == "" {
+		return "", errs.Invalidf("%q is outside the store", uri)
+	}
+	if err := s.check(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// under returns p relative to root in slash form, or "" if p is not
+// strictly inside root.
+func under(root, p string) string {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
+// WriteOptions tune a write. The zero value is fine.
+type WriteOptions struct {
+	// ContentType is recorded where the store keeps it (not in file stores).
+	ContentType string
+	// ContentMD5, when set, must equal the MD5 of the bytes written, or the
+	// write fails with ErrContentMD5Mismatch and nothing becomes visible.
+	ContentMD5 []byte
+}
+
+// Put stores data under key, replacing any existing object.
+func (s *Store) Put(ctx context.Context, key string, data []byte, opts *WriteOptions) error {
+	w, err := s.NewWriter(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
+}
+
+// Get returns the whole object; meant for small objects.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	data, err := s.bucket.ReadAll(ctx, key)
+	return data, s.wrap("read", key, err)
+}
+
+// Exists reports whether key names an object.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	if err := s.check(key); err != nil {
+		return false, err
+	}
+	ok, err := s.bucket.Exists(ctx, key)
+	return ok, s.wrap("stat", key, err)
+}
+
+// Delete removes the object; a missing object is an errs.ErrNotFound.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.check(key); err != nil {
+		return err
+	}
+	return s.wrap("delete", key, s.bucket.Delete(ctx, key))
+}
+
+// Attributes describe a stored object.
+type Attributes struct {
+	Size        int64
+	ModTime     time.Time
+	ContentType string
+	// MD5 is the content's MD5 when the store knows it without reading the
+	// object (S3 for single-part uploads); nil otherwise (always for file
+	// stores). Use Store.MD5 to get it in every case.
+	MD5 []byte
+}
+
+// Stat returns the object's attributes.
+func (s *Store) Stat(ctx context.Context, key string) (Attributes, error) {
+	if err := s.check(key); err != nil {
+		return Attributes{}, err
+	}
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return Attributes{}, s.wrap("stat", key, err)
+	}
+	out := Attributes{Size: a.Size, ModTime: a.ModTime, MD5: a.MD5, ContentType: a.ContentType}
+	if s.kind == KindFile {
+		out.ContentType, out.MD5 = typeByName(key), nil
+	}
+	return out, nil
+}
+
+// MD5 returns the object's MD5, from the store's attributes when it has
+// them and by reading the object otherwise.
+func (s *Store) MD5(ctx context.Context, key string) ([]byte, error) {
+	a, err := s.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.MD5) == md5.Size {
+		return a.MD5, nil
+	}
+	r, err := s.NewReader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := md5.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	return h.Sum(nil), nil
+}
+
+// Object is one List result.
+type Object struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// List yields the objects whose keys start with prefix ("" for all), in
+// key order. Iteration stops at the first error, which is yielded.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[Object, error] {
+	return func(yield func(Object, error) bool) {
+		if err := ValidatePrefix(prefix); err != nil {
+			yield(Object{}, err)
+			return
+		}
+		it := s.bucket.List(&gcblob.ListOptions{Prefix: prefix})
+		for {
+			o, err := it.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Object{}, s.wrap("list", prefix, err))
+				return
+			}
+			if o.IsDir {
+				continue
+			}
+			if !yield(Object{Key: o.Key, Size: o.Size, ModTime: o.ModTime}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Reader streams an object. It is an io.ReadSeekCloser, so it can be
+// handed to http.ServeContent.
+type Reader struct {
+	r           *gcblob.Reader
+	contentType string
+}
+
+// NewReader opens key for reading; the caller must Close it.
+func (s *Store) NewReader(ctx context.Context, key string) (*Reader, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	ct := r.ContentType()
+	if s.kind == KindFile || ct == "" {
+		ct = typeByName(key)
+	}
+	return &Reader{r: r, contentType: ct}, nil
+}
+
+func (r *Reader) Read(p []byte) (int, error)                { return r.r.Read(p) }
+func (r *Reader) Seek(off int64, whence int) (int64, error) { return r.r.Seek(off, whence) }
+func (r *Reader) Close() error                              { return r.r.Close() }
+func (r *Reader) Size() int64                               { return r.r.Size() }
+func (r *Reader) ModTime() time.Time                        { return r.r.ModTime() }
+func (r *Reader) ContentType() string                       { return r.contentType }
+func (r *Reader) WriteTo(w io.Writer) (int64, error)        { return r.r.WriteTo(w) }
+func typeByName(key string) string {
+	if t := mime.TypeByExtension(path.Ext(key)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// Writer streams an object into the store. Nothing is visible under the
+// key until Close succeeds; Abort (or a failed Close) leaves any previous
+// object in place.
+type Writer struct {
+	s      *Store
+	key    string
+	w      *gcblob.Writer
+	cancel context.CancelFunc
+	want   []byte
+	h      hash.Hash
+	n      int64
+	done   bool
+	sum    []byte
+}
+
+// NewWriter starts writing key. The caller must call Close (to commit) or
+// Abort (to discard).
+func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (*Writer, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &WriteOptions{}
+	}
+	if len(opts.ContentMD5) != 0 && len(opts.ContentMD5) != md5.Size {
+		return nil, errs.Invalidf("content MD5 must be %d bytes, got %d", md5.Size, len(opts.ContentMD5))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	gopts := &gcblob.WriterOptions{ContentMD5: opts.ContentMD5}
+	if opts.ContentType != "" {
+		if _, _, err := mime.ParseMediaType(opts.ContentType); err == nil {
+			gopts.ContentType = opts.ContentType
+		}
+	}
+	if gopts.ContentType == "" {
+		gopts.ContentType = typeByName(key)
+	}
+	w, err := s.bucket.NewWriter(ctx, key, gopts)
+	if err != nil {
+		cancel()
+		return nil, s.wrap("write", key, err)
+	}
+	return &Writer{s: s, key: key, w: w, cancel: cancel, want: bytes.Clone(opts.ContentMD5), h: md5.New()}, nil
+}
+
+// Write implements io.Writer.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, fmt.Errorf("blob write %q: writer already closed", w.key)
+	}
+	n, err := w.w.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	if err != nil {
+		return n, w.s.wrap("write", w.key, err)
+	}
+	return n, nil
+}
+
+// Close commits the object. If an expected MD5 was given and the bytes do
+// not match it, nothing is stored and ErrContentMD5Mismatch is returned.
+func (w *Writer) Close() error {
+	if w.done {
+		return nil
+	}
+	w.sum = w.h.Sum(nil)
+	if len(w.want) > 0 && !bytes.Equal(w.sum, w.want) {
+		w.Abort()
+		return fmt.Errorf("object %q: %w", w.key, ErrContentMD5Mismatch)
+	}
+	w.done = true
+	defer w.cancel()
+	return w.s.wrap("write", w.key, w.w.Close())
+}
+
+// Abort discards everything written; it is a no-op after Close.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.cancel()
+	_ = w.w.Close()
+}
+
+// Written is the number of bytes written so far.
+func (w *Writer) Written() int64 { return w.n }
+
+// MD5 is the MD5 of what was written; valid after Close.
+func (w *Writer) MD5() []byte { return w.sum }
