@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"net/url"
 	"regexp"
 	"slices"
@@ -25,7 +26,16 @@ func (c Config) Redacted() Config {
 
 // YAML renders the configuration with secrets redacted.
 func (c Config) YAML() ([]byte, error) {
-	return yaml.Marshal(c.Redacted())
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c.Redacted()); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // kvPassword matches password=... in key/value style PostgreSQL DSNs.

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"fmgr.dev/internal/db"
+)
+
+func newMigrateCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			gdb, err := openDatabase(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer db.Close(gdb)
+			if err := db.Migrate(ctx, gdb); err != nil {
+				return fmt.Errorf("migrating: %w", err)
+			}
+			v, err := db.Version(ctx, gdb)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "database %s is at schema version %d\n", cfg.Redacted().Database.DSN, v)
+			return nil
+		},
+	}
+}
+
+func newConfigCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "config",
+		Short: "Print the effective configuration as YAML (secrets redacted)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := cfg.YAML()
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "flyte-manager %s (commit %s, %s %s/%s)\n",
+				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+	}
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// syncBuffer is an io.Writer that the test may read while a command writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// isolate keeps the machine's configuration out: no FLYTE_MANAGER_
+// variables, a temporary HOME. It returns a fresh data dir.
+func isolate(t *testing.T) string {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "FLYTE_MANAGER_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	t.Setenv("HOME", t.TempDir())
+	return filepath.Join(t.TempDir(), "home")
+}
+
+var servingRE = regexp.MustCompile(`serving on http://(\S+) `)
+
+// waitForBanner returns the address the manager printed, or fails.
+func waitForBanner(t *testing.T, out func() string, done <-chan struct{}) string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		if m := servingRE.FindStringSubmatch(out()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-done:
+			t.Fatalf("manager exited before serving:\n%s", out())
+		case <-deadline:
+			t.Fatalf("manager did not start:\n%s", out())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestStartServesHealthAndReady(t *testing.T) {
+	home := isolate(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	code := make(chan int, 1)
+	done := make(chan struct{})
+	go func() {
+		code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
+		close(done)
+	}()
+	addr := waitForBanner(t, stdout.String, done)
+
+	if status, body := get(t, "http://"+addr+"/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz = %d %q", status, body)
+	}
+	if status, body := get(t, "http://"+addr+"/readyz"); status != http.StatusOK || !strings.Contains(body, "database: ok") {
+		t.Errorf("/readyz = %d %q", status, body)
+	}
+	if status, _ := get(t, "http://"+addr+"/metrics"); status != http.StatusOK {
+		t.Errorf("/metrics = %d", status)
+	}
+
+	banner := stdout.String()
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	for _, want := range []string{
+		"data:     " + home,
+		"sqlite://" + home + "/flyte-manager.db",
+		"flyte create config --endpoint localhost:" + port + " --insecure --project flytesnacks --domain development",
+	} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("listening on %s, want 127.0.0.1", addr)
+	}
+	if _, err := os.Stat(filepath.Join(home, "flyte-manager.db")); err != nil {
+		t.Error(err)
+	}
+	if info, err := os.Stat(filepath.Join(home, "signing.key")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("signing.key: %v %v", info, err)
+	}
+
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("exit code %d; stderr:\n%s", c, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("start did not stop")
+	}
+	if !strings.Contains(stderr.String(), "shutting down") {
+		t.Errorf("no shutdown log:\n%s", stderr.String())
+	}
+}
+
+func TestStartRejectsBadConfig(t *testing.T) {
+	isolate(t)
+	f := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(f, []byte("server:\n  prot: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if c := run(context.Background(), []string{"start", "--config", f}, &stdout, &stderr); c == 0 {
+		t.Fatal("start accepted an unknown key")
+	}
+	if !strings.Contains(stderr.String(), `unknown key "server.prot"`) {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+}
+
+func TestConfigRedactsSecrets(t *testing.T) {
+	home := isolate(t)
+	t.Setenv("FLYTE_MANAGER_STORAGE_SIGNINGKEY", "top-secret-signing-key")
+	t.Setenv("FLYTE_MANAGER_SERVER_PORT", "9999")
+	var stdout, stderr bytes.Buffer
+	c := run(context.Background(), []string{"config", "--home", home, "--db", "postgres://fm:hunter2@db.example:5432/fm"}, &stdout, &stderr)
+	if c != 0 {
+		t.Fatalf("exit %d: %s", c, stderr.String())
+	}
+	out := stdout.String()
+	for _, secret := range []string{"top-secret-signing-key", "hunter2"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("config printed secret %q:\n%s", secret, out)
+		}
+	}
+	var printed struct {
+		Home     string
+		Server   struct{ Port int }
+		Database struct {
+			DSN string `yaml:"dsn"`
+		}
+		Storage struct {
+			SigningKey string `yaml:"signingKey"`
+		}
+	}
+	if err := yaml.Unmarshal(stdout.Bytes(), &printed); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, out)
+	}
+	if printed.Home != home || printed.Server.Port != 9999 ||
+		printed.Database.DSN != "postgres://fm:REDACTED@db.example:5432/fm" || printed.Storage.SigningKey != "REDACTED" {
+		t.Errorf("printed %+v", printed)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Errorf("config created the data dir (err=%v)", err)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	home := isolate(t)
+	for range 2 { // idempotent
+		var stdout, stderr bytes.Buffer
+		if c := run(context.Background(), []string{"migrate", "--home", home}, &stdout, &stderr); c != 0 {
+			t.Fatalf("exit %d: %s", c, stderr.String())
+		}
+		if !regexp.MustCompile(`database sqlite://\S+ is at schema version [1-9]\d*`).MatchString(stdout.String()) {
+			t.Errorf("migrate printed %q", stdout.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "flyte-manager.db")); err != nil {
+		t.Error(err)
+	}
+
+	// --db wins over home.
+	other := filepath.Join(t.TempDir(), "other.db")
+	var stdout, stderr bytes.Buffer
+	if c := run(context.Background(), []string{"migrate", "--db", "sqlite://" + other}, &stdout, &stderr); c != 0 {
+		t.Fatalf("exit %d: %s", c, stderr.String())
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout bytes.Buffer
+	if c := run(context.Background(), []string{"version"}, &stdout, io.Discard); c != 0 {
+		t.Fatal(c)
+	}
+	if !strings.HasPrefix(stdout.String(), "flyte-manager dev (commit unknown, go") {
+		t.Errorf("version = %q", stdout.String())
+	}
+}
+
+// TestBinary builds the real binary with an injected version and stops it
+// with SIGTERM.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	// Build before isolate changes HOME, which would also move Go's caches.
+	bin := filepath.Join(t.TempDir(), "flyte-manager")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7 -X main.commit=abc123", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	home := isolate(t)
+
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "flyte-manager v9.8.7 (commit abc123,") {
+		t.Errorf("version = %q, %v", out, err)
+	}
+
+	cmd := exec.Command(bin, "start", "--home", home, "--port", "0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	printed := &syncBuffer{}
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			printed.Write([]byte(sc.Text() + "\n"))
+		}
+		close(done)
+	}()
+	addr := waitForBanner(t, printed.String, done)
+	if status, _ := get(t, "http://"+addr+"/readyz"); status != http.StatusOK {
+		t.Errorf("/readyz = %d", status)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not exit after SIGTERM")
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/server"
+)
+
+// deps is what services are built from.
+type deps struct {
+	cfg    *config.Config
+	db     *gorm.DB
+	log    *slog.Logger
+	server *server.Server
+}
+
+func newStartCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "start",
+		Short: "Apply pending migrations and serve until SIGINT/SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return start(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+}
+
+// start runs the manager until ctx is done: it prepares the data dir, opens
+// and migrates the database, builds the services and serves them.
+func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) error {
+	logger, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(logger)
+
+	if err := cfg.Prepare(); err != nil {
+		return err
+	}
+	srv := server.New(cfg.Server, logger)
+
+	gdb, err := openDatabase(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
+	if err := db.Migrate(ctx, gdb); err != nil {
+		return closeAfter(srv, fmt.Errorf("migrating the database: %w", err))
+	}
+	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
+
+	svcs, err := services(ctx, &deps{cfg: cfg, db: gdb, log: logger, server: srv})
+	if err != nil {
+		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
+	}
+	if err := srv.Mount(svcs...); err != nil {
+		return closeAfter(srv, err)
+	}
+	if err := srv.Listen(); err != nil {
+		return closeAfter(srv, err)
+	}
+	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", version)
+	printBanner(stdout, cfg, srv.Addr())
+	return srv.Serve(ctx)
+}
+
+// closeAfter runs the registered closers after a failed start.
+func closeAfter(srv *server.Server, err error) error {
+	if cerr := srv.Close(); cerr != nil {
+		return fmt.Errorf("%w (and while closing: %v)", err, cerr)
+	}
+	return err
+}
+
+// openDatabase opens the configured database, applying database.maxOpenConns
+// when set.
+func openDatabase(ctx context.Context, cfg *config.Config) (*gorm.DB, error) {
+	gdb, err := db.Open(ctx, cfg.Database.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if n := cfg.Database.MaxOpenConns; n > 0 {
+		sqlDB, err := gdb.DB()
+		if err != nil {
+			_ = db.Close(gdb)
+			return nil, err
+		}
+		sqlDB.SetMaxOpenConns(n)
+		sqlDB.SetMaxIdleConns(n)
+	}
+	return gdb, nil
+}
+
+func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(c.Format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// printBanner tells the user where the manager listens, where its data
+// lives, and how to point the SDK at it.
+func printBanner(w io.Writer, cfg *config.Config, addr net.Addr) {
+	port := cfg.Server.Port
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		port = tcp.Port
+	}
+	listen := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(port))
+	endpoint, insecure := sdkEndpoint(cfg, port)
+	project := "flytesnacks"
+	if len(cfg.Projects.Seed) > 0 {
+		project = cfg.Projects.Seed[0]
+	}
+	flags := ""
+	if insecure {
+		flags = " --insecure"
+	}
+	red := cfg.Redacted()
+	fmt.Fprintf(w, `flyte-manager %s is serving on http://%s (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)
+  data:     %s
+  database: %s
+  blobs:    %s
+
+Point the Flyte SDK at it:
+  flyte create config --endpoint %s%s --project %s --domain development
+`, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
+}
+
+// sdkEndpoint is the endpoint to give the SDK: the external URL's host when
+// one is configured, else the listening host (localhost for loopback and
+// wildcard addresses) and port. insecure is false only for https.
+func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) {
+	if ext := cfg.Server.ExternalURL; ext != "" {
+		if u, err := url.Parse(ext); err == nil && u.Host != "" {
+			return u.Host, u.Scheme != "https"
+		}
+	}
+	host := cfg.Server.Host
+	switch host {
+	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), true
+}
