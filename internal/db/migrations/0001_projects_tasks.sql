@@ -26,9 +26,6 @@ CREATE TABLE projects (
     CONSTRAINT projects_identity_key UNIQUE (org, name)
 );
 
--- ListProjects pages by (name, id).
-CREATE INDEX projects_list_idx ON projects (name, id);
-
 INSERT INTO projects (org, name, display_name, description, state, created_at, updated_at)
     VALUES ('', 'flytesnacks', 'flytesnacks', 'Default project', 0, {{.Now}}, {{.Now}});
 

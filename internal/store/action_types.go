@@ -1,0 +1,168 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Phase mirrors flyteidl2's ActionPhase enum values.
+type Phase int32
+
+const (
+	PhaseUnspecified         Phase = 0
+	PhaseQueued              Phase = 1
+	PhaseWaitingForResources Phase = 2
+	PhaseInitializing        Phase = 3
+	PhaseRunning             Phase = 4
+	PhaseSucceeded           Phase = 5
+	PhaseFailed              Phase = 6
+	PhaseAborted             Phase = 7
+	PhaseTimedOut            Phase = 8
+	PhasePaused              Phase = 9
+	PhaseRecovered           Phase = 10
+)
+
+// terminalPhases must agree with the predicate of the partial index
+// actions_active_idx (migration 0002); activePredicate is that predicate,
+// spelled identically so the planner can use the index.
+var terminalPhases = []Phase{PhaseSucceeded, PhaseFailed, PhaseAborted, PhaseTimedOut, PhaseRecovered}
+
+var activePredicate = func() string {
+	s := make([]string, len(terminalPhases))
+	for i, p := range terminalPhases {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return "phase NOT IN (" + strings.Join(s, ", ") + ")"
+}()
+
+// Terminal reports whether no further phase change is possible.
+func (p Phase) Terminal() bool {
+	for _, t := range terminalPhases {
+		if p == t {
+			return true
+		}
+	}
+	return false
+}
+
+// ActionType mirrors flyteidl2's ActionType enum values.
+type ActionType int32
+
+const (
+	ActionTypeUnspecified ActionType = 0
+	ActionTypeTask        ActionType = 1
+	ActionTypeTrace       ActionType = 2
+	ActionTypeCondition   ActionType = 3
+)
+
+// RootName is the name of a run's root action: the run itself.
+const RootName = "a0"
+
+// RunKey identifies a run.
+type RunKey struct {
+	Org     string
+	Project string
+	Domain  string
+	RunName string
+}
+
+// Action names an action of this run.
+func (k RunKey) Action(name string) ActionKey { return ActionKey{RunKey: k, Name: name} }
+
+func (k RunKey) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s", k.Org, k.Project, k.Domain, k.RunName)
+}
+
+// ActionKey identifies an action; a run is RunKey.Action(RootName).
+type ActionKey struct {
+	RunKey `gorm:"embedded"`
+	Name   string
+}
+
+func (k ActionKey) String() string { return k.RunKey.String() + "/" + k.Name }
+
+// Action is a row of actions. A run is its root action (ParentName nil).
+type Action struct {
+	ID               int64 `gorm:"primaryKey"`
+	ActionKey        `gorm:"embedded"`
+	ParentName       *string // nil for the root
+	ActionType       ActionType
+	Task             TaskID `gorm:"embedded;embeddedPrefix:task_"`
+	TaskType         string // TaskTemplate.type: which plugin runs it
+	ShortName        string
+	EnvironmentName  string
+	SpecDigest       string // "" for actions without a stored spec (stored as NULL)
+	Phase            Phase
+	Attempts         int32  // number of the current attempt; attempts start at 1
+	InputURI         string `gorm:"column:input_uri"`
+	RunOutputBase    string
+	Group            string `gorm:"column:action_group"`
+	RunSpec          []byte // root only
+	ErrorInfo        []byte // latest error, serialized
+	AbortInfo        []byte // why it was aborted, serialized
+	AbortRequestedAt *time.Time
+	CacheStatus      int32
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	StartedAt        *time.Time // first entered INITIALIZING or RUNNING
+	EndedAt          *time.Time // reached a terminal phase
+	// ResourceVersion is the global version of this action's last change;
+	// pass it back to Update for optimistic concurrency.
+	ResourceVersion int64
+}
+
+func (Action) TableName() string { return "actions" }
+
+// IsRoot reports whether a is a run's root action.
+func (a *Action) IsRoot() bool { return a.ParentName == nil }
+
+// Attempt is one try at running an action.
+type Attempt struct {
+	ActionID  int64 `gorm:"primaryKey"`
+	Attempt   int32 `gorm:"primaryKey"`
+	Phase     Phase
+	StartedAt time.Time
+	EndedAt   *time.Time
+	ErrorInfo []byte
+	OutputURI string `gorm:"column:output_uri"`
+	LogInfo   []byte
+	Cluster   string
+}
+
+func (Attempt) TableName() string { return "action_attempts" }
+
+// PhaseTransition is one phase an attempt entered.
+type PhaseTransition struct {
+	ID         int64 `gorm:"primaryKey"`
+	ActionID   int64
+	Attempt    int32
+	Phase      Phase
+	OccurredAt time.Time
+}
+
+func (PhaseTransition) TableName() string { return "phase_transitions" }
+
+// Change ops, as in a Kubernetes watch.
+const (
+	ChangeAdded    = "ADDED"
+	ChangeModified = "MODIFIED"
+	ChangeDeleted  = "DELETED"
+)
+
+// KindAction is the change_log kind of action changes.
+const KindAction = "action"
+
+// Change is a row of change_log: the action Key changed at ResourceVersion.
+type Change struct {
+	ResourceVersion       int64 `gorm:"primaryKey"`
+	Kind                  string
+	Op                    string
+	Key                   ActionKey `gorm:"embedded"`
+	ObjectResourceVersion int64     // the action's resource version after the change
+	OccurredAt            time.Time
+}
+
+func (Change) TableName() string { return "change_log" }

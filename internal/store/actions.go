@@ -1,0 +1,261 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/errs"
+)
+
+// Actions is the repository of runs and actions, their attempts, phase
+// history and change log.
+type Actions struct{ db *gorm.DB }
+
+// NewAction describes an action to create.
+type NewAction struct {
+	Key             ActionKey
+	ParentName      string // "" for a run's root action
+	ActionType      ActionType
+	Task            TaskID
+	TaskType        string
+	ShortName       string
+	EnvironmentName string
+	SpecDigest      string
+	Spec            []byte // if not nil, stored under SpecDigest in the same transaction
+	Phase           Phase  // initial phase, QUEUED if unset; a terminal one (a finished trace) also ends it
+	InputURI        string
+	RunOutputBase   string
+	Group           string
+	RunSpec         []byte // root only
+	CreatedBy       string
+	CreatedAt       time.Time // zero means now; a trace passes its start time
+	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
+}
+
+func (n *NewAction) validate() error {
+	k := n.Key
+	if k.Project == "" || k.Domain == "" || k.RunName == "" || k.Name == "" {
+		return errs.Invalidf("action %s: project, domain, run name and action name are required", k)
+	}
+	if n.Phase == PhaseUnspecified {
+		n.Phase = PhaseQueued
+	}
+	if n.Spec != nil && n.SpecDigest == "" {
+		n.SpecDigest = SpecDigest(n.Spec)
+	}
+	return nil
+}
+
+// sameAs reports whether n re-submits what created a (retries of Enqueue).
+func (n *NewAction) sameAs(a *Action) bool {
+	parent := ""
+	if a.ParentName != nil {
+		parent = *a.ParentName
+	}
+	return parent == n.ParentName && a.ActionType == n.ActionType && a.Task == n.Task &&
+		a.SpecDigest == n.SpecDigest && a.InputURI == n.InputURI &&
+		a.RunOutputBase == n.RunOutputBase && a.Group == n.Group && bytes.Equal(a.RunSpec, n.RunSpec)
+}
+
+// CreateRun creates a run: its root action (named RootName), attempt 1 and
+// the first change_log row. A run name already taken in the project and
+// domain yields errs.ErrAlreadyExists.
+func (r *Actions) CreateRun(ctx context.Context, n NewAction) (*Action, error) {
+	if n.Key.Name == "" {
+		n.Key.Name = RootName
+	}
+	if n.Key.Name != RootName || n.ParentName != "" {
+		return nil, errs.Invalidf("a run's root action is named %q and has no parent", RootName)
+	}
+	a, _, err := r.create(ctx, n, func(*NewAction, *Action) error {
+		return fmt.Errorf("run %s: %w", n.Key.RunKey, errs.ErrAlreadyExists)
+	})
+	return a, err
+}
+
+// CreateChild creates an action under ParentName in the same run. Creating
+// the same action again with identical content returns the existing one
+// and created=false; different content under the same name yields
+// errs.ErrAlreadyExists. A missing parent yields errs.ErrNotFound.
+func (r *Actions) CreateChild(ctx context.Context, n NewAction) (*Action, bool, error) {
+	if n.ParentName == "" || n.ParentName == n.Key.Name {
+		return nil, false, errs.Invalidf("action %s needs a parent other than itself", n.Key)
+	}
+	if len(n.RunSpec) > 0 {
+		return nil, false, errs.Invalidf("action %s: only a run's root action carries a run spec", n.Key)
+	}
+	return r.create(ctx, n, func(n *NewAction, existing *Action) error {
+		if !n.sameAs(existing) {
+			return fmt.Errorf("action %s exists with different content: %w", n.Key, errs.ErrAlreadyExists)
+		}
+		return nil
+	})
+}
+
+// create inserts n unless its key exists, in which case onExisting (given
+// n with defaults filled in) decides between returning the existing row
+// (nil) and failing.
+func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewAction, *Action) error) (*Action, bool, error) {
+	if err := n.validate(); err != nil {
+		return nil, false, err
+	}
+	var out *Action
+	created := false
+	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+		existing, err := getAction(tx, n.Key)
+		if err == nil {
+			out = existing
+			return onExisting(&n, existing)
+		}
+		if !errors.Is(err, errs.ErrNotFound) {
+			return err
+		}
+		if n.ParentName != "" {
+			if _, err := getAction(tx, n.Key.RunKey.Action(n.ParentName)); errors.Is(err, errs.ErrNotFound) {
+				return errs.NotFoundf("parent action %s of %s", n.ParentName, n.Key)
+			} else if err != nil {
+				return err
+			}
+		}
+		if n.Spec != nil {
+			if err := putSpec(tx, n.SpecDigest, n.Spec); err != nil {
+				return err
+			}
+		}
+		rv, err := nextVersion(tx)
+		if err != nil {
+			return err
+		}
+		a := n.row(rv)
+		q := tx.Clauses(clause.OnConflict{DoNothing: true})
+		if a.SpecDigest == "" {
+			q = q.Omit("spec_digest") // NULL, so the foreign key does not apply
+		}
+		res := q.Create(a)
+		if res.Error != nil {
+			return fmt.Errorf("create action %s: %w", n.Key, db.Translate(res.Error))
+		}
+		if res.RowsAffected == 0 { // lost a race to an identical key
+			existing, err := getAction(tx, n.Key)
+			if err != nil {
+				return err
+			}
+			out = existing
+			return onExisting(&n, existing)
+		}
+		attempt := Attempt{ActionID: a.ID, Attempt: 1, Phase: a.Phase, StartedAt: a.CreatedAt, EndedAt: a.EndedAt}
+		if err := tx.Create(&attempt).Error; err != nil {
+			return fmt.Errorf("create action %s: attempt: %w", n.Key, db.Translate(err))
+		}
+		if err := addTransition(tx, a.ID, 1, a.Phase, a.CreatedAt); err != nil {
+			return err
+		}
+		if err := appendChange(tx, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
+			return err
+		}
+		out, created = a, true
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, created, nil
+}
+
+// row is the actions row for n at resource version rv.
+func (n *NewAction) row(rv int64) *Action {
+	now := db.Now()
+	createdAt := now
+	if !n.CreatedAt.IsZero() {
+		createdAt = db.Time(n.CreatedAt)
+	}
+	a := &Action{
+		ActionKey:       n.Key,
+		ActionType:      n.ActionType,
+		Task:            n.Task,
+		TaskType:        n.TaskType,
+		ShortName:       n.ShortName,
+		EnvironmentName: n.EnvironmentName,
+		SpecDigest:      n.SpecDigest,
+		Phase:           n.Phase,
+		Attempts:        1,
+		InputURI:        n.InputURI,
+		RunOutputBase:   n.RunOutputBase,
+		Group:           n.Group,
+		RunSpec:         n.RunSpec,
+		CreatedBy:       n.CreatedBy,
+		CreatedAt:       createdAt,
+		UpdatedAt:       now,
+		ResourceVersion: rv,
+	}
+	if n.ParentName != "" {
+		parent := n.ParentName
+		a.ParentName = &parent
+	}
+	if n.Phase.Terminal() {
+		ended := createdAt
+		if !n.EndedAt.IsZero() {
+			ended = db.Time(n.EndedAt)
+		}
+		a.StartedAt, a.EndedAt = &createdAt, &ended
+	}
+	return a
+}
+
+// Get returns one action (a run: RunKey.Action(RootName)).
+func (r *Actions) Get(ctx context.Context, key ActionKey) (*Action, error) {
+	return getAction(r.db.WithContext(ctx), key)
+}
+
+func getAction(tx *gorm.DB, key ActionKey) (*Action, error) {
+	var a Action
+	err := tx.Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND name = ?",
+		key.Org, key.Project, key.Domain, key.RunName, key.Name).Take(&a).Error
+	if err != nil {
+		return nil, fmt.Errorf("action %s: %w", key, db.Translate(err))
+	}
+	return &a, nil
+}
+
+// Attempts returns the action's attempts, first to last.
+func (r *Actions) Attempts(ctx context.Context, key ActionKey) ([]Attempt, error) {
+	q := r.db.WithContext(ctx)
+	a, err := getAction(q, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []Attempt
+	if err := q.Where("action_id = ?", a.ID).Order("attempt").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("attempts of %s: %w", key, db.Translate(err))
+	}
+	return out, nil
+}
+
+// Transitions returns the phases the action's attempts went through, in order.
+func (r *Actions) Transitions(ctx context.Context, key ActionKey) ([]PhaseTransition, error) {
+	q := r.db.WithContext(ctx)
+	a, err := getAction(q, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []PhaseTransition
+	if err := q.Where("action_id = ?", a.ID).Order("attempt, id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("phase transitions of %s: %w", key, db.Translate(err))
+	}
+	return out, nil
+}
+
+func addTransition(tx *gorm.DB, actionID int64, attempt int32, phase Phase, at time.Time) error {
+	t := PhaseTransition{ActionID: actionID, Attempt: attempt, Phase: phase, OccurredAt: at}
+	if err := tx.Create(&t).Error; err != nil {
+		return fmt.Errorf("record phase transition: %w", db.Translate(err))
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/db"
+)
+
+// RunFilter narrows ListRuns. Org is always matched; every other empty
+// field matches anything.
+type RunFilter struct {
+	Org           string
+	Project       string
+	Domain        string
+	Phases        []Phase // any of these
+	TaskName      string
+	TaskVersion   string
+	CreatedBy     string
+	CreatedAfter  time.Time // inclusive
+	CreatedBefore time.Time // exclusive
+	Ascending     bool      // oldest first; the default is newest first
+}
+
+// ListRuns returns root actions, ordered by creation time.
+func (r *Actions) ListRuns(ctx context.Context, f RunFilter, page Page) ([]Action, string, error) {
+	query := "runs:desc"
+	if f.Ascending {
+		query = "runs:asc"
+	}
+	c, err := decodeCursor(query, page.Token)
+	if err != nil {
+		return nil, "", err
+	}
+	// The literal predicate matches the partial indexes on root actions.
+	q := r.db.WithContext(ctx).Where("parent_name IS NULL").Where("org = ?", f.Org)
+	q = whereSet(q, "project", f.Project)
+	q = whereSet(q, "domain", f.Domain)
+	q = whereSet(q, "task_name", f.TaskName)
+	q = whereSet(q, "task_version", f.TaskVersion)
+	q = whereSet(q, "created_by", f.CreatedBy)
+	if len(f.Phases) > 0 {
+		q = q.Where("phase IN ?", f.Phases)
+	}
+	if !f.CreatedAfter.IsZero() {
+		q = q.Where("created_at >= ?", db.Time(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		q = q.Where("created_at < ?", db.Time(f.CreatedBefore))
+	}
+	return listByTime(q, query, c, !f.Ascending, page.limit())
+}
+
+// ListActions returns every action of a run (the root included), oldest first.
+func (r *Actions) ListActions(ctx context.Context, run RunKey, page Page) ([]Action, string, error) {
+	const query = "actions"
+	c, err := decodeCursor(query, page.Token)
+	if err != nil {
+		return nil, "", err
+	}
+	q := r.db.WithContext(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ?",
+		run.Org, run.Project, run.Domain, run.RunName)
+	return listByTime(q, query, c, false, page.limit())
+}
+
+// ListChildren returns the direct children of parent, oldest first.
+func (r *Actions) ListChildren(ctx context.Context, parent ActionKey, page Page) ([]Action, string, error) {
+	const query = "children"
+	c, err := decodeCursor(query, page.Token)
+	if err != nil {
+		return nil, "", err
+	}
+	q := r.db.WithContext(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND parent_name = ?",
+		parent.Org, parent.Project, parent.Domain, parent.RunName, parent.Name)
+	return listByTime(q, query, c, false, page.limit())
+}
+
+// ListNonTerminal returns every action not yet in a terminal phase, across
+// all projects, in creation order: what an executor must pick up again
+// after a restart.
+func (r *Actions) ListNonTerminal(ctx context.Context, page Page) ([]Action, string, error) {
+	const query = "active"
+	c, err := decodeCursor(query, page.Token)
+	if err != nil {
+		return nil, "", err
+	}
+	q := r.db.WithContext(ctx).Where(activePredicate)
+	if c != nil {
+		q = q.Where("id > ?", c.ID)
+	}
+	var rows []Action
+	limit := page.limit()
+	if err := q.Order("id").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("list active actions: %w", db.Translate(err))
+	}
+	rows, next := cut(rows, limit, func(a Action) cursor { return cursor{Query: query, ID: a.ID} })
+	return rows, next, nil
+}
+
+// listByTime pages q by (created_at, id), which is unique, so every row is
+// returned exactly once however many rows are inserted between pages.
+func listByTime(q *gorm.DB, query string, c *cursor, desc bool, limit int) ([]Action, string, error) {
+	order := "created_at, id"
+	if desc {
+		order = "created_at DESC, id DESC"
+	}
+	if c != nil {
+		if desc {
+			q = q.Where("(created_at, id) < (?, ?)", c.time(), c.ID)
+		} else {
+			q = q.Where("(created_at, id) > (?, ?)", c.time(), c.ID)
+		}
+	}
+	var rows []Action
+	if err := q.Order(order).Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("list actions: %w", db.Translate(err))
+	}
+	rows, next := cut(rows, limit, func(a Action) cursor {
+		return cursor{Query: query, Time: a.CreatedAt.UnixMicro(), ID: a.ID}
+	})
+	return rows, next, nil
+}

@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/errs"
+)
+
+// AnyVersion, passed as the expected version, skips the optimistic
+// concurrency check (for writers that must win, such as an abort).
+const AnyVersion int64 = 0
+
+// Update is one change to an action. Zero fields leave things as they are.
+type Update struct {
+	// Phase is the action's new phase. The current attempt enters it too,
+	// unless AttemptPhase says otherwise or Retry opens a new attempt.
+	Phase Phase
+	// AttemptPhase closes the current attempt in a phase other than the
+	// action's: an attempt FAILED while the action is retried (Retry) and
+	// goes back to QUEUED.
+	AttemptPhase Phase
+	// Retry ends the current attempt and opens attempt Attempts+1 in Phase
+	// (or the action's current phase).
+	Retry bool
+	// At is when the change happened; zero means now.
+	At time.Time
+
+	ErrorInfo   []byte // serialized error: on the current attempt and the action
+	OutputURI   string // of the current attempt
+	LogInfo     []byte // of the current attempt
+	Cluster     string // of the current attempt
+	CacheStatus *int32
+	AbortInfo   []byte
+	// AbortRequested marks the action for abort; the executor acts on it
+	// and reports ABORTED. Marking twice keeps the first time.
+	AbortRequested bool
+}
+
+// Update applies u to the action if its resource version is still
+// expected (or expected is AnyVersion), and returns the updated action.
+// The action row, its attempt rows, phase transitions and a change_log row
+// are written in one transaction under a new resource version. A stale
+// expected version yields errs.ErrConflict; changing the phase of an
+// action that already ended yields errs.ErrPrecondition.
+func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u Update) (*Action, error) {
+	if u.Retry && u.Phase.Terminal() {
+		return nil, errs.Invalidf("action %s: a retry cannot start in a terminal phase", key)
+	}
+	var out *Action
+	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+		var err error
+		out, err = update(tx, key, expected, u)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, error) {
+	rv, err := nextVersion(tx) // first: every action writer locks in this order
+	if err != nil {
+		return nil, err
+	}
+	a, err := getAction(tx, key)
+	if err != nil {
+		return nil, err
+	}
+	if expected != AnyVersion && a.ResourceVersion != expected {
+		return nil, fmt.Errorf("action %s is at version %d, not %d: %w", key, a.ResourceVersion, expected, errs.ErrConflict)
+	}
+	if u.Phase != PhaseUnspecified && u.Phase != a.Phase && a.Phase.Terminal() {
+		return nil, fmt.Errorf("action %s already ended in phase %d: %w", key, a.Phase, errs.ErrPrecondition)
+	}
+	at := db.Now()
+	if !u.At.IsZero() {
+		at = db.Time(u.At)
+	}
+	if err := updateAttempt(tx, a, u, at); err != nil {
+		return nil, err
+	}
+
+	phase := a.Phase
+	if u.Phase != PhaseUnspecified {
+		phase = u.Phase
+	}
+	f := map[string]any{"updated_at": db.Now(), "resource_version": rv}
+	if phase != a.Phase {
+		f["phase"] = phase
+	}
+	if (phase == PhaseInitializing || phase == PhaseRunning) && a.StartedAt == nil {
+		f["started_at"] = at
+	}
+	if phase.Terminal() && a.EndedAt == nil {
+		f["ended_at"] = at
+	}
+	if u.Retry {
+		next := a.Attempts + 1
+		f["attempts"] = next
+		if err := tx.Create(&Attempt{ActionID: a.ID, Attempt: next, Phase: phase, StartedAt: at}).Error; err != nil {
+			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, next, db.Translate(err))
+		}
+		if err := addTransition(tx, a.ID, next, phase, at); err != nil {
+			return nil, err
+		}
+	}
+	if u.ErrorInfo != nil {
+		f["error_info"] = u.ErrorInfo
+	}
+	if u.AbortInfo != nil {
+		f["abort_info"] = u.AbortInfo
+	}
+	if u.CacheStatus != nil {
+		f["cache_status"] = *u.CacheStatus
+	}
+	if u.AbortRequested && a.AbortRequestedAt == nil {
+		f["abort_requested_at"] = at
+	}
+	// The version condition is belt and braces: the resource version lock
+	// taken above already serializes action writers.
+	res := tx.Model(&Action{}).Where("id = ? AND resource_version = ?", a.ID, a.ResourceVersion).Updates(f)
+	if res.Error != nil {
+		return nil, fmt.Errorf("update action %s: %w", key, db.Translate(res.Error))
+	}
+	if res.RowsAffected != 1 {
+		return nil, fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
+	}
+	if err := appendChange(tx, rv, ChangeModified, key, db.Now()); err != nil {
+		return nil, err
+	}
+	return getAction(tx, key)
+}
+
+// updateAttempt applies u to the action's current attempt.
+func updateAttempt(tx *gorm.DB, a *Action, u Update, at time.Time) error {
+	var cur Attempt
+	if err := tx.Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Take(&cur).Error; err != nil {
+		return fmt.Errorf("action %s: attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
+	}
+	phase := u.AttemptPhase
+	if phase == PhaseUnspecified && !u.Retry {
+		phase = u.Phase
+	}
+	f := map[string]any{}
+	if phase != PhaseUnspecified && phase != cur.Phase {
+		f["phase"] = phase
+		if err := addTransition(tx, a.ID, cur.Attempt, phase, at); err != nil {
+			return err
+		}
+	}
+	if cur.EndedAt == nil && (phase.Terminal() || u.Retry) {
+		f["ended_at"] = at
+	}
+	if u.ErrorInfo != nil {
+		f["error_info"] = u.ErrorInfo
+	}
+	if u.OutputURI != "" {
+		f["output_uri"] = u.OutputURI
+	}
+	if u.LogInfo != nil {
+		f["log_info"] = u.LogInfo
+	}
+	if u.Cluster != "" {
+		f["cluster"] = u.Cluster
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	err := tx.Model(&Attempt{}).Where("action_id = ? AND attempt = ?", a.ID, cur.Attempt).Updates(f).Error
+	if err != nil {
+		return fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, cur.Attempt, db.Translate(err))
+	}
+	return nil
+}
+
+// RequestAbort marks key and every descendant that has not ended for
+// abort, in one transaction, each with its own resource version and
+// change_log row. It returns the actions it marked (already-marked and
+// ended ones are left alone).
+func (r *Actions) RequestAbort(ctx context.Context, key ActionKey, abortInfo []byte) ([]Action, error) {
+	var marked []Action
+	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+		if _, err := getAction(tx, key); err != nil {
+			return err
+		}
+		// A run's tree is small enough to walk in memory.
+		var all []Action
+		err := tx.Select("id, name, parent_name, phase, abort_requested_at").
+			Where("org = ? AND project = ? AND domain = ? AND run_name = ?", key.Org, key.Project, key.Domain, key.RunName).
+			Order("id").Find(&all).Error
+		if err != nil {
+			return fmt.Errorf("abort %s: %w", key, db.Translate(err))
+		}
+		children := map[string][]Action{}
+		byName := map[string]Action{}
+		for _, a := range all {
+			byName[a.Name] = a
+			if a.ParentName != nil {
+				children[*a.ParentName] = append(children[*a.ParentName], a)
+			}
+		}
+		queue := []Action{byName[key.Name]}
+		for len(queue) > 0 {
+			a := queue[0]
+			queue = append(queue[1:], children[a.Name]...)
+			if a.Phase.Terminal() || a.AbortRequestedAt != nil {
+				continue
+			}
+			updated, err := update(tx, key.RunKey.Action(a.Name), AnyVersion, Update{AbortRequested: true, AbortInfo: abortInfo})
+			if err != nil {
+				return err
+			}
+			marked = append(marked, *updated)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return marked, nil
+}

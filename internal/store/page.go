@@ -1,0 +1,77 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"fmgr.dev/internal/errs"
+)
+
+// Page sizes.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// Page asks for one page of a list. Lists are keyset-paginated: the token
+// names the last row returned, so rows inserted between calls neither
+// repeat nor shift earlier rows out of the listing.
+type Page struct {
+	Limit int    // 0 means DefaultPageSize; capped at MaxPageSize
+	Token string // "" for the first page, else the previous call's next token
+}
+
+func (p Page) limit() int {
+	switch {
+	case p.Limit <= 0:
+		return DefaultPageSize
+	case p.Limit > MaxPageSize:
+		return MaxPageSize
+	}
+	return p.Limit
+}
+
+// cursor is the token's content: the sort key of the last row returned.
+type cursor struct {
+	Query string `json:"q"`           // which list and order the token belongs to
+	Time  int64  `json:"t,omitempty"` // created_at in unix microseconds
+	Str   string `json:"s,omitempty"` // a name, for name-ordered lists
+	ID    int64  `json:"i"`           // tie-breaker: the row's surrogate id
+}
+
+func (c cursor) time() time.Time { return time.UnixMicro(c.Time).UTC() }
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor returns nil for the first page.
+func decodeCursor(query, token string) (*cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, errs.Invalidf("malformed page token")
+	}
+	var c cursor
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, errs.Invalidf("malformed page token")
+	}
+	if c.Query != query {
+		return nil, errs.Invalidf("page token belongs to a different listing or sort order")
+	}
+	return &c, nil
+}
+
+// cut trims rows fetched with limit+1 to one page and returns the token
+// for the next page ("" when this is the last one).
+func cut[T any](rows []T, limit int, last func(T) cursor) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, last(rows[len(rows)-1]).encode()
+}
