@@ -29,8 +29,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// EnvDSN names the variable that points the tests at an existing server.
-const EnvDSN = "FM_TEST_POSTGRES_DSN"
+// Environment variables: EnvDSN points the tests at an existing server;
+// EnvBinDir names the directory holding initdb and postgres.
+const (
+	EnvDSN    = "FM_TEST_POSTGRES_DSN"
+	EnvBinDir = "FM_TEST_POSTGRES_BINDIR"
+)
 
 var (
 	mu       sync.Mutex

@@ -37,7 +37,8 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	asPostgres := os.Geteuid() == 0
+	dir, err := os.MkdirTemp(tempBase(asPostgres), "pgtest-")
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,6 @@ func Start() (*Server, error) {
 			s.Stop()
 		}
 	}()
-	asPostgres := os.Geteuid() == 0
 	if asPostgres {
 		// initdb and postgres refuse to run as root.
 		if err := chownToPostgres(dir); err != nil {
@@ -158,12 +158,15 @@ func (s *Server) Stop() {
 	_ = os.RemoveAll(s.dir)
 }
 
-// binDir finds the server binaries: PostgreSQL 15's usual place on Debian,
-// else whatever pg_config reports.
+// binDir finds the server binaries: $FM_TEST_POSTGRES_BINDIR if set, else
+// PostgreSQL 15's usual place on Debian, else whatever pg_config reports.
 func binDir() (string, error) {
 	candidates := []string{"/usr/lib/postgresql/15/bin"}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		candidates = []string{dir}
 	}
 	for _, dir := range candidates {
 		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "postgres")) {
@@ -194,6 +197,28 @@ func chownToPostgres(dir string) error {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return os.Chown(dir, uid, gid)
+}
+
+// tempBase picks where the server's directory goes: the usual temp dir,
+// unless user postgres could not reach it or the unix socket path inside
+// it would exceed the kernel's ~100 byte limit; then /tmp.
+func tempBase(asPostgres bool) string {
+	base := os.TempDir()
+	if len(base) > 60 {
+		return "/tmp"
+	}
+	if asPostgres {
+		for d := base; ; d = filepath.Dir(d) {
+			fi, err := os.Stat(d)
+			if err != nil || fi.Mode().Perm()&0o001 == 0 {
+				return "/tmp"
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return base
 }
 
 func freePort() (int, error) {
