@@ -156,7 +156,11 @@ func (s *Store) Kind() Kind { return s.kind }
 // Close releases the store.
 func (s *Store) Close() error { return s.bucket.Close() }
 
-// check validates key for this store.
+// CheckKey reports whether key is valid for this store: ValidateKey plus
+// the driver's own reservations (file stores reserve names ending in
+// .attrs).
+func (s *Store) CheckKey(key string) error { return s.check(key) }
+
 func (s *Store) check(key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err

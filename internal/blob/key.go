@@ -24,7 +24,7 @@ const (
 // wrong. Every Store method and the signed-URL handler use it, so the rules
 // live here and nowhere else.
 func ValidateKey(key string) error {
-	return validate("key", key)
+	return ValidatePath("key", key)
 }
 
 // ValidatePrefix is ValidateKey for a List prefix: "" (everything) and a
@@ -37,7 +37,7 @@ func ValidatePrefix(prefix string) error {
 	if p == "" {
 		return nil
 	}
-	return validate("prefix", p)
+	return ValidatePath("prefix", p)
 }
 
 // ValidateName reports whether name can be a single key segment, such as an
@@ -50,10 +50,12 @@ func ValidateName(what, name string) error {
 	if strings.Contains(name, "/") {
 		return errs.Invalidf("%s %q must be a plain name without '/'", what, name)
 	}
-	return validate(what, name)
+	return ValidatePath(what, name)
 }
 
-func validate(what, key string) error {
+// ValidatePath applies the ValidateKey rules to a part of a key supplied
+// by a caller, naming it what ("filename_root", ...) in the message.
+func ValidatePath(what, key string) error {
 	switch {
 	case key == "":
 		return errs.Invalidf("%s is empty", what)
