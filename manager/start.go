@@ -41,6 +41,9 @@ func newStartCmd(g *globalFlags) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// After the first signal, restore the default handling so that a
+			// second one ends a shutdown that takes too long.
+			context.AfterFunc(ctx, stop)
 			return start(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
