@@ -1,0 +1,284 @@
+package process
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The attempt log is a text file with one record per line:
+//
+//	2026-03-04T05:06:07.123456789Z stdout the line as the task printed it
+//
+// a fixed-width UTC timestamp (when the manager read the line), the stream
+// (stdout, stderr, or system for lines the manager adds: start, timeout,
+// abort, exit), and the message: valid UTF-8 without its newline. A line
+// longer than maxLine is split into several records.
+
+// Stream is where a log line came from.
+type Stream uint8
+
+// Streams.
+const (
+	Stdout Stream = iota + 1
+	Stderr
+	System
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	case System:
+		return "system"
+	}
+	return "unknown"
+}
+
+func parseStream(s string) Stream {
+	switch s {
+	case "stdout":
+		return Stdout
+	case "stderr":
+		return Stderr
+	case "system":
+		return System
+	}
+	return 0
+}
+
+const (
+	timeLayout = "2006-01-02T15:04:05.000000000Z"
+	maxLine    = 64 << 10
+)
+
+// Line is one record of an attempt log.
+type Line struct {
+	Time    time.Time
+	Stream  Stream
+	Message string
+}
+
+// Originator maps the stream to the API's originator: the task's own output
+// is USER, the manager's annotations SYSTEM.
+func (l Line) Originator() dataplane.LogLineOriginator {
+	switch l.Stream {
+	case Stdout, Stderr:
+		return dataplane.LogLineOriginator_USER
+	case System:
+		return dataplane.LogLineOriginator_SYSTEM
+	}
+	return dataplane.LogLineOriginator_UNKNOWN
+}
+
+// Proto is the line as a TailLogs LogLine.
+func (l Line) Proto() *dataplane.LogLine {
+	ll := &dataplane.LogLine{Message: l.Message, Originator: l.Originator()}
+	if !l.Time.IsZero() {
+		ll.Timestamp = timestamppb.New(l.Time)
+	}
+	return ll
+}
+
+func formatLine(buf []byte, t time.Time, s Stream, msg []byte) []byte {
+	buf = t.UTC().AppendFormat(buf, timeLayout)
+	buf = append(buf, ' ')
+	buf = append(buf, s.String()...)
+	buf = append(buf, ' ')
+	buf = append(buf, bytes.ToValidUTF8(msg, []byte("\uFFFD"))...)
+	return append(buf, '\n')
+}
+
+// ParseLine reads one record (without its newline). A record that does not
+// follow the format is returned whole as the message, with no time or stream.
+func ParseLine(s string) Line {
+	ts, rest, ok := strings.Cut(s, " ")
+	if !ok {
+		return Line{Message: s}
+	}
+	t, err := time.Parse(timeLayout, ts)
+	if err != nil {
+		return Line{Message: s}
+	}
+	stream, msg, _ := strings.Cut(rest, " ")
+	st := parseStream(stream)
+	if st == 0 {
+		return Line{Message: s}
+	}
+	return Line{Time: t, Stream: st, Message: msg}
+}
+
+// logWriter serialises records from both pipes and the manager into the file.
+type logWriter struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf []byte
+	err error
+}
+
+func (w *logWriter) write(s Stream, msg []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil || w.err != nil {
+		return
+	}
+	w.buf = formatLine(w.buf[:0], time.Now(), s, msg)
+	_, w.err = w.f.Write(w.buf)
+}
+
+func (w *logWriter) system(format string, args ...any) {
+	w.write(System, []byte(fmt.Sprintf(format, args...)))
+}
+
+func (w *logWriter) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return w.err
+	}
+	err := errors.Join(w.err, w.f.Close())
+	w.f = nil
+	return err
+}
+
+// tail keeps the last n lines of a stream.
+type tail struct {
+	mu    sync.Mutex
+	n     int
+	lines []string
+}
+
+func (t *tail) add(line []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, string(bytes.ToValidUTF8(line, nil)))
+	if len(t.lines) > t.n {
+		t.lines = append(t.lines[:0], t.lines[len(t.lines)-t.n:]...)
+	}
+}
+
+func (t *tail) get() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.lines...)
+}
+
+// pump copies one pipe into the log line by line until EOF or close.
+func pump(r io.Reader, s Stream, w *logWriter, t *tail) {
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+			w.write(s, line)
+			if t != nil {
+				t.add(line)
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// ReadLog reads a whole attempt log.
+func ReadLog(path string) ([]Line, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines, rest := splitLines(b)
+	if len(rest) > 0 {
+		lines = append(lines, ParseLine(string(rest)))
+	}
+	return lines, nil
+}
+
+// splitLines parses the complete records in b and returns the unterminated
+// remainder.
+func splitLines(b []byte) ([]Line, []byte) {
+	var out []Line
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return out, b
+		}
+		out = append(out, ParseLine(string(b[:i])))
+		b = b[i+1:]
+	}
+}
+
+// FollowPoll is how often FollowLog looks for new lines.
+var FollowPoll = 100 * time.Millisecond
+
+// FollowLog streams an attempt log: everything already in it, then new lines
+// as they are written, in batches passed to emit. done reports that the
+// attempt ended (its log is complete); FollowLog then delivers the rest and
+// returns nil. A log that does not exist yet is waited for. It returns
+// ctx.Err() when ctx ends first, and emit's error if emit fails.
+func FollowLog(ctx context.Context, path string, done func() bool, emit func([]Line) error) error {
+	var (
+		f       *os.File
+		partial []byte
+		buf     = make([]byte, 256<<10)
+	)
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		finished := done()
+		if f == nil {
+			var err error
+			f, err = os.Open(path)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		if f != nil {
+			for {
+				n, err := f.Read(buf)
+				partial = append(partial, buf[:n]...)
+				if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+			}
+			lines, rest := splitLines(partial)
+			partial = append(partial[:0], rest...)
+			if finished && len(partial) > 0 {
+				lines = append(lines, ParseLine(string(partial)))
+				partial = partial[:0]
+			}
+			if len(lines) > 0 {
+				if err := emit(lines); err != nil {
+					return err
+				}
+			}
+		}
+		if finished {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(FollowPoll):
+		}
+	}
+}

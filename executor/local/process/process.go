@@ -1,0 +1,434 @@
+// Package process runs one task attempt as a host process for the local
+// executor: its own working directory, its own process group, stdout and
+// stderr captured line by line into a per-attempt log file, a timeout and an
+// abort that stop the whole process tree, and an Identity (pid + start time)
+// that lets a restarted manager find and stop an attempt it lost track of
+// (KillOrphan) without ever signalling a recycled pid.
+//
+// Lifetime: the attempt's process gets Pdeathsig SIGKILL, so it dies with the
+// manager. Pdeathsig fires when the OS *thread* that forked the child exits,
+// not the process, and the Go runtime may retire threads at any time; so the
+// goroutine that starts the process locks its OS thread and keeps it locked
+// until it has reaped the process (it then exits still locked, which makes
+// the runtime discard that thread rather than reuse it). Grandchildren that
+// survive the manager are found by the recovery step through the process
+// group (KillOrphan).
+package process
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/internal/errs"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultKillGrace       = 10 * time.Second
+	DefaultDrainTimeout    = 2 * time.Second
+	DefaultStderrTailLines = 50
+)
+
+// Config tunes a Runner.
+type Config struct {
+	// BinDir is the bin directory of the Python environment that provides
+	// `a0`. It is put first on the task's PATH, so argv[0] = "a0" (and any
+	// other bare name) resolves there first.
+	BinDir string
+	// KillGrace is how long a process has between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+	// DrainTimeout bounds the wait for stdout/stderr to reach EOF once the
+	// process exited (a daemon that escaped the group may hold them open).
+	DrainTimeout time.Duration
+	// StderrTailLines is how many stderr lines ExitStatus keeps.
+	StderrTailLines int
+}
+
+// Runner starts attempt processes.
+type Runner struct {
+	cfg Config
+}
+
+// NewRunner returns a Runner; zero Config fields take their defaults.
+func NewRunner(cfg Config) *Runner {
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.StderrTailLines <= 0 {
+		cfg.StderrTailLines = DefaultStderrTailLines
+	}
+	return &Runner{cfg: cfg}
+}
+
+// Spec is one attempt to run.
+type Spec struct {
+	// Args is the rendered argv; Args[0] is resolved on the task's PATH
+	// (BinDir first) unless it contains a slash.
+	Args []string
+	// Env is the complete environment (contract.Env.Environ()).
+	Env []string
+	// Dir is the attempt's working directory, an absolute path that must not
+	// exist yet or be empty; it is created. The runtime extracts the code
+	// bundle into it.
+	Dir string
+	// LogPath is the attempt's log file (see the format in logfile.go);
+	// appended to if it exists.
+	LogPath string
+	// Timeout stops the process group when it fires; 0 means none.
+	Timeout time.Duration
+}
+
+// ExitStatus is how the process ended.
+type ExitStatus struct {
+	// Code is the exit code, -1 when a signal killed the process.
+	Code int
+	// Signal names the signal that killed the process ("killed",
+	// "terminated", ...), "" if it exited.
+	Signal string
+	// TimedOut and Aborted say the runner stopped the process, and why.
+	TimedOut    bool
+	Aborted     bool
+	AbortReason string
+	Started     time.Time
+	Ended       time.Time
+	// StderrTail holds the last stderr lines.
+	StderrTail []string
+	// Err is set when waiting for the process failed in an unexpected way.
+	Err error
+}
+
+// Contract is the exit in the terms contract.Classify takes.
+func (s ExitStatus) Contract() contract.Exit {
+	return contract.Exit{Code: s.Code, Signal: s.Signal, TimedOut: s.TimedOut, Aborted: s.Aborted, StderrTail: s.StderrTail}
+}
+
+// Process is a running (or finished) attempt.
+type Process struct {
+	cfg     Config
+	id      Identity
+	logPath string
+	log     *logWriter
+	tail    *tail
+	pipes   []*os.File
+	pumps   sync.WaitGroup
+	waitCh  chan error
+	abortCh chan string
+	done    chan struct{}
+	status  ExitStatus
+}
+
+// Start launches spec. It returns once the process runs (or failed to
+// start: then nothing keeps running and the log says why).
+func (r *Runner) Start(spec Spec) (*Process, error) {
+	if len(spec.Args) == 0 || spec.Args[0] == "" {
+		return nil, errs.Invalidf("process: empty argv")
+	}
+	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) == "/" {
+		return nil, errs.Invalidf("process: working directory %q must be an absolute path below /", spec.Dir)
+	}
+	if spec.LogPath == "" {
+		return nil, errs.Invalidf("process: no log path")
+	}
+	if err := freshDir(spec.Dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
+		return nil, fmt.Errorf("process: log directory: %w", err)
+	}
+	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("process: open log: %w", err)
+	}
+	p := &Process{
+		cfg:     r.cfg,
+		logPath: spec.LogPath,
+		log:     &logWriter{f: lf},
+		tail:    &tail{n: r.cfg.StderrTailLines},
+		waitCh:  make(chan error, 1),
+		abortCh: make(chan string, 1),
+		done:    make(chan struct{}),
+	}
+	env := withBinDir(spec.Env, r.cfg.BinDir)
+	path, err := lookPath(spec.Args[0], env)
+	if err != nil {
+		p.log.system("cannot start: %v", err)
+		p.log.close()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		p.log.close()
+		return nil, fmt.Errorf("process: pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		p.log.close()
+		return nil, fmt.Errorf("process: pipe: %w", err)
+	}
+	p.pipes = []*os.File{outR, errR}
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   spec.Args,
+		Env:    env,
+		Dir:    spec.Dir,
+		Stdout: outW,
+		Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	type started struct {
+		id  Identity
+		err error
+	}
+	startCh := make(chan started, 1)
+	go func() {
+		// Locked for the life of the child and never unlocked: see the
+		// package comment on Pdeathsig.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			startCh <- started{err: err}
+			return
+		}
+		// The child cannot be reaped before Wait below, so its stat is
+		// readable here even if it already exited.
+		pid := cmd.Process.Pid
+		id, err := ReadIdentity(pid)
+		if err != nil {
+			id = Identity{PID: pid, PGID: pid, BootID: bootID}
+		}
+		startCh <- started{id: id}
+		p.waitCh <- cmd.Wait()
+	}()
+	st := <-startCh
+	outW.Close()
+	errW.Close()
+	if st.err != nil {
+		outR.Close()
+		errR.Close()
+		p.log.system("cannot start %s: %v", path, st.err)
+		p.log.close()
+		return nil, fmt.Errorf("process: start %s: %w", path, st.err)
+	}
+	p.id = st.id
+	p.status.Started = time.Now()
+	p.log.system("started %s as pid %d in %s", path, p.id.PID, spec.Dir)
+	p.pumps.Add(2)
+	go func() { defer p.pumps.Done(); pump(outR, Stdout, p.log, nil) }()
+	go func() { defer p.pumps.Done(); pump(errR, Stderr, p.log, p.tail) }()
+	go p.supervise(spec.Timeout)
+	return p, nil
+}
+
+// Identity is the process group's identity, for KillOrphan after a restart.
+func (p *Process) Identity() Identity { return p.id }
+
+// LogPath is the attempt log.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Done is closed once the process exited and its log is complete.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Finished reports whether Done is closed (a FollowLog done function).
+func (p *Process) Finished() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait blocks until the process exited and returns how.
+func (p *Process) Wait() ExitStatus {
+	<-p.done
+	return p.status
+}
+
+// Abort stops the whole process tree: SIGTERM, then SIGKILL after the grace
+// period. Later calls, and calls after the process ended, do nothing.
+func (p *Process) Abort(reason string) {
+	select {
+	case p.abortCh <- reason:
+	default:
+	}
+}
+
+func (p *Process) supervise(timeout time.Duration) {
+	var (
+		timer   <-chan time.Time
+		grace   <-chan time.Time
+		tree    []Identity
+		waitErr error
+	)
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	stopping := false
+	stop := func() {
+		stopping = true
+		tree = descendants(p.id.PID)
+		p.signalAll(tree, syscall.SIGTERM)
+		grace = time.After(p.cfg.KillGrace)
+	}
+wait:
+	for {
+		select {
+		case waitErr = <-p.waitCh:
+			break wait
+		case <-timer:
+			timer = nil
+			if !stopping {
+				p.status.TimedOut = true
+				p.log.system("timeout of %s reached: stopping the process tree", timeout)
+				stop()
+			}
+		case reason := <-p.abortCh:
+			if !stopping {
+				p.status.Aborted = true
+				p.status.AbortReason = reason
+				p.log.system("abort requested (%s): stopping the process tree", reason)
+				stop()
+			}
+		case <-grace:
+			grace = nil
+			p.log.system("still running %s after SIGTERM: sending SIGKILL", p.cfg.KillGrace)
+			p.signalAll(tree, syscall.SIGKILL)
+		}
+	}
+	p.status.Ended = time.Now()
+
+	// Whatever the leader left behind in its group (or, when stopping, in
+	// its tree) does not outlive the attempt.
+	if n := len(groupMembers(p.id.PGID)); n > 0 && p.id.leader() != leaderRecycled {
+		p.log.system("killing %d process(es) left in the process group", n)
+	}
+	p.signalAll(tree, syscall.SIGKILL)
+
+	drained := make(chan struct{})
+	go func() { p.pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(p.cfg.DrainTimeout):
+		p.log.system("output still open %s after exit (a process outside the group holds it): closing", p.cfg.DrainTimeout)
+		for _, f := range p.pipes {
+			f.Close()
+		}
+		<-drained
+	}
+	for _, f := range p.pipes {
+		f.Close()
+	}
+
+	p.status.Code = -1
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		p.status.Code = 0
+	case errors.As(waitErr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.status.Signal = ws.Signal().String()
+		} else {
+			p.status.Code = ee.ExitCode()
+		}
+	default:
+		p.status.Err = waitErr
+	}
+	p.status.StderrTail = p.tail.get()
+	switch {
+	case p.status.Err != nil:
+		p.log.system("lost the process: %v", p.status.Err)
+	case p.status.Signal != "":
+		p.log.system("process killed by signal %s after %s", p.status.Signal, p.status.Ended.Sub(p.status.Started).Round(time.Millisecond))
+	default:
+		p.log.system("process exited with code %d after %s", p.status.Code, p.status.Ended.Sub(p.status.Started).Round(time.Millisecond))
+	}
+	p.log.close()
+	close(p.done)
+}
+
+// signalAll signals the process group and every recorded descendant that is
+// still the same process.
+func (p *Process) signalAll(tree []Identity, sig syscall.Signal) {
+	_ = signalGroup(p.id, sig)
+	for _, d := range tree {
+		signalIfSame(d, sig)
+	}
+}
+
+// freshDir creates dir, which must not exist or be empty.
+func freshDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("process: working directory: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("process: working directory %s is not empty: %w", dir, errs.ErrAlreadyExists)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("process: working directory: %w", err)
+	}
+	return nil
+}
+
+// withBinDir returns env with binDir first on PATH.
+func withBinDir(env []string, binDir string) []string {
+	out := append([]string(nil), env...)
+	if binDir == "" {
+		return out
+	}
+	for i, kv := range out {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			if v == "" {
+				out[i] = "PATH=" + binDir
+			} else if first, _, _ := strings.Cut(v, ":"); first != binDir {
+				out[i] = "PATH=" + binDir + ":" + v
+			}
+			return out
+		}
+	}
+	return append(out, "PATH="+binDir)
+}
+
+// lookPath resolves a bare command name on the task's PATH (not the
+// manager's); names with a slash are used as given.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	var path string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		cand := filepath.Join(dir, name)
+		if fi, err := os.Stat(cand); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("process: %q not found on the task's PATH %q: %w", name, path, exec.ErrNotFound)
+}

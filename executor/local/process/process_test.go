@@ -1,0 +1,673 @@
+package process
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/internal/errs"
+	"google.golang.org/protobuf/proto"
+)
+
+var testEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
+
+func testRunner() *Runner {
+	return NewRunner(Config{KillGrace: 300 * time.Millisecond, DrainTimeout: 500 * time.Millisecond})
+}
+
+type attempt struct {
+	dir, log string
+}
+
+func newAttempt(t *testing.T) attempt {
+	base := t.TempDir()
+	return attempt{dir: filepath.Join(base, "work"), log: filepath.Join(base, "logs", "attempt.log")}
+}
+
+func (a attempt) spec(script string, env ...string) Spec {
+	return Spec{Args: []string{"sh", "-c", script}, Env: append(append([]string(nil), testEnv...), env...), Dir: a.dir, LogPath: a.log}
+}
+
+func start(t *testing.T, r *Runner, s Spec) *Process {
+	t.Helper()
+	p, err := r.Start(s)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		p.Abort("test cleanup")
+		<-p.Done()
+	})
+	return p
+}
+
+// alive: the pid runs (a zombie is dead: PID 1 here may never reap).
+func alive(pid int) bool {
+	st, err := readStat(pid)
+	return err == nil && !st.zombie()
+}
+
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	eventually(t, path, 5*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := []struct {
+		script  string
+		code    int
+		signal  string
+		outcome contract.Outcome
+		errCode string
+	}{
+		{"exit 0", 0, "", contract.Failed, contract.CodeOutputsMissing},
+		{"exit 3", 3, "", contract.Crashed, machine.CodeCrashed},
+		{"echo 'Error: Missing option' >&2; exit 2", 2, "", contract.Failed, contract.CodeUsageError},
+		{"kill -KILL $$", -1, "killed", contract.Crashed, machine.CodeCrashed},
+		{"kill -SEGV $$", -1, "segmentation fault", contract.Crashed, machine.CodeCrashed},
+	}
+	r := testRunner()
+	for _, tc := range cases {
+		t.Run(tc.script, func(t *testing.T) {
+			a := newAttempt(t)
+			st := start(t, r, a.spec("echo oops >&2; "+tc.script)).Wait()
+			if st.Code != tc.code || st.Signal != tc.signal || st.TimedOut || st.Aborted || st.Err != nil {
+				t.Fatalf("status %+v, want code %d signal %q", st, tc.code, tc.signal)
+			}
+			if len(st.StderrTail) == 0 || st.StderrTail[0] != "oops" {
+				t.Errorf("stderr tail %q", st.StderrTail)
+			}
+			if !st.Ended.After(st.Started) {
+				t.Errorf("times %v %v", st.Started, st.Ended)
+			}
+			res, err := contract.ClassifyDir(filepath.Join(a.dir, "out"), st.Contract())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tc.outcome || res.Error.Code != tc.errCode {
+				t.Errorf("classified %s %v, want %s %s", res.Outcome, res.Error, tc.outcome, tc.errCode)
+			}
+			if tc.outcome == contract.Crashed && !strings.Contains(res.Error.Message, "oops") {
+				t.Errorf("crash message lacks stderr: %q", res.Error.Message)
+			}
+		})
+	}
+}
+
+func TestErrorDocumentClassification(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "error.pb")
+	doc, err := proto.Marshal(&core.ErrorDocument{Error: &core.ContainerError{
+		Code: "NonRecoverableError", Message: "cannot go on",
+		Kind: core.ContainerError_NON_RECOVERABLE, Origin: core.ExecutionError_USER,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := testRunner()
+	for _, tc := range []struct {
+		name, script string
+		outcome      contract.Outcome
+	}{
+		{"error document, exit 0", `mkdir -p "$OUT" && cp "$SRC" "$OUT/error.pb"`, contract.Failed},
+		{"error document, exit 1", `mkdir -p "$OUT" && cp "$SRC" "$OUT/error.pb"; exit 1`, contract.Failed},
+		{"outputs", `mkdir -p "$OUT" && : > "$OUT/outputs.pb"`, contract.Succeeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAttempt(t)
+			out := filepath.Join(filepath.Dir(a.dir), "out")
+			st := start(t, r, a.spec(tc.script, "OUT="+out, "SRC="+src)).Wait()
+			res, err := contract.ClassifyDir(out, st.Contract())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tc.outcome {
+				t.Fatalf("outcome %s (%v), want %s", res.Outcome, res.Error, tc.outcome)
+			}
+			if tc.outcome == contract.Failed {
+				if e := res.Error; e.Kind != machine.KindUser || e.Recoverable || e.Code != "NonRecoverableError" || e.Message != "cannot go on" {
+					t.Errorf("error %v", e)
+				}
+			}
+		})
+	}
+}
+
+func TestWorkingDirectory(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	st := start(t, r, a.spec("pwd; touch made-here")).Wait()
+	if st.Code != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := os.Stat(filepath.Join(a.dir, "made-here")); err != nil {
+		t.Errorf("file not in the working dir: %v", err)
+	}
+	lines, err := ReadLog(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(lines, Stdout); len(got) != 1 || got[0] != a.dir {
+		t.Errorf("pwd printed %q, want %s", got, a.dir)
+	}
+
+	// The directory now has a file: a second attempt may not reuse it.
+	if _, err := r.Start(a.spec("true")); !errors.Is(err, errs.ErrAlreadyExists) {
+		t.Errorf("reused working dir: %v", err)
+	}
+	for _, dir := range []string{"relative/dir", "/", ""} {
+		s := a.spec("true")
+		s.Dir = dir
+		if _, err := r.Start(s); !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("dir %q: %v", dir, err)
+		}
+	}
+	if _, err := r.Start(Spec{Dir: a.dir, LogPath: a.log}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("empty argv: %v", err)
+	}
+	b := newAttempt(t)
+	s := b.spec("true")
+	s.LogPath = ""
+	if _, err := r.Start(s); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("no log path: %v", err)
+	}
+}
+
+func TestBinDirResolvesA0(t *testing.T) {
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho \"a0 ran $*\"\necho \"PATH=$PATH\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "a0"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(Config{BinDir: bin})
+	a := newAttempt(t)
+	p := start(t, r, Spec{Args: []string{"a0", "--inputs", "x"}, Env: testEnv, Dir: a.dir, LogPath: a.log})
+	if st := p.Wait(); st.Code != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	lines, _ := ReadLog(a.log)
+	got := messages(lines, Stdout)
+	if len(got) != 2 || got[0] != "a0 ran --inputs x" || got[1] != "PATH="+bin+":"+strings.TrimPrefix(testEnv[0], "PATH=") {
+		t.Errorf("stdout %q", got)
+	}
+	if !strings.Contains(messages(lines, System)[0], filepath.Join(bin, "a0")) {
+		t.Errorf("start line %q", messages(lines, System)[0])
+	}
+
+	b := newAttempt(t)
+	_, err := NewRunner(Config{BinDir: t.TempDir()}).Start(Spec{Args: []string{"a0"}, Env: []string{"PATH=/nonexistent"}, Dir: b.dir, LogPath: b.log})
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("missing a0: %v", err)
+	}
+	if lines, _ := ReadLog(b.log); len(lines) != 1 || !strings.Contains(lines[0].Message, "not found") {
+		t.Errorf("log of a failed start: %+v", lines)
+	}
+	if got := withBinDir([]string{"A=1"}, "/venv/bin"); got[1] != "PATH=/venv/bin" {
+		t.Errorf("no PATH: %q", got)
+	}
+	if got := withBinDir([]string{"PATH=/venv/bin:/bin"}, "/venv/bin"); got[0] != "PATH=/venv/bin:/bin" {
+		t.Errorf("already first: %q", got)
+	}
+}
+
+func TestTimeoutKillsTheGroup(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	s := a.spec(`sleep 60 & echo $! > "$PWD/child.pid"; sleep 60`)
+	s.Timeout = 300 * time.Millisecond
+	p := start(t, r, s)
+	child := readPid(t, filepath.Join(a.dir, "child.pid"))
+	st := p.Wait()
+	if !st.TimedOut || st.Aborted || st.Signal != "terminated" {
+		t.Fatalf("status %+v", st)
+	}
+	eventually(t, "the grandchild to die", 5*time.Second, func() bool { return !alive(child) })
+	if GroupAlive(p.Identity()) {
+		t.Error("group still alive")
+	}
+	res := contract.Classify(st.Contract(), nil, false)
+	if res.Outcome != contract.TimedOut {
+		t.Errorf("classified %s", res.Outcome)
+	}
+	lines, _ := ReadLog(a.log)
+	if !containsMsg(lines, System, "timeout of 300ms reached") {
+		t.Errorf("log: %+v", lines)
+	}
+}
+
+func TestTimeoutEscalatesToSIGKILL(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	// Ignored signals stay ignored across exec: nothing here dies of SIGTERM.
+	s := a.spec(`trap "" TERM; sleep 60 & echo $! > "$PWD/child.pid"; while :; do sleep 0.05; done`)
+	s.Timeout = 200 * time.Millisecond
+	p := start(t, r, s)
+	child := readPid(t, filepath.Join(a.dir, "child.pid"))
+	st := p.Wait()
+	if !st.TimedOut || st.Signal != "killed" {
+		t.Fatalf("status %+v", st)
+	}
+	if d := st.Ended.Sub(st.Started); d < 500*time.Millisecond {
+		t.Errorf("killed after %s, before timeout + grace", d)
+	}
+	eventually(t, "the grandchild to die", 5*time.Second, func() bool { return !alive(child) })
+	lines, _ := ReadLog(a.log)
+	if !containsMsg(lines, System, "sending SIGKILL") {
+		t.Errorf("log: %+v", lines)
+	}
+}
+
+func TestAbortKillsTheTree(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	// One grandchild stays in the group, one escapes into its own session.
+	p := start(t, r, a.spec(`sleep 60 & echo $! > "$PWD/c1.pid"; setsid sleep 60 & echo $! > "$PWD/c2.pid"; wait`))
+	c1 := readPid(t, filepath.Join(a.dir, "c1.pid"))
+	c2 := readPid(t, filepath.Join(a.dir, "c2.pid"))
+	eventually(t, "setsid", 5*time.Second, func() bool {
+		st, err := readStat(c2)
+		return err == nil && st.pgrp == c2
+	})
+	p.Abort("user asked")
+	p.Abort("again")
+	st := p.Wait()
+	if !st.Aborted || st.AbortReason != "user asked" || st.TimedOut || st.Signal != "terminated" {
+		t.Fatalf("status %+v", st)
+	}
+	eventually(t, "the tree to die", 5*time.Second, func() bool { return !alive(c1) && !alive(c2) })
+	if res := contract.Classify(st.Contract(), nil, false); res.Outcome != contract.Aborted {
+		t.Errorf("classified %s", res.Outcome)
+	}
+	p.Abort("after the end") // no effect, no block
+}
+
+func TestLeftoversAreKilledAfterANormalExit(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	p := start(t, r, a.spec(`sleep 60 & echo $! > "$PWD/child.pid"; exit 0`))
+	st := p.Wait()
+	if st.Code != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	child := readPid(t, filepath.Join(a.dir, "child.pid"))
+	eventually(t, "the leftover to die", 5*time.Second, func() bool { return !alive(child) })
+	lines, _ := ReadLog(a.log)
+	if !containsMsg(lines, System, "left in the process group") {
+		t.Errorf("log: %+v", lines)
+	}
+}
+
+func TestLogsCaptureBothStreams(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	script := `echo out1; echo err1 >&2; printf 'bad \377 byte\n'; echo out2; echo err2 >&2;` +
+		`head -c 70000 /dev/zero | tr '\0' x; echo; printf 'no newline'`
+	before := time.Now()
+	p := start(t, r, a.spec(script))
+	if st := p.Wait(); st.Code != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	lines, err := ReadLog(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(lines, Stderr); strings.Join(got, "|") != "err1|err2" {
+		t.Errorf("stderr %q", got)
+	}
+	out := messages(lines, Stdout)
+	if len(out) != 6 || out[0] != "out1" || out[1] != "bad \uFFFD byte" || out[2] != "out2" ||
+		len(out[3])+len(out[4]) != 70000 || len(out[3]) != maxLine || out[5] != "no newline" {
+		short := make([]string, len(out))
+		for i, o := range out {
+			short[i] = fmt.Sprintf("%.20s(%d)", o, len(o))
+		}
+		t.Errorf("stdout %q", short)
+	}
+	sys := messages(lines, System)
+	if len(sys) != 2 || !strings.HasPrefix(sys[0], "started ") || sys[1] != strings.TrimSpace(sys[1]) || !strings.HasPrefix(sys[1], "process exited with code 0") {
+		t.Errorf("system %q", sys)
+	}
+	if lines[0].Stream != System || lines[len(lines)-1].Stream != System {
+		t.Errorf("first/last %+v %+v", lines[0], lines[len(lines)-1])
+	}
+	prev := before.Add(-time.Millisecond)
+	for _, l := range lines {
+		if l.Time.Before(prev) || l.Time.After(time.Now()) || l.Time.Location() != time.UTC {
+			t.Errorf("timestamp %v out of order (prev %v)", l.Time, prev)
+		}
+		prev = l.Time
+		pl := l.Proto()
+		want := dataplane.LogLineOriginator_USER
+		if l.Stream == System {
+			want = dataplane.LogLineOriginator_SYSTEM
+		}
+		if pl.GetOriginator() != want || pl.GetMessage() != l.Message || !pl.GetTimestamp().AsTime().Equal(l.Time) {
+			t.Errorf("proto %v for %+v", pl, l)
+		}
+		if _, err := proto.Marshal(pl); err != nil {
+			t.Errorf("line does not marshal: %v", err)
+		}
+	}
+	raw, _ := os.ReadFile(a.log)
+	first := strings.SplitN(string(raw), "\n", 2)[0]
+	if len(first) < 31 || first[29] != 'Z' || first[30:38] != " system " {
+		t.Errorf("record format: %q", first)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	ts := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	rec := string(formatLine(nil, ts.In(time.FixedZone("X", 7200)), Stderr, []byte("hello  world ")))
+	if rec != "2026-03-04T05:06:07.123456789Z stderr hello  world \n" {
+		t.Errorf("record %q", rec)
+	}
+	if l := ParseLine(strings.TrimSuffix(rec, "\n")); !l.Time.Equal(ts) || l.Stream != Stderr || l.Message != "hello  world " {
+		t.Errorf("parsed %+v", l)
+	}
+	if l := ParseLine("2026-03-04T05:06:07.123456789Z stdout "); l.Stream != Stdout || l.Message != "" {
+		t.Errorf("empty message %+v", l)
+	}
+	for _, junk := range []string{"garbage", "not-a-time stdout x", "2026-03-04T05:06:07.123456789Z bogus x", ""} {
+		if l := ParseLine(junk); l.Message != junk || !l.Time.IsZero() || l.Stream != 0 {
+			t.Errorf("junk %q parsed as %+v", junk, l)
+		}
+		if o := ParseLine(junk).Originator(); o != dataplane.LogLineOriginator_UNKNOWN {
+			t.Errorf("junk originator %v", o)
+		}
+	}
+	if pl := (Line{Message: "x"}).Proto(); pl.Timestamp != nil {
+		t.Errorf("zero time became %v", pl.Timestamp)
+	}
+}
+
+func TestFollowLog(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	var got []Line
+	followErr := make(chan error, 1)
+	// Follow before the log exists.
+	started := make(chan *Process, 1)
+	go func() {
+		p := <-started
+		followErr <- FollowLog(context.Background(), a.log, p.Finished, func(ls []Line) error {
+			got = append(got, ls...)
+			return nil
+		})
+	}()
+	p := start(t, r, a.spec(`for i in 1 2 3 4 5; do echo "line $i"; sleep 0.1; done; printf tail`))
+	started <- p
+	select {
+	case err := <-followErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FollowLog did not return after the process ended")
+	}
+	if !p.Finished() {
+		t.Fatal("follow returned before the end")
+	}
+	if want := "line 1|line 2|line 3|line 4|line 5|tail"; strings.Join(messages(got, Stdout), "|") != want {
+		t.Errorf("followed %q", messages(got, Stdout))
+	}
+	if last := got[len(got)-1]; last.Stream != System || !strings.Contains(last.Message, "exited with code 0") {
+		t.Errorf("last line %+v", last)
+	}
+	all, _ := ReadLog(a.log)
+	if len(all) != len(got) {
+		t.Errorf("followed %d lines, file has %d", len(got), len(all))
+	}
+
+	// Cancellation and emit errors end the follow.
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	never := func() bool { return false }
+	if err := FollowLog(ctx, filepath.Join(t.TempDir(), "missing.log"), never, func([]Line) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancel: %v", err)
+	}
+	boom := errors.New("client gone")
+	if err := FollowLog(context.Background(), a.log, never, func([]Line) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("emit error: %v", err)
+	}
+	// A log that never appears, for an attempt that ended, ends the follow.
+	if err := FollowLog(context.Background(), filepath.Join(t.TempDir(), "missing.log"), func() bool { return true }, func([]Line) error {
+		t.Error("emitted lines of a missing log")
+		return nil
+	}); err != nil {
+		t.Errorf("missing log of a finished attempt: %v", err)
+	}
+	if _, err := ReadLog(filepath.Join(t.TempDir(), "missing.log")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadLog missing: %v", err)
+	}
+}
+
+// startForeign starts a process group the way a previous manager would have,
+// outside any Runner, and returns it with the pid of a grandchild.
+func startForeign(t *testing.T, script string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, child
+}
+
+func TestKillOrphan(t *testing.T) {
+	cmd, child := startForeign(t, `sleep 60 & echo $!; exec sleep 60`)
+	id, err := ReadIdentity(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.PID != cmd.Process.Pid || id.PGID != id.PID || id.StartTicks == 0 || id.BootID == "" {
+		t.Fatalf("identity %+v", id)
+	}
+	if !GroupAlive(id) {
+		t.Fatal("live group reported dead")
+	}
+
+	// The recycled-pid guard: same pid, another start time, means another
+	// process. It must be left alone.
+	recycled := id
+	recycled.StartTicks++
+	otherBoot := id
+	otherBoot.BootID = "00000000-0000-0000-0000-000000000000"
+	for name, fake := range map[string]Identity{"recycled pid": recycled, "other boot": otherBoot} {
+		if GroupAlive(fake) {
+			t.Errorf("%s: reported alive", name)
+		}
+		killed, err := KillOrphan(fake, 100*time.Millisecond)
+		if killed || err != nil {
+			t.Errorf("%s: KillOrphan = %v, %v", name, killed, err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if !alive(id.PID) || !alive(child) {
+		t.Fatal("a guarded KillOrphan killed the process")
+	}
+
+	killed, err := KillOrphan(id, 200*time.Millisecond)
+	if !killed || err != nil {
+		t.Fatalf("KillOrphan = %v, %v", killed, err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("leader ended with %v", err)
+	}
+	eventually(t, "the grandchild to die", 5*time.Second, func() bool { return !alive(child) })
+	if GroupAlive(id) {
+		t.Error("dead group reported alive")
+	}
+	if killed, err := KillOrphan(id, 100*time.Millisecond); killed || err != nil {
+		t.Errorf("second KillOrphan = %v, %v", killed, err)
+	}
+}
+
+func TestKillOrphanAfterTheLeaderDied(t *testing.T) {
+	// The leader is gone (reaped); a grandchild still holds the group.
+	cmd, child := startForeign(t, `trap "" TERM; sleep 60 & echo $!`)
+	id, err := ReadIdentity(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if alive(id.PID) {
+		t.Fatal("leader still alive")
+	}
+	if !GroupAlive(id) {
+		t.Fatal("group with a live member reported dead")
+	}
+	killed, err := KillOrphan(id, 100*time.Millisecond) // SIGTERM is ignored: needs SIGKILL
+	if !killed || err != nil {
+		t.Fatalf("KillOrphan = %v, %v", killed, err)
+	}
+	if alive(child) {
+		t.Error("grandchild survived")
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	line := "4242 (we ird) (name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50"
+	st, err := parseStat([]byte(line))
+	if err != nil || st.state != 'S' || st.ppid != 1 || st.pgrp != 4242 || st.startTicks != 987654 {
+		t.Errorf("parsed %+v, %v", st, err)
+	}
+	for _, bad := range []string{"", "1 (x) S 1 2", "1 no-paren S", "1 (x) S a b c d e f g h i j k l m n o p q r s t u"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ReadIdentity(-5); err == nil {
+		t.Error("identity of pid -5")
+	}
+}
+
+// TestPdeathsig kills a "manager" (this test binary re-executed) with SIGKILL
+// and expects its attempt process to die with it.
+func TestPdeathsig(t *testing.T) {
+	if os.Getenv("FMGR_PROCESS_HELPER") != "" {
+		t.Skip("helper")
+	}
+	dir := t.TempDir()
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperManager$", "-test.v")
+	helper.Env = append(os.Environ(), "FMGR_PROCESS_HELPER="+dir)
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Wait()
+	defer helper.Process.Kill()
+	sc := bufio.NewScanner(out)
+	pid := 0
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "ATTEMPT PID "); ok {
+			pid, _ = strconv.Atoi(v)
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatal("helper did not report its attempt")
+	}
+	// Let the manager's other goroutines run on other threads for a while:
+	// the attempt must survive that (it is tied to its locked thread only).
+	time.Sleep(300 * time.Millisecond)
+	if !alive(pid) {
+		t.Fatal("attempt died while its manager lived")
+	}
+	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the attempt to die with its manager", 5*time.Second, func() bool { return !alive(pid) })
+}
+
+func TestHelperManager(t *testing.T) {
+	dir := os.Getenv("FMGR_PROCESS_HELPER")
+	if dir == "" {
+		t.Skip("only run by TestPdeathsig")
+	}
+	r := NewRunner(Config{})
+	p, err := r.Start(Spec{Args: []string{"sleep", "60"}, Env: testEnv, Dir: filepath.Join(dir, "work"), LogPath: filepath.Join(dir, "a.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("ATTEMPT PID %d\n", p.Identity().PID)
+	// Churn threads so a non-locked design would lose its forking thread.
+	for i := 0; i < 200; i++ {
+		go func() { time.Sleep(time.Millisecond) }()
+	}
+	p.Wait()
+}
+
+func messages(lines []Line, s Stream) []string {
+	var out []string
+	for _, l := range lines {
+		if l.Stream == s {
+			out = append(out, l.Message)
+		}
+	}
+	return out
+}
+
+func containsMsg(lines []Line, s Stream, sub string) bool {
+	for _, l := range lines {
+		if l.Stream == s && strings.Contains(l.Message, sub) {
+			return true
+		}
+	}
+	return false
+}
