@@ -173,7 +173,7 @@ func TestBuildEnv(t *testing.T) {
 		"_U_EP_OVERRIDE": "localhost:8090", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
 		"FSSPEC_FILE": `{"auto_mkdir": true}`,
 		// Run env overrides defaults, task env overrides run env.
-		"FLYTE_DISABLE_SENTRY": "false", "LOG_LEVEL": "10", "SHARED": "task", "TASK_ONLY": "t",
+		"FLYTE_DISABLE_SENTRY": "false", "FLYTE_DISABLE_TELEMETRY": "true", "LOG_LEVEL": "10", "SHARED": "task", "TASK_ONLY": "t",
 		"FLYTE_AWS_ENDPOINT": "http://localhost:9000",
 	}
 	got := map[string]string{}

@@ -23,9 +23,10 @@ const (
 	EnvAttempt       = "FLYTE_ATTEMPT_NUMBER"
 	EnvEndpoint      = "_U_EP_OVERRIDE" // the controller's endpoint (default host.docker.internal:8090)
 	EnvInsecure      = "_U_INSECURE"
-	EnvUseActions    = "_U_USE_ACTIONS" // "1": the controller talks ActionsService
-	EnvDisableSentry = "FLYTE_DISABLE_SENTRY"
-	EnvFSSpecFile    = "FSSPEC_FILE" // fsspec kwargs for the file:// filesystem
+	EnvUseActions    = "_U_USE_ACTIONS"          // "1": the controller talks ActionsService
+	EnvDisableSentry = "FLYTE_DISABLE_SENTRY"    // legacy name, still honoured
+	EnvDisableTelem  = "FLYTE_DISABLE_TELEMETRY" // current name (flyte/_sentry.py)
+	EnvFSSpecFile    = "FSSPEC_FILE"             // fsspec kwargs for the file:// filesystem
 	EnvTaskProject   = "FLYTE_INTERNAL_TASK_PROJECT"
 	EnvTaskDomain    = "FLYTE_INTERNAL_TASK_DOMAIN"
 	EnvTaskName      = "FLYTE_INTERNAL_TASK_NAME"
@@ -100,7 +101,9 @@ type EnvSpec struct {
 // earlier ones:
 //
 //  1. inherited host basics (and PassThrough), minus denied names;
-//  2. contract defaults: FLYTE_DISABLE_SENTRY=true, FSSPEC_FILE auto_mkdir;
+//  2. contract defaults: FLYTE_DISABLE_SENTRY=true and
+//     FLYTE_DISABLE_TELEMETRY=true (the SDK otherwise reports crashes to a
+//     hard-coded Sentry DSN), FSSPEC_FILE auto_mkdir;
 //  3. operator Defaults;
 //  4. the run's RunSpec envs;
 //  5. the task's container env (a task's own setting beats the run's);
@@ -132,6 +135,7 @@ func BuildEnv(s EnvSpec) (Env, error) {
 		}
 	}
 	b.set(EnvDisableSentry, "true")
+	b.set(EnvDisableTelem, "true")
 	b.set(EnvFSSpecFile, FSSpecAutoMkdir)
 	for _, kv := range s.Defaults {
 		if err := b.setChecked("default", kv.Key, kv.Value); err != nil {
