@@ -39,7 +39,7 @@ type Signer struct {
 // NewSigner returns a Signer for key (storage.signingKey).
 func NewSigner(key []byte) (*Signer, error) {
 	if len(key) < MinSigningKeyBytes {
-		return nil, errors.New("blob signing key must be at least 16 bytes")
+		return nil, errors.New("the blob signing key (storage.signingKey) must be at least 16 bytes")
 	}
 	return &Signer{key: append([]byte(nil), key...)}, nil
 }
