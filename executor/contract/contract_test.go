@@ -171,7 +171,7 @@ func TestBuildEnv(t *testing.T) {
 		"FLYTE_INTERNAL_EXECUTION_PROJECT": "p", "FLYTE_INTERNAL_EXECUTION_DOMAIN": "development",
 		"FLYTE_INTERNAL_EXECUTION_ID": "r1", "RUN_NAME": "r1", "ACTION_NAME": "a0", "FLYTE_ATTEMPT_NUMBER": "2",
 		"_U_EP_OVERRIDE": "localhost:8090", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		"FSSPEC_FILE": `{"auto_mkdir": true}`,
+		"FSSPEC_FILE": `{"auto_mkdir": true}`, "PYTHONUNBUFFERED": "1",
 		// Run env overrides defaults, task env overrides run env.
 		"FLYTE_DISABLE_SENTRY": "false", "FLYTE_DISABLE_TELEMETRY": "true", "LOG_LEVEL": "10", "SHARED": "task", "TASK_ONLY": "t",
 		"FLYTE_AWS_ENDPOINT": "http://localhost:9000",
@@ -329,7 +329,9 @@ func TestClassify(t *testing.T) {
 		{"exit 0 without outputs", Exit{}, nil, false, Failed, machine.KindSystem, CodeOutputsMissing, true, "outputs.pb"},
 		{"usage error", Exit{Code: 2, StderrTail: []string{"Error: Missing option '--run-base-dir'."}}, nil, false,
 			Failed, machine.KindSystem, CodeUsageError, false, "Missing option '--run-base-dir'"},
-		{"crash", Exit{Code: 1, StderrTail: tail}, nil, false, Crashed, machine.KindSystem, machine.CodeCrashed, true, "exited with code 1 without writing error.pb; last stderr lines:\nTraceback"},
+		{"crash", Exit{Code: 1, StderrTail: tail}, nil, false, Crashed, machine.KindSystem, machine.CodeCrashed, true, "exited with code 1 without writing error.pb\nlast stderr lines:\nTraceback"},
+		{"crash quoting both streams", Exit{Code: 1, StdoutTail: []string{"FileNotFoundError: x"}, StderrTail: []string{`  File "io.py"`}}, nil, false,
+			Crashed, machine.KindSystem, machine.CodeCrashed, true, "error.pb\nlast stdout lines:\nFileNotFoundError: x\nlast stderr lines:\n  File \"io.py\""},
 		{"killed", Exit{Code: -1, Signal: "killed"}, nil, false, Crashed, machine.KindSystem, machine.CodeCrashed, true, "killed by signal killed"},
 		{"signal beats usage code", Exit{Code: 2, Signal: "interrupt"}, nil, false, Crashed, machine.KindSystem, machine.CodeCrashed, true, "signal interrupt"},
 		{"timed out", Exit{Signal: "terminated", TimedOut: true}, nil, false, TimedOut, 0, "", false, ""},
@@ -360,11 +362,11 @@ func TestClassifyTailIsBounded(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		lines = append(lines, fmt.Sprintf("line %03d %s", i, strings.Repeat("x", 300)))
 	}
-	r := Classify(Exit{Code: 3, StderrTail: lines}, nil, false)
-	if len(r.Error.Message) > tailBytes+200 || !strings.Contains(r.Error.Message, "line 099") || strings.Contains(r.Error.Message, "line 079") {
+	r := Classify(Exit{Code: 3, StdoutTail: lines, StderrTail: lines}, nil, false)
+	if len(r.Error.Message) > 2*tailBytes+200 || strings.Count(r.Error.Message, "line 099") != 2 || strings.Contains(r.Error.Message, "line 090") {
 		t.Errorf("message of %d bytes: %.200s...", len(r.Error.Message), r.Error.Message)
 	}
-	if r := Classify(Exit{Code: 3, StderrTail: []string{"", " "}}, nil, false); strings.Contains(r.Error.Message, "stderr") {
+	if r := Classify(Exit{Code: 3, StderrTail: []string{"", " "}}, nil, false); strings.Contains(r.Error.Message, "lines:") {
 		t.Errorf("blank tail quoted: %q", r.Error.Message)
 	}
 }

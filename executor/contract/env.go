@@ -27,6 +27,7 @@ const (
 	EnvDisableSentry = "FLYTE_DISABLE_SENTRY"    // legacy name, still honoured
 	EnvDisableTelem  = "FLYTE_DISABLE_TELEMETRY" // current name (flyte/_sentry.py)
 	EnvFSSpecFile    = "FSSPEC_FILE"             // fsspec kwargs for the file:// filesystem
+	EnvUnbuffered    = "PYTHONUNBUFFERED"
 	EnvTaskProject   = "FLYTE_INTERNAL_TASK_PROJECT"
 	EnvTaskDomain    = "FLYTE_INTERNAL_TASK_DOMAIN"
 	EnvTaskName      = "FLYTE_INTERNAL_TASK_NAME"
@@ -103,7 +104,9 @@ type EnvSpec struct {
 //  1. inherited host basics (and PassThrough), minus denied names;
 //  2. contract defaults: FLYTE_DISABLE_SENTRY=true and
 //     FLYTE_DISABLE_TELEMETRY=true (the SDK otherwise reports crashes to a
-//     hard-coded Sentry DSN), FSSPEC_FILE auto_mkdir;
+//     hard-coded Sentry DSN), FSSPEC_FILE auto_mkdir, PYTHONUNBUFFERED=1 (so
+//     print() output reaches the log as it happens, in order with stderr,
+//     instead of in one block at exit);
 //  3. operator Defaults;
 //  4. the run's RunSpec envs;
 //  5. the task's container env (a task's own setting beats the run's);
@@ -137,6 +140,7 @@ func BuildEnv(s EnvSpec) (Env, error) {
 	b.set(EnvDisableSentry, "true")
 	b.set(EnvDisableTelem, "true")
 	b.set(EnvFSSpecFile, FSSpecAutoMkdir)
+	b.set(EnvUnbuffered, "1")
 	for _, kv := range s.Defaults {
 		if err := b.setChecked("default", kv.Key, kv.Value); err != nil {
 			return nil, err

@@ -24,10 +24,10 @@ const (
 // e.g. no _U_RUN_BASE): the same argv would fail again.
 const UsageExitCode = 2
 
-// Bounds on the stderr excerpt quoted in a crash message.
+// Bounds on each stream's excerpt quoted in a failure message.
 const (
-	tailLines = 20
-	tailBytes = 4096
+	tailLines = 12
+	tailBytes = 2048
 )
 
 // Exit is how an attempt's process ended, as the driver saw it.
@@ -40,7 +40,10 @@ type Exit struct {
 	TimedOut bool
 	// Aborted: the driver killed the process because of an abort.
 	Aborted bool
-	// StderrTail holds the last lines the process wrote to stderr.
+	// StdoutTail and StderrTail hold the last lines of each stream. Both
+	// are quoted: the runtime prints a traceback's frames to stderr but its
+	// final "Type: message" line to stdout (flyte/_excepthook.py).
+	StdoutTail []string
 	StderrTail []string
 }
 
@@ -100,7 +103,7 @@ type Result struct {
 //     failure (the runtime always writes outputs.pb on success);
 //   - exit 2: the runtime's usage error, a non-recoverable system failure;
 //   - anything else: Crashed, with the exit code or signal and the last
-//     stderr lines in the message.
+//     stdout and stderr lines in the message.
 func Classify(exit Exit, errorDoc []byte, outputsFound bool) Result {
 	r := Result{Exit: exit}
 	switch {
@@ -142,13 +145,13 @@ func Classify(exit Exit, errorDoc []byte, outputsFound bool) Result {
 		r.Outcome = Failed
 		r.Error = &machine.Error{
 			Kind: machine.KindSystem, Code: CodeOutputsMissing, Recoverable: true,
-			Message: "the task exited 0 without writing " + OutputsFile + " or " + ErrorFile + withTail(exit.StderrTail),
+			Message: "the task exited 0 without writing " + OutputsFile + " or " + ErrorFile + exit.tails(),
 		}
 	case exit.Signal == "" && exit.Code == UsageExitCode:
 		r.Outcome = Failed
 		r.Error = &machine.Error{
 			Kind: machine.KindSystem, Code: CodeUsageError, Recoverable: false,
-			Message: "the task runtime rejected its command line (exit 2)" + withTail(exit.StderrTail),
+			Message: "the task runtime rejected its command line (exit 2)" + exit.tails(),
 		}
 	default:
 		r.Outcome = Crashed
@@ -158,7 +161,7 @@ func Classify(exit Exit, errorDoc []byte, outputsFound bool) Result {
 		}
 		r.Error = &machine.Error{
 			Kind: machine.KindSystem, Code: machine.CodeCrashed, Recoverable: true,
-			Message: "the task process " + how + " without writing " + ErrorFile + withTail(exit.StderrTail),
+			Message: "the task process " + how + " without writing " + ErrorFile + exit.tails(),
 		}
 	}
 	return r
@@ -204,9 +207,14 @@ func (r Result) Event(attempt uint32) machine.Event {
 	return machine.Failed{Attempt: attempt, Kind: e.Kind, Recoverable: e.Recoverable, Code: e.Code, Message: e.Message}
 }
 
-// withTail formats the last stderr lines for an error message, bounded in
-// lines and bytes (the end is kept: that is where tracebacks conclude).
-func withTail(lines []string) string {
+// tails quotes the end of both streams for an error message.
+func (e Exit) tails() string {
+	return quote("stdout", e.StdoutTail) + quote("stderr", e.StderrTail)
+}
+
+// quote formats the last lines of a stream, bounded in lines and bytes (the
+// end is kept: that is where tracebacks conclude).
+func quote(stream string, lines []string) string {
 	if len(lines) > tailLines {
 		lines = lines[len(lines)-tailLines:]
 	}
@@ -221,5 +229,5 @@ func withTail(lines []string) string {
 	if strings.TrimSpace(s) == "" {
 		return ""
 	}
-	return "; last stderr lines:\n" + s
+	return "\nlast " + stream + " lines:\n" + s
 }

@@ -34,9 +34,9 @@ import (
 
 // Defaults for Config's zero values.
 const (
-	DefaultKillGrace       = 10 * time.Second
-	DefaultDrainTimeout    = 2 * time.Second
-	DefaultStderrTailLines = 50
+	DefaultKillGrace    = 10 * time.Second
+	DefaultDrainTimeout = 2 * time.Second
+	DefaultTailLines    = 50
 )
 
 // Config tunes a Runner.
@@ -50,8 +50,8 @@ type Config struct {
 	// DrainTimeout bounds the wait for stdout/stderr to reach EOF once the
 	// process exited (a daemon that escaped the group may hold them open).
 	DrainTimeout time.Duration
-	// StderrTailLines is how many stderr lines ExitStatus keeps.
-	StderrTailLines int
+	// TailLines is how many lines of each stream ExitStatus keeps.
+	TailLines int
 }
 
 // Runner starts attempt processes.
@@ -67,8 +67,8 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
-	if cfg.StderrTailLines <= 0 {
-		cfg.StderrTailLines = DefaultStderrTailLines
+	if cfg.TailLines <= 0 {
+		cfg.TailLines = DefaultTailLines
 	}
 	return &Runner{cfg: cfg}
 }
@@ -104,7 +104,8 @@ type ExitStatus struct {
 	AbortReason string
 	Started     time.Time
 	Ended       time.Time
-	// StderrTail holds the last stderr lines.
+	// StdoutTail and StderrTail hold the last lines of each stream.
+	StdoutTail []string
 	StderrTail []string
 	// Err is set when waiting for the process failed in an unexpected way.
 	Err error
@@ -112,7 +113,7 @@ type ExitStatus struct {
 
 // Contract is the exit in the terms contract.Classify takes.
 func (s ExitStatus) Contract() contract.Exit {
-	return contract.Exit{Code: s.Code, Signal: s.Signal, TimedOut: s.TimedOut, Aborted: s.Aborted, StderrTail: s.StderrTail}
+	return contract.Exit{Code: s.Code, Signal: s.Signal, TimedOut: s.TimedOut, Aborted: s.Aborted, StdoutTail: s.StdoutTail, StderrTail: s.StderrTail}
 }
 
 // Process is a running (or finished) attempt.
@@ -121,7 +122,8 @@ type Process struct {
 	id      Identity
 	logPath string
 	log     *logWriter
-	tail    *tail
+	outTail *tail
+	errTail *tail
 	pipes   []*os.File
 	pumps   sync.WaitGroup
 	waitCh  chan error
@@ -156,7 +158,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		cfg:     r.cfg,
 		logPath: spec.LogPath,
 		log:     &logWriter{f: lf},
-		tail:    &tail{n: r.cfg.StderrTailLines},
+		outTail: &tail{n: r.cfg.TailLines},
+		errTail: &tail{n: r.cfg.TailLines},
 		waitCh:  make(chan error, 1),
 		abortCh: make(chan string, 1),
 		done:    make(chan struct{}),
@@ -230,8 +233,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	p.status.Started = time.Now()
 	p.log.system("started %s as pid %d in %s", path, p.id.PID, spec.Dir)
 	p.pumps.Add(2)
-	go func() { defer p.pumps.Done(); pump(outR, Stdout, p.log, nil) }()
-	go func() { defer p.pumps.Done(); pump(errR, Stderr, p.log, p.tail) }()
+	go func() { defer p.pumps.Done(); pump(outR, Stdout, p.log, p.outTail) }()
+	go func() { defer p.pumps.Done(); pump(errR, Stderr, p.log, p.errTail) }()
 	go p.supervise(spec.Timeout)
 	return p, nil
 }
@@ -352,7 +355,8 @@ wait:
 	default:
 		p.status.Err = waitErr
 	}
-	p.status.StderrTail = p.tail.get()
+	p.status.StdoutTail = p.outTail.get()
+	p.status.StderrTail = p.errTail.get()
 	switch {
 	case p.status.Err != nil:
 		p.log.system("lost the process: %v", p.status.Err)

@@ -107,8 +107,8 @@ func TestExitCodes(t *testing.T) {
 			if st.Code != tc.code || st.Signal != tc.signal || st.TimedOut || st.Aborted || st.Err != nil {
 				t.Fatalf("status %+v, want code %d signal %q", st, tc.code, tc.signal)
 			}
-			if len(st.StderrTail) == 0 || st.StderrTail[0] != "oops" {
-				t.Errorf("stderr tail %q", st.StderrTail)
+			if len(st.StderrTail) == 0 || st.StderrTail[0] != "oops" || len(st.StdoutTail) != 0 {
+				t.Errorf("tails %q %q", st.StdoutTail, st.StderrTail)
 			}
 			if !st.Ended.After(st.Started) {
 				t.Errorf("times %v %v", st.Started, st.Ended)
@@ -339,8 +339,12 @@ func TestLogsCaptureBothStreams(t *testing.T) {
 		`head -c 70000 /dev/zero | tr '\0' x; echo; printf 'no newline'`
 	before := time.Now()
 	p := start(t, r, a.spec(script))
-	if st := p.Wait(); st.Code != 0 {
+	st := p.Wait()
+	if st.Code != 0 {
 		t.Fatalf("status %+v", st)
+	}
+	if strings.Join(st.StderrTail, "|") != "err1|err2" || len(st.StdoutTail) != 6 || st.StdoutTail[0] != "out1" || st.StdoutTail[5] != "no newline" {
+		t.Errorf("tails %.200q %q", st.StdoutTail, st.StderrTail)
 	}
 	lines, err := ReadLog(a.log)
 	if err != nil {

@@ -1,0 +1,292 @@
+package process
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"google.golang.org/protobuf/proto"
+)
+
+// sdkVenv finds the virtualenv with the pinned flyte SDK: $FM_TEST_VENV (set
+// by `make test`), else .venv at the repository root. Without it the test
+// fails under CI and is skipped elsewhere.
+func sdkVenv(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv("FM_TEST_VENV")
+	if venv == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; dir != "/"; dir = filepath.Dir(dir) {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module fmgr.dev\n")) {
+				venv = filepath.Join(dir, ".venv")
+				break
+			}
+		}
+	}
+	for _, exe := range []string{"python", "a0"} {
+		if _, err := os.Stat(filepath.Join(venv, "bin", exe)); err != nil {
+			msg := "the flyte SDK virtualenv is missing (" + filepath.Join(venv, "bin", exe) + "): run `make venv` or set FM_TEST_VENV"
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	return venv
+}
+
+func unusedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestRealSDKRuntime runs tasks serialised by the real SDK through the real
+// `a0` runtime with our argv templating, environment and classification.
+func TestRealSDKRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Python processes")
+	}
+	venv := sdkVenv(t)
+	root := t.TempDir()
+
+	prep := exec.Command(filepath.Join(venv, "bin", "python"), "testdata/sdk_task.py", "--workdir", filepath.Join(root, "sdk"), "--x", "3", "--y", "4")
+	var stderr bytes.Buffer
+	prep.Stderr = &stderr
+	out, err := prep.Output()
+	if err != nil {
+		t.Fatalf("preparing tasks with the SDK: %v\n%s", err, stderr.String())
+	}
+	var index struct {
+		Tasks map[string]struct {
+			Spec     string `json:"spec"`
+			InputDir string `json:"input_dir"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(out, &index); err != nil {
+		t.Fatalf("index %q: %v", out, err)
+	}
+
+	h := &sdkHarness{
+		root:     root,
+		runner:   NewRunner(Config{BinDir: filepath.Join(venv, "bin"), KillGrace: 2 * time.Second}),
+		endpoint: "localhost:" + strconv.Itoa(unusedPort(t)), // nothing listens: these tasks never fan out
+		runStart: time.Now(),
+	}
+	for name, e := range index.Tasks {
+		b, err := os.ReadFile(e.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := &task.TaskSpec{}
+		if err := proto.Unmarshal(b, spec); err != nil {
+			t.Fatal(err)
+		}
+		h.tasks = append(h.tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
+	}
+
+	cases := []struct {
+		name, task string
+		// child: pass the input as a child's full inputs.pb path instead of
+		// a root's directory.
+		child bool
+		// drop removes contract variables, to pin down what the runtime needs.
+		drop  []string
+		check func(t *testing.T, r sdkResult)
+	}{
+		{"add", "add", false, nil, func(t *testing.T, r sdkResult) {
+			r.exitedZero(t)
+			if r.res.Outcome != contract.Succeeded {
+				t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
+			}
+			b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var outs task.Outputs
+			if err := proto.Unmarshal(b, &outs); err != nil {
+				t.Fatal(err)
+			}
+			if len(outs.GetLiterals()) != 1 || outs.GetLiterals()[0].GetName() != "o0" ||
+				outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetInteger() != 7 {
+				t.Errorf("outputs %v, want o0 = 7", &outs)
+			}
+		}},
+		{"recoverable user error", "boom", true, nil, func(t *testing.T, r sdkResult) {
+			r.exitedZero(t) // handled failures exit 0: the error is in error.pb
+			e := r.res.Error
+			if r.res.Outcome != contract.Failed || e.Kind != machine.KindUser || !e.Recoverable ||
+				e.Code != "ValueError" || !strings.Contains(e.Message, "boom goes the task with 3 and 4") {
+				t.Fatalf("outcome %s, error %v", r.res.Outcome, e)
+			}
+			// retries=2 on the task: the machine retries.
+			p := machine.PolicyFor(r.spec.GetTaskTemplate().GetMetadata(), machine.DefaultMaxSystemRetries)
+			_, d, err := machine.Transition(machine.State{Phase: machine.PhaseRunning, Attempt: 1}, r.res.Event(1), p)
+			if rt, ok := d.(*machine.Retry); err != nil || !ok || rt.Attempt != 2 || rt.System {
+				t.Errorf("decision %v (%v), want a user retry", d, err)
+			}
+		}},
+		{"non-recoverable user error", "fatal", false, nil, func(t *testing.T, r sdkResult) {
+			r.exitedZero(t)
+			e := r.res.Error
+			if r.res.Outcome != contract.Failed || e.Kind != machine.KindUser || e.Recoverable ||
+				e.Code != "NonRecoverableError" || !strings.Contains(e.Message, "cannot recover from this") {
+				t.Fatalf("outcome %s, error %v", r.res.Outcome, e)
+			}
+			p := machine.PolicyFor(r.spec.GetTaskTemplate().GetMetadata(), machine.DefaultMaxSystemRetries)
+			_, d, err := machine.Transition(machine.State{Phase: machine.PhaseRunning, Attempt: 1}, r.res.Event(1), p)
+			if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != machine.PhaseFailed {
+				t.Errorf("decision %v (%v), want FAILED despite retries=2", d, err)
+			}
+		}},
+		// What the runtime requires: without _U_RUN_BASE click stops with a
+		// usage error (exit 2, no error.pb) ...
+		{"without run base", "add", false, []string{contract.EnvRunBase}, func(t *testing.T, r sdkResult) {
+			if r.st.Code != contract.UsageExitCode || r.res.Outcome != contract.Failed ||
+				r.res.Error.Code != contract.CodeUsageError || r.res.Error.Recoverable ||
+				!strings.Contains(r.res.Error.Message, "--run-base-dir") {
+				t.Errorf("exit %+v, result %s %v", r.st, r.res.Outcome, r.res.Error)
+			}
+		}},
+		// ... and without FSSPEC_FILE auto_mkdir it cannot create the output
+		// directory it writes outputs.pb into: it crashes without error.pb.
+		{"without fsspec auto_mkdir", "add", false, []string{contract.EnvFSSpecFile}, func(t *testing.T, r sdkResult) {
+			if r.st.Code == 0 || r.res.Outcome != contract.Crashed || !strings.Contains(r.res.Error.Message, "FileNotFoundError") {
+				t.Errorf("exit %+v, result %s %v", r.st, r.res.Outcome, r.res.Error)
+			}
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t, h.run(t, fmt.Sprintf("r%d", i), tc.task, tc.child, tc.drop))
+		})
+	}
+}
+
+type sdkTask struct {
+	name     string
+	spec     *task.TaskSpec
+	inputDir string
+}
+
+type sdkHarness struct {
+	root     string
+	runner   *Runner
+	endpoint string
+	runStart time.Time
+	tasks    []sdkTask
+}
+
+type sdkResult struct {
+	spec   *task.TaskSpec
+	st     ExitStatus
+	res    contract.Result
+	outDir string
+}
+
+func (r sdkResult) exitedZero(t *testing.T) {
+	t.Helper()
+	if r.st.Code != 0 || r.st.Signal != "" {
+		t.Fatalf("a0 ended %+v", r.st)
+	}
+}
+
+// run renders the task's argv and environment with the contract for attempt 1
+// of action a0 of run runName, runs it and classifies the result.
+func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, drop []string) sdkResult {
+	t.Helper()
+	var tk sdkTask
+	for _, x := range h.tasks {
+		if x.name == taskName {
+			tk = x
+		}
+	}
+	if tk.spec == nil {
+		t.Fatalf("no task %s", taskName)
+	}
+	tmpl := tk.spec.GetTaskTemplate()
+	inputURI := tk.inputDir
+	if child {
+		inputURI = filepath.Join(tk.inputDir, contract.InputsFile)
+	}
+	runBase := filepath.Join(h.root, "data", "p", "d", runName)
+	const action, attemptNo = "a0", 1
+	values := contract.ValuesFor(inputURI, runBase, runName, action, attemptNo, h.runStart)
+	args := contract.RenderArgs(tmpl.GetContainer().GetArgs(), values)
+	env, err := contract.BuildEnv(contract.EnvSpec{
+		Host:       os.Environ(),
+		TaskEnv:    tmpl.GetContainer().GetEnv(),
+		Org:        "", // what the SDK sends from localhost: becomes "local"
+		Project:    "p",
+		Domain:     "d",
+		RunName:    runName,
+		ActionName: action,
+		Attempt:    attemptNo,
+		RunBase:    runBase,
+		Endpoint:   h.endpoint,
+		TaskID:     tmpl.GetId(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept contract.Env
+	for _, kv := range env {
+		if !slices.Contains(drop, kv.Key) {
+			kept = append(kept, kv)
+		}
+	}
+	t.Logf("argv: %q", args)
+	t.Logf("env: %s", kept)
+
+	a := attempt{dir: filepath.Join(h.root, "work", runName, "1"), log: filepath.Join(h.root, "logs", runName, "1.log")}
+	p, err := h.runner.Start(Spec{Args: args, Env: kept.Environ(), Dir: a.dir, LogPath: a.log, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			lines, _ := ReadLog(a.log)
+			for _, l := range lines {
+				t.Logf("%s %s", l.Stream, l.Message)
+			}
+		}
+	})
+	res, err := contract.ClassifyDir(values.OutputPrefix, st.Contract())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("exit %d %s: %s %v", st.Code, st.Signal, res.Outcome, res.Error)
+	if len(drop) == 0 {
+		lines, _ := ReadLog(a.log)
+		if !containsMsg(lines, Stderr, "Flyte runtime started for action a0 with run name "+runName) &&
+			!containsMsg(lines, Stdout, "Flyte runtime started for action a0 with run name "+runName) {
+			t.Error("the runtime's start line is not in the log")
+		}
+		// The runtime extracted the bundle into the attempt's own cwd.
+		if _, err := os.Stat(filepath.Join(a.dir, "tmod.py")); err != nil {
+			t.Errorf("bundle not extracted into the working dir: %v", err)
+		}
+	}
+	return sdkResult{spec: tk.spec, st: st, res: res, outDir: values.OutputPrefix}
+}

@@ -1,0 +1,84 @@
+"""Prepare real Flyte tasks for the executor's integration test.
+
+Writes a tiny task module, packs it into a code bundle with the SDK's own
+packaging, serialises each task's TaskSpec the way a remote run does
+(translate_task_to_wire with a --tgz code bundle), and writes each task's
+inputs.pb with the SDK's converters. Prints a JSON index on stdout.
+
+usage: python sdk_task.py --workdir DIR [--x 3 --y 4]
+"""
+
+import argparse
+import asyncio
+import json
+import pathlib
+import sys
+
+MODULE = '''
+import flyte
+import flyte.errors
+
+env = flyte.TaskEnvironment("t")
+
+
+@env.task
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+@env.task(retries=2)
+def boom(x: int, y: int) -> int:
+    raise ValueError(f"boom goes the task with {x} and {y}")
+
+
+@env.task(retries=2)
+def fatal(x: int, y: int) -> int:
+    raise flyte.errors.NonRecoverableError("cannot recover from this")
+'''
+
+TASKS = ("add", "boom", "fatal")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--x", type=int, default=3)
+    p.add_argument("--y", type=int, default=4)
+    a = p.parse_args()
+
+    work = pathlib.Path(a.workdir).resolve()
+    src = work / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "tmod.py").write_text(MODULE)
+    sys.path.insert(0, str(src))
+
+    import tmod
+    from flyte._code_bundle._packaging import create_bundle
+    from flyte._internal.runtime import convert
+    from flyte._internal.runtime.task_serde import translate_task_to_wire
+    from flyte.models import CodeBundle, SerializationContext
+
+    bundle_dir = work / "bundle"
+    bundle_dir.mkdir(exist_ok=True)
+    tgz, _, _ = create_bundle(src, bundle_dir, [str(src / "tmod.py")], "itest", deref_symlinks=True)
+
+    version = "v1"
+    bundle = CodeBundle(tgz=str(tgz), destination=".", computed_version=version)
+    sctx = SerializationContext(version=version, project="p", domain="d", org="", code_bundle=bundle, root_dir=src)
+
+    index = {"bundle": str(tgz), "tasks": {}}
+    for name in TASKS:
+        task = getattr(tmod, name)
+        spec = translate_task_to_wire(task, sctx)
+        spec_path = work / f"{name}.taskspec.pb"
+        spec_path.write_bytes(spec.SerializeToString())
+        inputs = asyncio.run(convert.convert_from_native_to_inputs(task.native_interface, a.x, a.y))
+        input_dir = work / "inputs" / name
+        input_dir.mkdir(parents=True, exist_ok=True)
+        (input_dir / "inputs.pb").write_bytes(inputs.proto_inputs.SerializeToString())
+        index["tasks"][name] = {"spec": str(spec_path), "input_dir": str(input_dir)}
+    json.dump(index, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
