@@ -107,6 +107,26 @@ func TestInputNormalisation(t *testing.T) {
 	}
 }
 
+func TestJoinURI(t *testing.T) {
+	cases := []struct {
+		base  string
+		elems []string
+		want  string
+	}{
+		{"/data/r1/", []string{"a0", "1"}, "/data/r1/a0/1"},
+		{"/", []string{"x"}, "/x"},
+		{"", []string{"x", "y"}, "x/y"},
+		{"rel", []string{"/x/", ""}, "rel/x"},
+		{"s3://bucket", []string{"r1", "a0/"}, "s3://bucket/r1/a0"},
+		{"file:///d", []string{"inputs.pb"}, "file:///d/inputs.pb"},
+	}
+	for _, tc := range cases {
+		if got := JoinURI(tc.base, tc.elems...); got != tc.want {
+			t.Errorf("JoinURI(%q, %q) = %q, want %q", tc.base, tc.elems, got, tc.want)
+		}
+	}
+}
+
 func TestLayout(t *testing.T) {
 	start := time.Unix(1700000000, 0)
 	v := ValuesFor("/d/r1/c1/inputs.pb", "/d/r1/", "r1", "c1", 3, start)

@@ -74,11 +74,14 @@ func JoinURI(base string, elems ...string) string {
 		if e == "" {
 			continue
 		}
-		if out == "" && strings.HasPrefix(base, "/") {
+		switch {
+		case out == "" && strings.HasPrefix(base, "/"):
 			out = "/" + e
-			continue
+		case out == "":
+			out = e
+		default:
+			out += "/" + e
 		}
-		out += "/" + e
 	}
 	return out
 }
