@@ -1,0 +1,406 @@
+package runstate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/actions"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/dataproxy"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/store"
+)
+
+// Storage layout (keys in the blob store; task processes see Store.URI(key)):
+//
+//	runs/<org|_>/<project>/<domain>/<run>/               run base (_U_RUN_BASE)
+//	runs/.../<run>/inputs/inputs.pb                       a run's inline inputs
+//	runs/.../<run>/<action>/<attempt>/                    an attempt's outputs
+//	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   UploadInputs
+const inputsFile = "inputs.pb"
+
+func orgSegment(org string) string {
+	if org == "" {
+		return "_"
+	}
+	return org
+}
+
+func runBaseKey(run store.RunKey) string {
+	return path.Join("runs", orgSegment(run.Org), run.Project, run.Domain, run.RunName)
+}
+
+// resolvedTask is the task a new action runs.
+type resolvedTask struct {
+	id     store.TaskID
+	spec   *task.TaskSpec
+	raw    []byte
+	digest string
+}
+
+// resolveTask takes an inline spec or looks a deployed task up.
+func (s *Service) resolveTask(ctx context.Context, id *task.TaskIdentifier, spec *task.TaskSpec, field string) (*resolvedTask, error) {
+	switch {
+	case spec != nil:
+		return specTask(spec, field+"task_spec")
+	case id != nil:
+		tid, err := ident.Task(field+"task_id", id)
+		if err != nil {
+			return nil, err
+		}
+		t, err := s.store.Tasks.Get(ctx, tid)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", tid, err)
+		}
+		sp, err := s.spec(ctx, t.SpecDigest)
+		if err != nil {
+			return nil, err
+		}
+		return &resolvedTask{id: tid, spec: sp, digest: t.SpecDigest}, nil
+	}
+	return nil, errs.Invalidf("%stask_spec or %stask_id is required", field, field)
+}
+
+func specTask(spec *task.TaskSpec, field string) (*resolvedTask, error) {
+	tmpl := spec.GetTaskTemplate()
+	if tmpl == nil {
+		return nil, errs.Invalidf("%s.task_template is required", field)
+	}
+	if tmpl.GetContainer() == nil {
+		return nil, errs.Invalidf("%s.task_template has no container: only container tasks can run here", field)
+	}
+	raw, err := marshal(spec)
+	if err != nil {
+		return nil, errs.Invalidf("%s cannot be serialized: %v", field, err)
+	}
+	id := tmpl.GetId()
+	return &resolvedTask{
+		id:     store.TaskID{Org: id.GetOrg(), Project: id.GetProject(), Domain: id.GetDomain(), Name: id.GetName(), Version: id.GetVersion()},
+		spec:   spec,
+		raw:    raw,
+		digest: store.SpecDigest(raw),
+	}, nil
+}
+
+func (t *resolvedTask) newAction(key store.ActionKey) store.NewAction {
+	return store.NewAction{
+		Key:             key,
+		ActionType:      store.ActionTypeTask,
+		Task:            t.id,
+		TaskType:        t.spec.GetTaskTemplate().GetType(),
+		ShortName:       shortName(t.spec, t.id.Name),
+		EnvironmentName: t.spec.GetEnvironment().GetName(),
+		SpecDigest:      t.digest,
+		Spec:            t.raw,
+	}
+}
+
+func shortName(spec *task.TaskSpec, name string) string {
+	if spec.GetShortName() != "" {
+		return spec.GetShortName()
+	}
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
+
+// newRunName is 'r' plus 19 random base-36 characters: unique, ≤ 30, and a
+// valid DNS label like the reference backend's names.
+func newRunName() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 20)
+	_, _ = rand.Read(b)
+	b[0] = 'r'
+	for i := 1; i < len(b); i++ {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// CreateRun validates everything, stores the inputs, and creates the run's
+// root action QUEUED. Any failure is returned to the caller: a run is either
+// created ready to execute or not created at all.
+func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest) (*workflow.Run, error) {
+	var run store.RunKey
+	switch {
+	case req.GetRunId() != nil:
+		k, err := ident.Run("run_id", req.GetRunId())
+		if err != nil {
+			return nil, err
+		}
+		run = k
+	case req.GetProjectId() != nil:
+		org, project, domain, err := ident.Project("project_id", req.GetProjectId())
+		if err != nil {
+			return nil, err
+		}
+		run = store.RunKey{Org: org, Project: project, Domain: domain, RunName: newRunName()}
+	default:
+		return nil, errs.Invalidf("run_id or project_id is required")
+	}
+	if req.GetTriggerName() != nil {
+		return nil, errs.Invalidf("trigger_name: runs from triggers are not supported yet; send task_id or task_spec")
+	}
+	t, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureProject(ctx, run.Org, run.Project); err != nil {
+		return nil, err
+	}
+
+	runSpec := proto.Clone(req.GetRunSpec()).(*task.RunSpec)
+	if runSpec == nil {
+		runSpec = &task.RunSpec{}
+	}
+	base, err := s.runBase(run, runSpec.GetRunBaseDir())
+	if err != nil {
+		return nil, err
+	}
+	runSpec.RunBaseDir = base
+	if runSpec.GetRunStartTime() == nil && req.GetRunStartTime() != nil {
+		runSpec.RunStartTime = req.GetRunStartTime()
+	}
+	if p := runSpec.GetRawDataStorage().GetRawDataPrefix(); p != "" {
+		if _, err := s.blobs.Key(p); err != nil {
+			return nil, errs.Invalidf("run_spec.raw_data_storage.raw_data_prefix %q is not in this manager's storage", p)
+		}
+	}
+	if runSpec.GetMaxActionConcurrency() < 0 {
+		return nil, errs.Invalidf("run_spec.max_action_concurrency must not be negative")
+	}
+	inputURI, err := s.runInputs(ctx, run, req)
+	if err != nil {
+		return nil, err
+	}
+	rawRunSpec, err := marshal(runSpec)
+	if err != nil {
+		return nil, err
+	}
+
+	n := t.newAction(run.Action(store.RootName))
+	n.InputURI = inputURI
+	n.RunOutputBase = base
+	n.RunSpec = rawRunSpec
+	a, err := s.store.Actions.CreateRun(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	s.Changed()
+	if e := s.executor(); e != nil {
+		e.Submit(a.ActionKey)
+	}
+	return &workflow.Run{Action: ActionOf(a)}, nil
+}
+
+// runBase is the run's output base: the requested dir when it lies in our
+// storage, else the default layout.
+func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
+	if requested == "" {
+		return s.blobs.URI(runBaseKey(run)), nil
+	}
+	if _, err := s.blobs.Key(requested); err != nil {
+		return "", errs.Invalidf("run_spec.run_base_dir %q is not in this manager's storage", requested)
+	}
+	return strings.TrimRight(requested, "/"), nil
+}
+
+// runInputs stores inline inputs (or checks offloaded ones) and returns the
+// directory holding inputs.pb.
+func (s *Service) runInputs(ctx context.Context, run store.RunKey, req *workflow.CreateRunRequest) (string, error) {
+	if off := req.GetOffloadedInputData(); off != nil {
+		key, err := s.blobs.Key(strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+inputsFile))
+		if err != nil {
+			return "", errs.Invalidf("offloaded_input_data.uri %q is not in this manager's storage", off.GetUri())
+		}
+		ok, err := s.blobs.Exists(ctx, path.Join(key, inputsFile))
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", errs.Invalidf("offloaded_input_data.uri %q holds no inputs: upload them with UploadInputs first", off.GetUri())
+		}
+		return s.blobs.URI(key), nil
+	}
+	inputs := req.GetInputs()
+	if inputs == nil {
+		inputs = &task.Inputs{}
+	}
+	raw, err := marshal(inputs)
+	if err != nil {
+		return "", errs.Invalidf("inputs cannot be serialized: %v", err)
+	}
+	dir := path.Join(runBaseKey(run), "inputs")
+	if err := s.blobs.Put(ctx, path.Join(dir, inputsFile), raw, nil); err != nil {
+		return "", err
+	}
+	return s.blobs.URI(dir), nil
+}
+
+// WriteInputs implements UploadInputs: inputs are stored by content hash so
+// that uploading the same inputs twice yields the same location.
+func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRequest) (*common.OffloadedInputData, error) {
+	var org, project, domain string
+	switch {
+	case req.GetRunId() != nil:
+		k, err := ident.Run("run_id", req.GetRunId())
+		if err != nil {
+			return nil, err
+		}
+		org, project, domain = k.Org, k.Project, k.Domain
+	case req.GetProjectId() != nil:
+		var err error
+		if org, project, domain, err = ident.Project("project_id", req.GetProjectId()); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errs.Invalidf("run_id or project_id is required")
+	}
+	if req.GetTriggerName() != nil {
+		return nil, errs.Invalidf("trigger_name: trigger inputs are not supported yet")
+	}
+	if req.GetTaskId() != nil || req.GetTaskSpec() != nil {
+		if _, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), ""); err != nil {
+			return nil, err
+		}
+	}
+	inputs := req.GetInputs()
+	if inputs == nil {
+		inputs = &task.Inputs{}
+	}
+	raw, err := marshal(inputs)
+	if err != nil {
+		return nil, errs.Invalidf("inputs cannot be serialized: %v", err)
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])
+	dir := path.Join("offloaded-inputs", orgSegment(org), project, domain, hash)
+	if base := req.GetBaseDir(); base != "" {
+		k, err := s.blobs.Key(strings.TrimRight(base, "/"))
+		if err != nil {
+			return nil, errs.Invalidf("base_dir %q is not in this manager's storage", base)
+		}
+		dir = path.Join(k, hash)
+	}
+	if err := s.blobs.Put(ctx, path.Join(dir, inputsFile), raw, nil); err != nil {
+		return nil, err
+	}
+	return &common.OffloadedInputData{Uri: s.blobs.URI(dir), InputsHash: hash}, nil
+}
+
+// Enqueue creates a child action (ActionsService.Enqueue,
+// QueueService.EnqueueAction). Re-submitting the same action is a success;
+// enqueueing under an aborted or finished parent answers ErrAborted.
+func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
+	key, err := ident.Action("action.action_id", a.GetActionId())
+	if err != nil {
+		return err
+	}
+	parentName := a.GetParentActionName()
+	if parentName == "" {
+		return errs.Invalidf("action.parent_action_name is required: runs are created with CreateRun")
+	}
+	if err := ident.ActionName("action.parent_action_name", parentName); err != nil {
+		return err
+	}
+	if a.GetInputUri() == "" || a.GetRunOutputBase() == "" {
+		return errs.Invalidf("action.input_uri and action.run_output_base are required")
+	}
+	for field, uri := range map[string]string{"action.input_uri": a.GetInputUri(), "action.run_output_base": a.GetRunOutputBase()} {
+		if _, err := s.blobs.Key(strings.TrimRight(uri, "/")); err != nil {
+			return errs.Invalidf("%s %q is not in this manager's storage", field, uri)
+		}
+	}
+	parent, err := s.store.Actions.Get(ctx, key.RunKey.Action(parentName))
+	if err != nil {
+		return fmt.Errorf("parent action %s: %w", parentName, err)
+	}
+	if parent.AbortRequestedAt != nil || parent.Phase.Terminal() {
+		return fmt.Errorf("parent action %s is %s: %w", parentName, phaseName(parent.Phase, parent.AbortRequestedAt != nil), errs.ErrAborted)
+	}
+
+	var n store.NewAction
+	switch spec := a.GetSpec().(type) {
+	case *actions.Action_Task:
+		t, err := s.resolveTask(ctx, spec.Task.GetId(), spec.Task.GetSpec(), "action.task.")
+		if err != nil {
+			return err
+		}
+		if spec.Task.GetSpec() != nil && spec.Task.GetId() != nil {
+			// The SDK sends both; the id it sends is authoritative.
+			if t.id, err = ident.Task("action.task.id", spec.Task.GetId()); err != nil {
+				return err
+			}
+		}
+		n = t.newAction(key)
+	case *actions.Action_Trace:
+		n = traceAction(key, spec.Trace)
+	case *actions.Action_Condition:
+		return errs.Invalidf("action.condition: condition actions are not supported yet")
+	default:
+		return errs.Invalidf("action.task or action.trace is required")
+	}
+	n.ParentName = parentName
+	n.InputURI = a.GetInputUri()
+	n.RunOutputBase = strings.TrimRight(a.GetRunOutputBase(), "/")
+	n.Group = a.GetGroup()
+	n.CreatedBy = a.GetSubject()
+
+	created, isNew, err := s.store.Actions.CreateChild(ctx, n)
+	if err != nil {
+		if errors.Is(err, errs.ErrAlreadyExists) {
+			return fmt.Errorf("action %s already exists with different content: %w", key, errs.ErrAlreadyExists)
+		}
+		return err
+	}
+	if !isNew {
+		return nil
+	}
+	if tr := a.GetTrace(); tr != nil && tr.GetOutputs().GetOutputUri() != "" {
+		if _, err := s.store.Actions.Update(ctx, key, store.AnyVersion, store.Update{OutputURI: tr.GetOutputs().GetOutputUri()}); err != nil {
+			return err
+		}
+	}
+	s.Changed()
+	if !created.Phase.Terminal() {
+		if e := s.executor(); e != nil {
+			e.Submit(key)
+		}
+	}
+	return nil
+}
+
+// traceAction records a @flyte.trace call: it ran inside its parent and
+// arrives already finished.
+func traceAction(key store.ActionKey, tr *workflow.TraceAction) store.NewAction {
+	n := store.NewAction{Key: key, ActionType: store.ActionTypeTrace, ShortName: tr.GetName(), Phase: store.Phase(tr.GetPhase())}
+	if !n.Phase.Terminal() {
+		n.Phase = store.PhaseSucceeded
+	}
+	if tr.GetStartTime() != nil {
+		n.CreatedAt = tr.GetStartTime().AsTime()
+	}
+	if tr.GetEndTime() != nil {
+		n.EndedAt = tr.GetEndTime().AsTime()
+	}
+	return n
+}
+
+func phaseName(p store.Phase, abortRequested bool) string {
+	if abortRequested && !p.Terminal() {
+		return "being aborted"
+	}
+	return strings.ToLower(strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_"))
+}

@@ -1,0 +1,213 @@
+package runstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/store"
+)
+
+// OutputDir is where attempt n of a writes outputs.pb / error.pb: the layout
+// the SDK also assumes (<run base>/<action>/<attempt>), so its fallback
+// error lookup finds the same file.
+func OutputDir(a *store.Action, attempt int32) string {
+	return strings.TrimRight(a.RunOutputBase, "/") + "/" + a.Name + "/" + strconv.Itoa(int(attempt))
+}
+
+// Get returns an action.
+func (s *Service) Get(ctx context.Context, key store.ActionKey) (*store.Action, error) {
+	a, err := s.store.Actions.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("action %s: %w", key, err)
+	}
+	return a, nil
+}
+
+// ActionDetails reads an action's full details.
+func (s *Service) ActionDetails(ctx context.Context, key store.ActionKey) (*workflow.ActionDetails, error) {
+	a, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.Details(ctx, a)
+}
+
+// RunDetails reads a run: its effective RunSpec and its root's details.
+func (s *Service) RunDetails(ctx context.Context, run store.RunKey) (*workflow.RunDetails, error) {
+	root, err := s.store.Actions.Get(ctx, run.Action(store.RootName))
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", run.RunName, err)
+	}
+	return s.runDetails(ctx, root)
+}
+
+func (s *Service) runDetails(ctx context.Context, root *store.Action) (*workflow.RunDetails, error) {
+	d, err := s.Details(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	rs := &task.RunSpec{}
+	if err := proto.Unmarshal(root.RunSpec, rs); err != nil {
+		return nil, fmt.Errorf("run spec of %s is unreadable: %w", root.RunKey, err)
+	}
+	return &workflow.RunDetails{RunSpec: rs, Action: d}, nil
+}
+
+// ListRuns lists runs (root actions).
+func (s *Service) ListRuns(ctx context.Context, f store.RunFilter, page store.Page) ([]*workflow.Run, string, error) {
+	rows, next, err := s.store.Actions.ListRuns(ctx, f, page)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*workflow.Run, len(rows))
+	for i := range rows {
+		out[i] = &workflow.Run{Action: ActionOf(&rows[i])}
+	}
+	return out, next, nil
+}
+
+// ListActions lists the actions of a run.
+func (s *Service) ListActions(ctx context.Context, run store.RunKey, page store.Page) ([]*workflow.Action, string, error) {
+	if _, err := s.store.Actions.Get(ctx, run.Action(store.RootName)); err != nil {
+		return nil, "", fmt.Errorf("run %s: %w", run.RunName, err)
+	}
+	rows, next, err := s.store.Actions.ListActions(ctx, run, page)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*workflow.Action, len(rows))
+	for i := range rows {
+		out[i] = ActionOf(&rows[i])
+	}
+	return out, next, nil
+}
+
+// inputsPath turns an input URI (a directory for runs, the file itself
+// for children) into the key of the inputs.pb file.
+func (s *Service) inputsKey(inputURI string) (string, error) {
+	key, err := s.blobs.Key(strings.TrimSuffix(strings.TrimRight(inputURI, "/"), "/"+inputsFile))
+	if err != nil {
+		return "", err
+	}
+	return path.Join(key, inputsFile), nil
+}
+
+// InputsFile is the inputs.pb path a task process reads.
+func (s *Service) InputsFile(a *store.Action) (string, error) {
+	key, err := s.inputsKey(a.InputURI)
+	if err != nil {
+		return "", fmt.Errorf("action %s has an input uri outside storage: %w", a.ActionKey, err)
+	}
+	return s.blobs.URI(key), nil
+}
+
+// ActionData holds an action's inputs and (once it succeeded) outputs.
+type ActionData struct {
+	Inputs     *task.Inputs
+	Outputs    *task.Outputs
+	InputsURI  string
+	OutputsURI string
+}
+
+// Data reads an action's inputs and outputs from storage (GetActionData).
+func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (ActionData, error) {
+	key, err := ident.Action("action_id", id)
+	if err != nil {
+		return ActionData{}, err
+	}
+	a, err := s.Get(ctx, key)
+	if err != nil {
+		return ActionData{}, err
+	}
+	var out ActionData
+	if a.ActionType == store.ActionTypeTask && a.InputURI != "" {
+		ik, err := s.inputsKey(a.InputURI)
+		if err != nil {
+			return ActionData{}, err
+		}
+		out.Inputs = &task.Inputs{}
+		out.InputsURI = s.blobs.URI(ik)
+		if err := s.readProto(ctx, ik, out.Inputs); err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return ActionData{}, err
+		}
+	}
+	if a.Phase == store.PhaseSucceeded {
+		dir, err := s.outputURI(ctx, a)
+		if err != nil {
+			return ActionData{}, err
+		}
+		if dir != "" {
+			ok, err := s.blobs.Key(dir)
+			if err == nil {
+				out.Outputs = &task.Outputs{}
+				out.OutputsURI = s.blobs.URI(path.Join(ok, "outputs.pb"))
+				if err := s.readProto(ctx, path.Join(ok, "outputs.pb"), out.Outputs); err != nil && !errors.Is(err, errs.ErrNotFound) {
+					return ActionData{}, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// outputURI is the output directory of a's current attempt, as recorded.
+func (s *Service) outputURI(ctx context.Context, a *store.Action) (string, error) {
+	attempts, err := s.store.Actions.Attempts(ctx, a.ActionKey)
+	if err != nil {
+		return "", err
+	}
+	for i := len(attempts) - 1; i >= 0; i-- {
+		if attempts[i].OutputURI != "" {
+			return attempts[i].OutputURI, nil
+		}
+	}
+	return "", nil
+}
+
+// ReportURI is where attempt's report.html lives (CreateDownloadLink).
+func (s *Service) ReportURI(ctx context.Context, id *common.ActionAttemptIdentifier) (string, error) {
+	key, err := ident.Action("action_attempt_id.action_id", id.GetActionId())
+	if err != nil {
+		return "", err
+	}
+	a, err := s.Get(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	attempt := int32(id.GetAttempt())
+	if attempt <= 0 || attempt > a.Attempts {
+		return "", errs.Invalidf("action_attempt_id.attempt %d: %s has attempts 1..%d", attempt, key.Name, a.Attempts)
+	}
+	return OutputDir(a, attempt) + "/report.html", nil
+}
+
+func (s *Service) readProto(ctx context.Context, key string, m proto.Message) error {
+	raw, err := s.blobs.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return fmt.Errorf("%s is not a valid %s: %w", key, m.ProtoReflect().Descriptor().Name(), err)
+	}
+	return nil
+}
+
+// DataURIs answers GetActionDataURIs.
+func (s *Service) DataURIs(ctx context.Context, id *common.ActionIdentifier) (*workflow.GetActionDataURIsResponse, error) {
+	d, err := s.Data(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &workflow.GetActionDataURIsResponse{InputsUri: d.InputsURI, OutputsUri: d.OutputsURI}, nil
+}

@@ -1,0 +1,134 @@
+// Package runstate owns the lifecycle of runs and actions as the API sees
+// them: creating runs and child actions, aborting, reading details and
+// watching changes. The Connect services (runs, actions, dataproxy) are thin
+// adapters over it, and the executor reads its work from the same store and
+// reports through it, so the API never disagrees with the executor.
+package runstate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/store"
+)
+
+// Executor is told about work; it re-reads everything from the store.
+type Executor interface {
+	// Submit says key was created QUEUED.
+	Submit(key store.ActionKey)
+	// Abort says key was marked for abort.
+	Abort(key store.ActionKey)
+}
+
+// Service is the run state shared by the services and the executor.
+type Service struct {
+	store    *store.Store
+	blobs    *blob.Store
+	projects config.Projects
+	hub      *Hub
+	log      *slog.Logger
+
+	execMu sync.RWMutex
+	exec   Executor
+
+	specMu sync.Mutex
+	specs  map[string]*task.TaskSpec // immutable by digest
+}
+
+// New builds the run state over st and blobs; hub fans changes out to watchers.
+func New(st *store.Store, blobs *blob.Store, hub *Hub, projects config.Projects, log *slog.Logger) *Service {
+	return &Service{store: st, blobs: blobs, hub: hub, projects: projects, log: log, specs: map[string]*task.TaskSpec{}}
+}
+
+// SetExecutor connects the executor (built after the run state it reads).
+func (s *Service) SetExecutor(e Executor) {
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	s.exec = e
+}
+
+func (s *Service) executor() Executor {
+	s.execMu.RLock()
+	defer s.execMu.RUnlock()
+	return s.exec
+}
+
+// Store and Blobs expose what the executor shares with the API.
+func (s *Service) Store() *store.Store { return s.store }
+func (s *Service) Blobs() *blob.Store  { return s.blobs }
+func (s *Service) Hub() *Hub           { return s.hub }
+
+// Changed must follow every committed action write so watchers wake up.
+func (s *Service) Changed() { s.hub.Notify() }
+
+// spec returns the TaskSpec stored under digest, cached: specs never change.
+func (s *Service) spec(ctx context.Context, digest string) (*task.TaskSpec, error) {
+	s.specMu.Lock()
+	sp, ok := s.specs[digest]
+	s.specMu.Unlock()
+	if ok {
+		return sp, nil
+	}
+	raw, err := s.store.Tasks.GetSpec(ctx, digest)
+	if err != nil {
+		return nil, err
+	}
+	sp = &task.TaskSpec{}
+	if err := proto.Unmarshal(raw, sp); err != nil {
+		return nil, fmt.Errorf("task spec %s is unreadable: %w", digest, err)
+	}
+	s.specMu.Lock()
+	if len(s.specs) > 4096 { // bounded: drop everything rather than track recency
+		s.specs = map[string]*task.TaskSpec{}
+	}
+	s.specs[digest] = sp
+	s.specMu.Unlock()
+	return sp, nil
+}
+
+// Spec returns an action's TaskSpec.
+func (s *Service) Spec(ctx context.Context, a *store.Action) (*task.TaskSpec, error) {
+	if a.SpecDigest == "" {
+		return nil, errs.Invalidf("action %s has no task spec", a.ActionKey)
+	}
+	return s.spec(ctx, a.SpecDigest)
+}
+
+// RunSpec returns the RunSpec of key's run (stored on its root action);
+// children inherit envs, labels and annotations from it.
+func (s *Service) RunSpec(ctx context.Context, run store.RunKey) (*task.RunSpec, error) {
+	root, err := s.store.Actions.Get(ctx, run.Action(store.RootName))
+	if err != nil {
+		return nil, err
+	}
+	rs := &task.RunSpec{}
+	if err := proto.Unmarshal(root.RunSpec, rs); err != nil {
+		return nil, fmt.Errorf("run spec of %s is unreadable: %w", run, err)
+	}
+	return rs, nil
+}
+
+// marshal is deterministic so equal messages digest equally.
+func marshal(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// ensureProject creates the project on first use when configured to.
+func (s *Service) ensureProject(ctx context.Context, org, project string) error {
+	if s.projects.AutoCreate {
+		_, _, err := s.store.Projects.EnsureExists(ctx, org, project)
+		return err
+	}
+	if _, err := s.store.Projects.Get(ctx, org, project); err != nil {
+		return fmt.Errorf("project %q: %w", project, err)
+	}
+	return nil
+}

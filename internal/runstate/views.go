@@ -1,0 +1,192 @@
+package runstate
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/store"
+)
+
+// The proto views of stored actions. Errors are stored as a serialized
+// core.ExecutionError (the richest form: ActionUpdate needs it whole) and
+// abort reasons as a serialized workflow.AbortInfo.
+
+func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+func tsPtr(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+func metadataOf(a *store.Action) *workflow.ActionMetadata {
+	md := &workflow.ActionMetadata{
+		Group:           a.Group,
+		ActionType:      workflow.ActionType(a.ActionType),
+		EnvironmentName: a.EnvironmentName,
+		FuntionName:     a.ShortName,
+	}
+	if a.ParentName != nil {
+		md.Parent = *a.ParentName
+	}
+	switch a.ActionType {
+	case store.ActionTypeTrace:
+		md.Spec = &workflow.ActionMetadata_Trace{Trace: &workflow.TraceActionMetadata{Name: a.ShortName}}
+	default:
+		md.Spec = &workflow.ActionMetadata_Task{Task: &workflow.TaskActionMetadata{
+			Id:        ident.TaskProto(a.Task),
+			TaskType:  a.TaskType,
+			ShortName: a.ShortName,
+		}}
+	}
+	return md
+}
+
+func statusOf(a *store.Action) *workflow.ActionStatus {
+	st := &workflow.ActionStatus{
+		Phase:       common.ActionPhase(a.Phase),
+		StartTime:   ts(a.CreatedAt),
+		EndTime:     tsPtr(a.EndedAt),
+		Attempts:    uint32(a.Attempts),
+		CacheStatus: core.CatalogCacheStatus(a.CacheStatus),
+	}
+	if a.EndedAt != nil {
+		ms := uint64(a.EndedAt.Sub(a.CreatedAt).Milliseconds())
+		st.DurationMs = &ms
+	}
+	return st
+}
+
+// ActionOf is the summary view used by lists and CreateRun.
+func ActionOf(a *store.Action) *workflow.Action {
+	return &workflow.Action{Id: ident.ActionProto(a.ActionKey), Metadata: metadataOf(a), Status: statusOf(a)}
+}
+
+// executionError decodes a stored error; nil when there is none.
+func executionError(b []byte) *core.ExecutionError {
+	if len(b) == 0 {
+		return nil
+	}
+	e := &core.ExecutionError{}
+	if proto.Unmarshal(b, e) != nil {
+		return &core.ExecutionError{Message: "unreadable error record", Kind: core.ExecutionError_SYSTEM}
+	}
+	return e
+}
+
+func errorInfo(b []byte) *workflow.ErrorInfo {
+	e := executionError(b)
+	if e == nil {
+		return nil
+	}
+	msg := e.GetMessage()
+	if e.GetCode() != "" && msg != "" {
+		msg = e.GetCode() + ": " + msg
+	}
+	return &workflow.ErrorInfo{Message: msg, Kind: workflow.ErrorInfo_Kind(e.GetKind())}
+}
+
+func abortInfo(b []byte) *workflow.AbortInfo {
+	if len(b) == 0 {
+		return nil
+	}
+	ai := &workflow.AbortInfo{}
+	if proto.Unmarshal(b, ai) != nil {
+		return &workflow.AbortInfo{Reason: "aborted"}
+	}
+	return ai
+}
+
+// Details builds the full ActionDetails: summary, result, TaskSpec (the SDK
+// rebuilds outputs from its interface) and every attempt with its phase
+// transitions.
+func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.ActionDetails, error) {
+	d := &workflow.ActionDetails{Id: ident.ActionProto(a.ActionKey), Metadata: metadataOf(a), Status: statusOf(a)}
+	if a.Phase == store.PhaseAborted {
+		if ai := abortInfo(a.AbortInfo); ai != nil {
+			d.Result = &workflow.ActionDetails_AbortInfo{AbortInfo: ai}
+		}
+	} else if ei := errorInfo(a.ErrorInfo); ei != nil && a.Phase.Terminal() {
+		d.Result = &workflow.ActionDetails_ErrorInfo{ErrorInfo: ei}
+	}
+	if a.SpecDigest != "" {
+		spec, err := s.spec(ctx, a.SpecDigest)
+		if err != nil {
+			return nil, err
+		}
+		d.Spec = &workflow.ActionDetails_Task{Task: spec}
+	}
+	attempts, err := s.store.Actions.Attempts(ctx, a.ActionKey)
+	if err != nil {
+		return nil, err
+	}
+	transitions, err := s.store.Actions.Transitions(ctx, a.ActionKey)
+	if err != nil {
+		return nil, err
+	}
+	for i := range attempts {
+		d.Attempts = append(d.Attempts, attemptOf(&attempts[i], transitions))
+	}
+	return d, nil
+}
+
+func attemptOf(at *store.Attempt, all []store.PhaseTransition) *workflow.ActionAttempt {
+	out := &workflow.ActionAttempt{
+		Phase:     common.ActionPhase(at.Phase),
+		StartTime: ts(at.StartedAt),
+		EndTime:   tsPtr(at.EndedAt),
+		ErrorInfo: errorInfo(at.ErrorInfo),
+		Attempt:   uint32(at.Attempt),
+		Cluster:   at.Cluster,
+	}
+	// The executor records log info when it starts the attempt's process:
+	// from then on TailLogs has something to serve.
+	if len(at.LogInfo) > 0 {
+		out.LogsAvailable = true
+		tl := &core.TaskLog{}
+		if proto.Unmarshal(at.LogInfo, tl) == nil {
+			out.LogInfo = []*core.TaskLog{tl}
+		}
+	}
+	if at.OutputURI != "" {
+		out.Outputs = &task.OutputReferences{OutputUri: at.OutputURI}
+	}
+	var mine []store.PhaseTransition
+	for _, t := range all {
+		if t.Attempt == at.Attempt {
+			mine = append(mine, t)
+		}
+	}
+	for i, t := range mine {
+		pt := &workflow.PhaseTransition{Phase: common.ActionPhase(t.Phase), StartTime: ts(t.OccurredAt)}
+		if i+1 < len(mine) {
+			pt.EndTime = ts(mine[i+1].OccurredAt)
+		} else if at.EndedAt != nil {
+			pt.EndTime = ts(*at.EndedAt)
+		}
+		out.PhaseTransitions = append(out.PhaseTransitions, pt)
+	}
+	return out
+}
+
+// UpdateOf is what WatchForUpdates/StateService.Watch send for a child: its
+// phase, and when terminal the output directory and, for failures, the error.
+func UpdateOf(a *store.Action, outputURI string) *workflow.ActionUpdate {
+	u := &workflow.ActionUpdate{ActionId: ident.ActionProto(a.ActionKey), Phase: common.ActionPhase(a.Phase)}
+	if a.Phase.Terminal() {
+		u.OutputUri = outputURI
+		if a.Phase == store.PhaseFailed || a.Phase == store.PhaseTimedOut {
+			u.Error = executionError(a.ErrorInfo)
+		}
+	}
+	return u
+}

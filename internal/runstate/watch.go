@@ -1,0 +1,302 @@
+package runstate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/store"
+)
+
+// Every watch subscribes first, then takes its snapshot, then follows the
+// subscription: a change committed in between is delivered (maybe twice,
+// never lost). A watcher that falls behind is resynced with a new snapshot.
+
+// errHubClosed ends watches when the manager shuts down.
+var errHubClosed = errors.New("the manager is shutting down")
+
+// next waits for the subscription's next change. resync is true when the
+// subscriber fell behind and must take a new snapshot.
+func next(ctx context.Context, sub *Subscription) (c store.Change, resync bool, err error) {
+	select {
+	case <-ctx.Done():
+		return c, false, ctx.Err()
+	case c, ok := <-sub.C:
+		if !ok {
+			if sub.Overflowed() {
+				return c, true, nil
+			}
+			return c, false, errs.ErrUnavailable
+		}
+		return c, false, nil
+	}
+}
+
+// WatchChildren streams the children of parent as ActionUpdates: one per
+// existing child, then the sentinel, then every phase change of every
+// child, including QUEUED and the terminal one (with output_uri and error).
+func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, send func(*workflow.ActionUpdate) error, sentinel func() error) error {
+	if _, err := s.Get(ctx, parent); err != nil {
+		return err
+	}
+	sent := map[string]store.Phase{}
+	deliver := func(a *store.Action) error {
+		if a.ParentName == nil || *a.ParentName != parent.Name || sent[a.Name] == a.Phase {
+			return nil
+		}
+		out, err := s.updateOutputURI(ctx, a)
+		if err != nil {
+			return err
+		}
+		sent[a.Name] = a.Phase
+		return send(UpdateOf(a, out))
+	}
+	first := true
+	for {
+		sub := s.hub.Subscribe(ForRun(parent.RunKey))
+		err := s.eachChild(ctx, parent, deliver)
+		if err == nil && first {
+			err = sentinel()
+			first = false
+		}
+		for err == nil {
+			var c store.Change
+			var resync bool
+			if c, resync, err = next(ctx, sub); err != nil || resync {
+				break
+			}
+			if c.Key.Name == parent.Name {
+				continue
+			}
+			var a *store.Action
+			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+				err = deliver(a)
+			}
+		}
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Service) eachChild(ctx context.Context, parent store.ActionKey, fn func(*store.Action) error) error {
+	page := store.Page{Limit: store.MaxPageSize}
+	for {
+		rows, next, err := s.store.Actions.ListChildren(ctx, parent, page)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			if err := fn(&rows[i]); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.Token = next
+	}
+}
+
+// updateOutputURI is the output directory a terminal update carries: the
+// recorded one for traces, the current attempt's for tasks.
+func (s *Service) updateOutputURI(ctx context.Context, a *store.Action) (string, error) {
+	if !a.Phase.Terminal() {
+		return "", nil
+	}
+	if a.ActionType == store.ActionTypeTrace {
+		return s.outputURI(ctx, a)
+	}
+	return OutputDir(a, a.Attempts), nil
+}
+
+// WatchAction streams an action's details: now, then after every change,
+// and ends after the terminal one.
+func (s *Service) WatchAction(ctx context.Context, key store.ActionKey, send func(*workflow.ActionDetails) error) error {
+	return s.follow(ctx, key, func(a *store.Action) error {
+		d, err := s.Details(ctx, a)
+		if err != nil {
+			return err
+		}
+		return send(d)
+	})
+}
+
+// WatchRun is WatchAction for a run's root, sending RunDetails.
+func (s *Service) WatchRun(ctx context.Context, run store.RunKey, send func(*workflow.RunDetails) error) error {
+	return s.follow(ctx, run.Action(store.RootName), func(a *store.Action) error {
+		d, err := s.runDetails(ctx, a)
+		if err != nil {
+			return err
+		}
+		return send(d)
+	})
+}
+
+func (s *Service) follow(ctx context.Context, key store.ActionKey, emit func(*store.Action) error) error {
+	for {
+		sub := s.hub.Subscribe(ForAction(key))
+		done, err := s.followOnce(ctx, sub, key, emit)
+		sub.Close()
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// followOnce emits the current state and every change until terminal
+// (done) or until the subscription must be resynced.
+func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.ActionKey, emit func(*store.Action) error) (bool, error) {
+	var last int64
+	for {
+		a, err := s.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if a.ResourceVersion != last {
+			last = a.ResourceVersion
+			if err := emit(a); err != nil {
+				return false, err
+			}
+		}
+		if a.Phase.Terminal() {
+			return true, nil
+		}
+		if _, resync, err := next(ctx, sub); err != nil || resync {
+			return false, err
+		}
+	}
+}
+
+// WatchRuns streams the runs of a scope: the newest page first, then every
+// change to a run's root.
+func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]*workflow.Run) error) error {
+	match := func(c store.Change) bool {
+		return c.Key.Name == store.RootName && (f.Org == "" || c.Key.Org == f.Org) &&
+			(f.Project == "" || c.Key.Project == f.Project) && (f.Domain == "" || c.Key.Domain == f.Domain)
+	}
+	for {
+		sub := s.hub.Subscribe(match)
+		runs, _, err := s.ListRuns(ctx, f, store.Page{Limit: 100})
+		if err == nil {
+			err = send(runs)
+		}
+		for err == nil {
+			var c store.Change
+			var resync bool
+			if c, resync, err = next(ctx, sub); err != nil || resync {
+				break
+			}
+			var a *store.Action
+			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+				err = send([]*workflow.Run{{Action: ActionOf(a)}})
+			}
+		}
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// WatchActions streams every action of a run, then every change, marking
+// which ones meet the request's filters.
+func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []*common.Filter, send func([]*workflow.EnrichedAction) error) error {
+	meets, err := actionFilter(filters)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Get(ctx, run.Action(store.RootName)); err != nil {
+		return err
+	}
+	enrich := func(a *store.Action) *workflow.EnrichedAction {
+		return &workflow.EnrichedAction{Action: ActionOf(a), MeetsFilter: meets(a)}
+	}
+	for {
+		sub := s.hub.Subscribe(ForRun(run))
+		page := store.Page{Limit: store.MaxPageSize}
+		for err == nil {
+			var rows []store.Action
+			var next string
+			if rows, next, err = s.store.Actions.ListActions(ctx, run, page); err != nil {
+				break
+			}
+			batch := make([]*workflow.EnrichedAction, len(rows))
+			for i := range rows {
+				batch[i] = enrich(&rows[i])
+			}
+			if err = send(batch); err != nil || next == "" {
+				break
+			}
+			page.Token = next
+		}
+		for err == nil {
+			var c store.Change
+			var resync bool
+			if c, resync, err = next(ctx, sub); err != nil || resync {
+				break
+			}
+			var a *store.Action
+			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+				err = send([]*workflow.EnrichedAction{enrich(a)})
+			}
+		}
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// actionFilter supports what the UI's action tree sends: name contains
+// (case-insensitive) and phase in a set.
+func actionFilter(filters []*common.Filter) (func(*store.Action) bool, error) {
+	var preds []func(*store.Action) bool
+	for _, f := range filters {
+		switch {
+		case f.GetField() == "name" && f.GetFunction() == common.Filter_CONTAINS_CASE_INSENSITIVE && len(f.GetValues()) == 1:
+			needle := strings.ToLower(f.GetValues()[0])
+			preds = append(preds, func(a *store.Action) bool {
+				return strings.Contains(strings.ToLower(a.Name), needle) || strings.Contains(strings.ToLower(a.ShortName), needle)
+			})
+		case f.GetField() == "phase" && (f.GetFunction() == common.Filter_VALUE_IN || f.GetFunction() == common.Filter_EQUAL):
+			set := map[store.Phase]bool{}
+			for _, v := range f.GetValues() {
+				p, ok := parsePhase(v)
+				if !ok {
+					return nil, errs.Invalidf("filter phase: unknown phase %q", v)
+				}
+				set[p] = true
+			}
+			preds = append(preds, func(a *store.Action) bool { return set[a.Phase] })
+		default:
+			return nil, errs.Invalidf("filter %s %s is not supported here; use name CONTAINS_CASE_INSENSITIVE or phase VALUE_IN", f.GetField(), f.GetFunction())
+		}
+	}
+	return func(a *store.Action) bool {
+		for _, p := range preds {
+			if !p(a) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+// parsePhase accepts ACTION_PHASE_SUCCEEDED, SUCCEEDED or 5.
+func parsePhase(v string) (store.Phase, bool) {
+	if n, err := strconv.Atoi(v); err == nil {
+		return store.Phase(n), n >= 0 && n <= int(store.PhaseRecovered)
+	}
+	name := strings.ToUpper(v)
+	if !strings.HasPrefix(name, "ACTION_PHASE_") {
+		name = "ACTION_PHASE_" + name
+	}
+	p, ok := common.ActionPhase_value[name]
+	return store.Phase(p), ok
+}
