@@ -1,0 +1,328 @@
+package listreq
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/project"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/store"
+)
+
+var (
+	eq       = []common.Filter_Function{common.Filter_EQUAL}
+	setFuncs = []common.Filter_Function{common.Filter_EQUAL, common.Filter_NOT_EQUAL, common.Filter_VALUE_IN, common.Filter_VALUE_NOT_IN}
+	cmpFuncs = []common.Filter_Function{common.Filter_GREATER_THAN, common.Filter_GREATER_THAN_OR_EQUAL, common.Filter_LESS_THAN, common.Filter_LESS_THAN_OR_EQUAL}
+)
+
+// RunsSchema is what ListRuns accepts: the filters `flyte get run` and
+// flyte.remote.Run.listall send, where the store can serve them.
+var RunsSchema = Schema{
+	Listing: "runs",
+	Fields: map[string]Field{
+		"phase":        {Kind: KindPhase, Funcs: setFuncs},
+		"task_name":    {Kind: KindString, Funcs: eq},
+		"task_version": {Kind: KindString, Funcs: eq},
+		"created_by":   {Kind: KindString, Funcs: eq},
+		"created_at":   {Kind: KindTime, Funcs: cmpFuncs},
+		"updated_at":   {Unsupported: "filtering runs by updated_at is not supported yet; filter by created_at"},
+		"labels.*":     {Unsupported: "filtering by labels is not supported yet"},
+	},
+	Sorts: []SortKey{{Key: "created_at", Ascending: true, Descending: true}},
+}
+
+// ParseRuns turns the ListRequest of ListRuns into a store filter and page.
+// The caller sets the scope (Org, Project, Domain) from ListRunsRequest.
+//
+//	phase        EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (numbers or names)
+//	task_name    EQUAL
+//	task_version EQUAL
+//	created_by   EQUAL   (the subject; `--only-mine` sends UserInfo.subject)
+//	created_at   GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
+//	sort         created_at, either direction; newest first by default
+func ParseRuns(req *common.ListRequest) (store.RunFilter, store.Page, error) {
+	q, err := Parse(req, RunsSchema)
+	if err != nil {
+		return store.RunFilter{}, store.Page{}, err
+	}
+	f := store.RunFilter{Ascending: q.Sort.Ascending}
+	var phases phaseSet
+	for _, c := range q.Conds {
+		switch c.Field {
+		case "phase":
+			phases.and(c)
+		case "task_name":
+			err = setOnce(&f.TaskName, c)
+		case "task_version":
+			err = setOnce(&f.TaskVersion, c)
+		case "created_by":
+			err = setOnce(&f.CreatedBy, c)
+		case "created_at":
+			timeBounds(c, &f.CreatedAfter, &f.CreatedBefore)
+		}
+		if err != nil {
+			return store.RunFilter{}, store.Page{}, err
+		}
+	}
+	f.Phases = phases.list()
+	return f, q.Page, nil
+}
+
+// ActionsSchema is what ListActions accepts.
+var ActionsSchema = Schema{
+	Listing: "actions",
+	Fields: map[string]Field{
+		"parent_name": {Kind: KindString, Funcs: eq},
+		"phase":       {Unsupported: "filtering actions by phase is not supported yet"},
+		"created_at":  {Unsupported: "filtering actions by created_at is not supported yet"},
+		"updated_at":  {Unsupported: "filtering actions by updated_at is not supported yet"},
+	},
+	Sorts:            []SortKey{{Key: "created_at", Ascending: true}},
+	DefaultAscending: true,
+}
+
+// ActionQuery is a parsed ListActions request.
+type ActionQuery struct {
+	// ParentName, when set, limits the listing to the direct children of
+	// that action of the run (store.Actions.ListChildren); otherwise every
+	// action of the run is listed (store.Actions.ListActions).
+	ParentName string
+	Page       store.Page
+}
+
+// ParseActions turns the ListRequest of ListActions into a query: oldest
+// first only (sort created_at ascending, the SDK's default), optional
+// filter parent_name EQUAL.
+func ParseActions(req *common.ListRequest) (ActionQuery, error) {
+	q, err := Parse(req, ActionsSchema)
+	if err != nil {
+		return ActionQuery{}, err
+	}
+	out := ActionQuery{Page: q.Page}
+	for _, c := range q.Conds {
+		if c.Field == "parent_name" {
+			if err := setOnce(&out.ParentName, c); err != nil {
+				return ActionQuery{}, err
+			}
+		}
+	}
+	if out.ParentName != "" {
+		if err := ident.ActionName("filters.parent_name", out.ParentName); err != nil {
+			return ActionQuery{}, err
+		}
+	}
+	return out, nil
+}
+
+// TasksSchema is what ListTasks accepts. The store lists task versions
+// newest first only; an ascending request is accepted (the SDK asks for it
+// by default) and reported in TaskQuery.Ascending.
+var TasksSchema = Schema{
+	Listing: "tasks",
+	Fields: map[string]Field{
+		"name": {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_CONTAINS}},
+	},
+	Sorts: []SortKey{{Key: "created_at", Ascending: true, Descending: true}},
+}
+
+// VersionsSchema is what ListVersions accepts: no filters.
+var VersionsSchema = Schema{
+	Listing: "task versions",
+	Sorts:   []SortKey{{Key: "created_at", Ascending: true, Descending: true}},
+}
+
+// TaskQuery is a parsed ListTasks or ListVersions request. The caller sets
+// the scope (Org, Project, Domain) of Filter.
+type TaskQuery struct {
+	// Filter.Name is set by a name EQUAL filter (the SDK's
+	// Task.get(auto_version="latest") and `flyte get task <name>`).
+	Filter store.TaskFilter
+	// NameContains are substrings the name must contain (name CONTAINS:
+	// the SDK lists an environment's tasks with "<env>."). The store cannot
+	// filter on them yet, so the caller checks each row it gets.
+	NameContains []string
+	Page         store.Page
+	// Ascending is the order asked for. The store serves newest first only,
+	// so callers list newest first either way until it can.
+	Ascending bool
+}
+
+// ParseTasks turns the ListRequest of ListTasks into a query.
+func ParseTasks(req *common.ListRequest) (TaskQuery, error) {
+	q, err := Parse(req, TasksSchema)
+	if err != nil {
+		return TaskQuery{}, err
+	}
+	out := TaskQuery{Page: q.Page, Ascending: q.Sort.Ascending}
+	for _, c := range q.Conds {
+		switch c.Func {
+		case common.Filter_EQUAL:
+			if err := setOnce(&out.Filter.Name, c); err != nil {
+				return TaskQuery{}, err
+			}
+		case common.Filter_CONTAINS:
+			out.NameContains = append(out.NameContains, c.Values[0])
+		}
+	}
+	return out, nil
+}
+
+// ParseVersions turns the ListRequest of ListVersions into a query; the
+// caller sets the task name.
+func ParseVersions(req *common.ListRequest) (TaskQuery, error) {
+	q, err := Parse(req, VersionsSchema)
+	if err != nil {
+		return TaskQuery{}, err
+	}
+	return TaskQuery{Page: q.Page, Ascending: q.Sort.Ascending}, nil
+}
+
+// ParseProjects turns a ListProjectsRequest into a store filter and page.
+// Its filters are a string of "+"-joined terms; the SDK sends
+// "eq(state, <n>)" (n = ProjectState number; names are accepted too).
+// Projects are always listed by name: sort keys name and created_at (the
+// SDK's default) are accepted and both served in name order.
+func ParseProjects(req *project.ListProjectsRequest) (store.ProjectFilter, store.Page, error) {
+	f := store.ProjectFilter{Org: req.GetOrg()}
+	switch key := req.GetSortBy().GetKey(); key {
+	case "", "name", "created_at":
+	default:
+		return store.ProjectFilter{}, store.Page{}, errs.Invalidf("cannot sort projects by %q (supported: name)", key)
+	}
+	for term := range strings.SplitSeq(req.GetFilters(), "+") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			continue
+		}
+		state, err := parseStateTerm(term)
+		if err != nil {
+			return store.ProjectFilter{}, store.Page{}, err
+		}
+		if f.State != nil && *f.State != state {
+			return store.ProjectFilter{}, store.Page{}, errs.Invalidf("project filters %q ask for two different states", req.GetFilters())
+		}
+		f.State = &state
+	}
+	return f, Page(req.GetLimit(), req.GetToken()), nil
+}
+
+// parseStateTerm reads one "eq(state, <value>)" term.
+func parseStateTerm(term string) (store.ProjectState, error) {
+	unsupported := errs.Invalidf("project filter %q is not supported (supported: eq(state, <n>))", term)
+	fn, rest, ok := strings.Cut(term, "(")
+	if !ok || !strings.HasSuffix(rest, ")") || strings.TrimSpace(fn) != "eq" {
+		return 0, unsupported
+	}
+	field, value, ok := strings.Cut(strings.TrimSuffix(rest, ")"), ",")
+	if !ok || strings.TrimSpace(field) != "state" {
+		return 0, unsupported
+	}
+	value = strings.Trim(strings.TrimSpace(value), `"'`)
+	if n, err := strconv.ParseInt(value, 10, 32); err == nil {
+		if _, known := project.ProjectState_name[int32(n)]; known {
+			return store.ProjectState(n), nil
+		}
+	}
+	upper := strings.ToUpper(value)
+	for _, name := range []string{upper, "PROJECT_STATE_" + upper} {
+		if n, known := project.ProjectState_value[name]; known {
+			return store.ProjectState(n), nil
+		}
+	}
+	return 0, errs.Invalidf("project filter %q: %q is not a project state (e.g. 0, 1, ACTIVE, ARCHIVED)", term, value)
+}
+
+// setOnce stores an EQUAL value; a second, different value for the same
+// field can match nothing and is rejected as a mistake.
+func setOnce(dst *string, c Cond) error {
+	v := c.Values[0]
+	if *dst != "" && *dst != v {
+		return errs.Invalidf("conflicting filters on %q: %q and %q", c.Field, *dst, v)
+	}
+	*dst = v
+	return nil
+}
+
+// noPhase is a phase no action has: the store's filter for "no phase
+// matches" (an empty Phases list means any phase).
+const noPhase = store.Phase(-1)
+
+// phaseSet intersects phase conditions; nil means "any phase".
+type phaseSet struct {
+	set map[store.Phase]bool
+}
+
+func (s *phaseSet) and(c Cond) {
+	next := map[store.Phase]bool{}
+	switch c.Func {
+	case common.Filter_EQUAL, common.Filter_VALUE_IN:
+		for _, p := range c.Phases {
+			next[p] = true
+		}
+	default: // NOT_EQUAL, VALUE_NOT_IN
+		for n := range common.ActionPhase_name {
+			if !slices.Contains(c.Phases, store.Phase(n)) {
+				next[store.Phase(n)] = true
+			}
+		}
+	}
+	if s.set != nil {
+		for p := range next {
+			if !s.set[p] {
+				delete(next, p)
+			}
+		}
+	}
+	s.set = next
+}
+
+func (s *phaseSet) list() []store.Phase {
+	if s.set == nil {
+		return nil
+	}
+	if len(s.set) == 0 {
+		return []store.Phase{noPhase}
+	}
+	out := make([]store.Phase, 0, len(s.set))
+	for p := range s.set {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// timeBounds narrows [after, before) by one comparison. Stored times have
+// microsecond precision, so each bound is moved to the microsecond that
+// gives exactly the rows the comparison asks for.
+func timeBounds(c Cond, after, before *time.Time) {
+	t := c.Times[0]
+	var a, b time.Time
+	switch c.Func {
+	case common.Filter_GREATER_THAN:
+		a = t.Truncate(time.Microsecond).Add(time.Microsecond)
+	case common.Filter_GREATER_THAN_OR_EQUAL:
+		a = ceilMicro(t)
+	case common.Filter_LESS_THAN:
+		b = ceilMicro(t)
+	case common.Filter_LESS_THAN_OR_EQUAL:
+		b = t.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	if !a.IsZero() && (after.IsZero() || a.After(*after)) {
+		*after = a
+	}
+	if !b.IsZero() && (before.IsZero() || b.Before(*before)) {
+		*before = b
+	}
+}
+
+func ceilMicro(t time.Time) time.Time {
+	u := t.Truncate(time.Microsecond)
+	if u.Before(t) {
+		u = u.Add(time.Microsecond)
+	}
+	return u
+}
