@@ -264,12 +264,19 @@ func TestParseActions(t *testing.T) {
 			ActionQuery{ParentName: "a0", Page: store.Page{Limit: DefaultLimit}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseActions(tc.req)
+			got, err := ParseActionQuery(tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			page, err := ParseActions(tc.req)
+			switch {
+			case tc.want.ParentName != "":
+				wantInvalid(t, err, "parent_name is not supported yet")
+			case err != nil || page != tc.want.Page:
+				t.Fatalf("ParseActions = %+v, %v; want %+v", page, err, tc.want.Page)
 			}
 		})
 	}
@@ -288,7 +295,9 @@ func TestParseActions(t *testing.T) {
 			[]string{`"task_name"`, "parent_name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseActions(tc.req)
+			_, err := ParseActionQuery(tc.req)
+			wantInvalid(t, err, tc.fragments...)
+			_, err = ParseActions(tc.req)
 			wantInvalid(t, err, tc.fragments...)
 		})
 	}
