@@ -1,0 +1,120 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"fmgr.dev/gen/go/flyteidl2/auth/authconnect"
+	"fmgr.dev/gen/go/flyteidl2/project/projectconnect"
+	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+	"fmgr.dev/runs"
+)
+
+// TestMain is the runs package's only TestMain: every test binary of the
+// package gets a real PostgreSQL through pgtest.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness serves the task, project, identity and auth-metadata services
+// through the manager's real server (interceptors, error mapping, gzip
+// pre-decompression) on an httptest listener, with generated clients.
+type harness struct {
+	st       *store.Store
+	projects *runs.ProjectService
+	srv      *httptest.Server
+
+	tasks    taskconnect.TaskServiceClient
+	project  projectconnect.ProjectServiceClient
+	identity authconnect.IdentityServiceClient
+	authMeta authconnect.AuthMetadataServiceClient
+}
+
+// eachDatabase runs fn on a migrated SQLite file and on a migrated
+// PostgreSQL database: the services must behave the same on both.
+func eachDatabase(t *testing.T, cfg config.Projects, fn func(t *testing.T, h *harness)) {
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"), cfg))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, newHarness(t, pgtest.NewDatabase(t), cfg))
+	})
+}
+
+func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
+	t.Helper()
+	ctx := context.Background()
+	g, err := db.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { _ = db.Close(g) })
+	if err := db.Migrate(ctx, g); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	st := store.New(g)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	srvCfg := config.Default().Server
+	srvCfg.Port = 0
+	s := server.New(srvCfg, log)
+	opts := s.HandlerOptions()
+	h := &harness{st: st, projects: runs.NewProjectService(st, cfg, log)}
+	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
+		runs.NewTaskService(st, cfg, log).Handler,
+		h.projects.Handler,
+		runs.NewIdentityService().Handler,
+		runs.NewAuthMetadataService().Handler,
+	} {
+		path, handler := mount(opts...)
+		if err := s.Mount(server.Service{Path: path, Handler: handler}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.srv = httptest.NewServer(s.Handler())
+	t.Cleanup(h.srv.Close)
+
+	c := h.srv.Client()
+	h.tasks = taskconnect.NewTaskServiceClient(c, h.srv.URL)
+	h.project = projectconnect.NewProjectServiceClient(c, h.srv.URL)
+	h.identity = authconnect.NewIdentityServiceClient(c, h.srv.URL)
+	h.authMeta = authconnect.NewAuthMetadataServiceClient(c, h.srv.URL)
+	return h
+}
+
+// wantCode fails unless err is a Connect error with code and a message
+// holding every fragment.
+func wantCode(t *testing.T, err error, code connect.Code, fragments ...string) {
+	t.Helper()
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) || cerr.Code() != code {
+		t.Fatalf("error = %v, want code %v", err, code)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(cerr.Message(), f) {
+			t.Fatalf("error message %q does not mention %q", cerr.Message(), f)
+		}
+	}
+}
+
+func must[T any](t *testing.T) func(v T, err error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
