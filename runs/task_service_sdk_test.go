@@ -222,4 +222,39 @@ func TestRealSDKTasksAndProjects(t *testing.T) {
 	if md := d.GetMetadata(); md.GetShortName() != "hello" || md.GetEnvironmentName() != "sdkenv" {
 		t.Errorf("metadata of sdkenv.hello@v1 = %v", md)
 	}
+
+	// The CLI's listing and detail commands render what we answer.
+	flyte := filepath.Join(filepath.Dir(py), "flyte")
+	for _, c := range []struct {
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{[]string{"get", "task", "-p", "flytesnacks", "-d", "development"}, []string{"sdkenv.hello", "sdkenv.main", "v2"}, nil},
+		{[]string{"get", "task", "sdkenv.main", "-p", "flytesnacks", "-d", "development"}, []string{"sdkenv.main", "v1", "v2"}, nil},
+		{[]string{"get", "task", "sdkenv.hello", "v1", "-p", "flytesnacks", "-d", "development"}, []string{"sdkenv.hello", "v1"}, nil},
+		{[]string{"get", "task", "--entrypoint", "-p", "flytesnacks", "-d", "development"}, []string{"sdkenv.main"}, []string{"sdkenv.hello"}},
+		{[]string{"get", "project"}, []string{"flytesnacks"}, []string{"sdkproj"}},
+		{[]string{"get", "project", "--archived"}, []string{"sdkproj"}, []string{"flytesnacks"}},
+		{[]string{"get", "project", "sdkproj"}, []string{"SDK project"}, nil},
+	} {
+		args := append([]string{"--endpoint", endpoint, "--insecure", "--output-format", "json"}, c.args...)
+		cli := exec.CommandContext(ctx, flyte, args...)
+		cli.Dir, cli.Env = work, cmd.Env
+		out, err := cli.CombinedOutput()
+		if err != nil {
+			t.Errorf("flyte %s: %v\n%s", strings.Join(c.args, " "), err, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("flyte %s does not show %q:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(string(out), w) {
+				t.Errorf("flyte %s shows %q:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+	}
 }
