@@ -1,5 +1,3 @@
-// Package runs serves the run-facing control-plane APIs: runs, tasks,
-// projects and the caller's identity.
 package runs
 
 import (
