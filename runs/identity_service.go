@@ -72,3 +72,25 @@ func (s *AuthMetadataService) GetOAuth2Metadata(context.Context, *connect.Reques
 func (s *AuthMetadataService) GetPublicClientConfig(context.Context, *connect.Request[auth.GetPublicClientConfigRequest]) (*connect.Response[auth.GetPublicClientConfigResponse], error) {
 	return nil, errNoAuth
 }
+
+// IdentityServices bundles the IdentityService and the AuthMetadataService,
+// the two services of a manager without authentication.
+type IdentityServices struct {
+	Identity     *IdentityService
+	AuthMetadata *AuthMetadataService
+}
+
+// NewIdentityServices returns both identity services.
+func NewIdentityServices() *IdentityServices {
+	return &IdentityServices{Identity: NewIdentityService(), AuthMetadata: NewAuthMetadataService()}
+}
+
+// Handlers returns both services' Connect handlers by mount path.
+func (s *IdentityServices) Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
+	out := map[string]http.Handler{}
+	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){s.Identity.Handler, s.AuthMetadata.Handler} {
+		path, h := mount(opts...)
+		out[path] = h
+	}
+	return out
+}

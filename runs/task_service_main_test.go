@@ -72,13 +72,15 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
 	h := &harness{st: st, projects: runs.NewProjectService(st, cfg, log)}
+	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
 		runs.NewTaskService(st, cfg, log).Handler,
 		h.projects.Handler,
-		runs.NewIdentityService().Handler,
-		runs.NewAuthMetadataService().Handler,
 	} {
 		path, handler := mount(opts...)
+		handlers[path] = handler
+	}
+	for path, handler := range handlers {
 		if err := s.Mount(server.Service{Path: path, Handler: handler}); err != nil {
 			t.Fatal(err)
 		}
