@@ -9,14 +9,13 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/auth"
 	"fmgr.dev/gen/go/flyteidl2/auth/authconnect"
+	"fmgr.dev/internal/ident"
 )
 
 // The identity every caller has while the manager runs without
-// authentication. Writes that record who acted (runs' created_by) should
-// record AnonymousSubject, so that `flyte get run --only-mine`, which
-// filters by UserInfo's subject, finds them.
+// authentication (see ident.AnonymousSubject).
 const (
-	AnonymousSubject = "anonymous"
+	AnonymousSubject = ident.AnonymousSubject
 	AnonymousName    = "Anonymous"
 )
 

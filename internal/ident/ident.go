@@ -13,6 +13,11 @@ import (
 	"fmgr.dev/internal/store"
 )
 
+// AnonymousSubject is who acts when the manager runs without
+// authentication: runs record it as their creator and IdentityService
+// answers it, so "only mine" filters (flyte get run --only-mine) work.
+const AnonymousSubject = "anonymous"
+
 var (
 	segment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 	// Task names are "<environment>.<function>"; versions may carry dots and '+'.

@@ -94,22 +94,6 @@ type ActionQuery struct {
 	Page       store.Page
 }
 
-// ParseActions turns the ListRequest of ListActions into a page for
-// store.Actions.ListActions: oldest first only (sort created_at ascending,
-// the SDK's default). A parent_name filter is rejected here, since a page
-// of the whole run would ignore it; callers that list a parent's children
-// (store.Actions.ListChildren) use ParseActionQuery instead.
-func ParseActions(req *common.ListRequest) (store.Page, error) {
-	q, err := ParseActionQuery(req)
-	if err != nil {
-		return store.Page{}, err
-	}
-	if q.ParentName != "" {
-		return store.Page{}, errs.Invalidf("filtering actions by parent_name is not supported yet")
-	}
-	return q.Page, nil
-}
-
 // ParseActionQuery turns the ListRequest of ListActions into a query:
 // oldest first only, optional filter parent_name EQUAL (the SDK's
 // Action.listall(parent_name=...)).

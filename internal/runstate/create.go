@@ -194,6 +194,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	n.InputURI = inputURI
 	n.RunOutputBase = base
 	n.RunSpec = rawRunSpec
+	n.CreatedBy = ident.AnonymousSubject
 	a, err := s.store.Actions.CreateRun(ctx, n)
 	if err != nil {
 		return nil, err
