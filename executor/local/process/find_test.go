@@ -1,0 +1,49 @@
+package process
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestFindInDir(t *testing.T) {
+	r := testRunner()
+	a := newAttempt(t)
+	// A child that escapes the group but keeps the working directory, and
+	// one that moves to another directory.
+	p := start(t, r, a.spec(`setsid sleep 60 & echo $! > "$PWD/c1.pid"; (cd / && exec sleep 60) & echo $! > "$PWD/c2.pid"; mkdir sub; cd sub; exec sleep 60`))
+	c1 := readPid(t, filepath.Join(a.dir, "c1.pid"))
+	c2 := readPid(t, filepath.Join(a.dir, "c2.pid"))
+	leader := p.Identity().PID
+
+	var found []int
+	eventually(t, "the leader to enter sub/", 5*time.Second, func() bool {
+		found = found[:0]
+		for _, id := range FindInDir(a.dir) {
+			found = append(found, id.PID)
+			if id.StartTicks == 0 || id.BootID != bootID {
+				t.Fatalf("identity %+v", id)
+			}
+		}
+		return slices.Contains(found, leader) && slices.Contains(found, c1)
+	})
+	if slices.Contains(found, c2) {
+		t.Errorf("found %v: %d works elsewhere", found, c2)
+	}
+	if got := FindInDir(a.dir + "x"); len(got) != 0 {
+		t.Errorf("a sibling directory matched: %+v", got)
+	}
+	if got := FindInDir("/"); got != nil {
+		t.Errorf("/ matched %+v", got)
+	}
+	// Killing what was found ends the escaped child too.
+	for _, id := range FindInDir(a.dir) {
+		if _, err := KillOrphan(id, 200*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the found processes to die", 5*time.Second, func() bool { return !alive(c1) && !alive(leader) })
+	p.Wait() // the group's leftovers (c2) go with the leader
+	eventually(t, "the group to die", 5*time.Second, func() bool { return !alive(c2) })
+}
