@@ -1,0 +1,457 @@
+// Package local is the local executor driver: it runs every attempt of every
+// task action as a host process (package process) under the task-process
+// contract (package contract), decides what happens next with the state
+// machine (package machine), and records every status change in the run
+// state (package runstate), whose store it is the one writer of executor
+// status for.
+//
+// Work reaches the driver from Submit and Abort (called by the run state),
+// from a scan of every unfinished action when it starts, and from a periodic
+// resync scan, through one deduplicating, rate-limited work queue. A few
+// workers reconcile queued keys against the store; each running attempt has
+// a goroutine that waits for its process and queues the key again when it
+// exits, so every store write for a key happens in the worker that holds
+// the key.
+//
+// Restart safety: an attempt is claimed with an optimistic-concurrency write
+// (QUEUED → INITIALIZING) before its process starts, and the process
+// group's identity is written durably to process.json in the attempt's
+// directory before the attempt is marked RUNNING. A manager that finds an
+// action INITIALIZING or RUNNING that it did not start itself stops whatever
+// is left of that attempt (the recorded process group, and any process still
+// working in the attempt's directory), waits until it is gone, and only then
+// feeds machine.Orphaned, which retries the action as a new attempt (or
+// fails it when the system retry budget is spent). No attempt is ever
+// started while an earlier attempt of the same action may still run.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// Defaults of the driver's tunables.
+const (
+	DefaultResyncInterval = 15 * time.Second
+	DefaultKillGrace      = 10 * time.Second
+	DefaultStopTimeout    = 20 * time.Second
+	defaultWorkers        = 4
+	defaultQPS            = 100
+	defaultBurst          = 200
+)
+
+// Driver is the local executor. It implements runstate.Executor.
+type Driver struct {
+	state    *runstate.Service
+	cfg      config.LocalExecutor
+	endpoint func() string
+	log      *slog.Logger
+
+	// Tunables, fixed before Start (tests shorten them).
+	resyncInterval time.Duration
+	killGrace      time.Duration
+	stopTimeout    time.Duration
+	systemBackoff  machine.Backoff
+	workers        int
+
+	runner *process.Runner
+	q      *queue
+	lim    *limiter
+	slots  *slots
+
+	mu        sync.Mutex
+	running   map[store.ActionKey]*attempt
+	notBefore map[store.ActionKey]time.Time
+	runs      map[store.RunKey]*runInfo
+
+	life     sync.Mutex
+	status   lifeStatus
+	stopCh   chan struct{} // closed when the driver stops taking work
+	done     chan struct{} // closed when the driver has stopped
+	lockF    *os.File
+	workCtx  context.Context
+	stopWork context.CancelFunc
+	wg       sync.WaitGroup // workers and the resync loop
+	stopOnce sync.Once
+	stopErr  error
+}
+
+type lifeStatus int
+
+const (
+	lifeNew lifeStatus = iota
+	lifeRecovering
+	lifeReady
+	lifeStopping
+	lifeStopped
+)
+
+var _ runstate.Executor = (*Driver)(nil)
+
+// New builds the driver over the run state. endpoint returns the manager's
+// host:port as task processes reach it (known once the server listens); it
+// is called for every attempt. The caller connects the driver with
+// state.SetExecutor and then runs it with Run (or Start/Stop).
+func New(state *runstate.Service, cfg config.Executor, endpoint func() string, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.Default()
+	}
+	local := cfg.Local
+	if local.MaxParallelism < 1 {
+		local.MaxParallelism = 1
+	}
+	if local.SystemRetries < 0 {
+		local.SystemRetries = 0
+	}
+	if local.WorkDir != "" {
+		if abs, err := filepath.Abs(local.WorkDir); err == nil {
+			local.WorkDir = abs
+		}
+	}
+	d := &Driver{
+		state:          state,
+		cfg:            local,
+		endpoint:       endpoint,
+		log:            log.With("component", "executor"),
+		resyncInterval: DefaultResyncInterval,
+		killGrace:      DefaultKillGrace,
+		stopTimeout:    DefaultStopTimeout,
+		systemBackoff:  machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
+		workers:        defaultWorkers,
+		q:              newQueue(50*time.Millisecond, 30*time.Second),
+		lim:            newLimiter(defaultQPS, defaultBurst),
+		slots:          newSlots(local.MaxParallelism),
+		running:        map[store.ActionKey]*attempt{},
+		notBefore:      map[store.ActionKey]time.Time{},
+		runs:           map[store.RunKey]*runInfo{},
+		stopCh:         make(chan struct{}),
+		done:           make(chan struct{}),
+	}
+	return d
+}
+
+// Submit says key was created QUEUED (runstate.Executor).
+func (d *Driver) Submit(key store.ActionKey) { d.q.add(key) }
+
+// Abort says key was marked for abort (runstate.Executor): a running
+// attempt's process tree is stopped at once; the worker then records
+// ABORTED.
+func (d *Driver) Abort(key store.ActionKey) {
+	d.mu.Lock()
+	var p *process.Process
+	if e := d.running[key]; e != nil {
+		e.abort = true
+		p = e.proc
+	}
+	d.mu.Unlock()
+	if p != nil {
+		p.Abort("abort requested")
+	}
+	d.q.add(key)
+}
+
+// Ready reports whether the driver takes work (for /readyz): started, done
+// with the scan of unfinished actions that follows a start, not stopping.
+func (d *Driver) Ready() error {
+	d.life.Lock()
+	defer d.life.Unlock()
+	switch d.status {
+	case lifeNew:
+		return errors.New("the executor has not started")
+	case lifeRecovering:
+		return errors.New("the executor is picking up unfinished actions")
+	case lifeStopping, lifeStopped:
+		return errors.New("the executor is stopping")
+	}
+	return nil
+}
+
+// Run starts the driver and keeps it running until ctx ends, then stops it
+// gracefully (see Stop) within DefaultStopTimeout and returns. It fails at
+// once when the work directory is unusable or in use by another manager.
+func (d *Driver) Run(ctx context.Context) error {
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	<-d.done
+	return d.stopErr
+}
+
+// Start takes the work directory, starts the workers and the resync loop
+// (whose first scan picks up, and for orphans recovers, everything
+// unfinished), and returns. The driver stops gracefully when ctx ends or
+// Stop is called.
+func (d *Driver) Start(ctx context.Context) error {
+	d.life.Lock()
+	defer d.life.Unlock()
+	if d.status != lifeNew {
+		return errors.New("executor: already started")
+	}
+	if d.cfg.WorkDir == "" {
+		return errors.New("executor: executor.local.workDir is not set")
+	}
+	wd := d.cfg.WorkDir
+	f, err := lockWorkDir(wd)
+	if err != nil {
+		return err
+	}
+	d.lockF = f
+	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace})
+	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	d.status = lifeRecovering
+	for range d.workers {
+		d.wg.Add(1)
+		go d.work()
+	}
+	d.wg.Add(1)
+	go d.resync()
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.stopTimeout)
+			defer cancel()
+			_ = d.Stop(sctx)
+		case <-d.stopCh:
+		}
+	}()
+	d.log.Info("executor started", "workDir", wd, "python", d.cfg.Python,
+		"maxParallelism", d.cfg.MaxParallelism, "systemRetries", d.cfg.SystemRetries)
+	return nil
+}
+
+// Stop stops the driver gracefully: it stops taking work, lets the workers
+// finish what they are doing, then stops every running attempt (SIGTERM,
+// SIGKILL after the grace period) and records each as interrupted, which
+// the machine turns into a new attempt (a system retry) that the next start
+// runs. An attempt whose process has not ended when ctx does is left as it
+// is: the next start finds it INITIALIZING/RUNNING, stops what is left of
+// it and retries it the same way. Stopping rather than abandoning running
+// attempts is what keeps a restart correct: the processes would die with
+// the manager anyway (Pdeathsig), without a chance to clean up and without
+// a record of why.
+func (d *Driver) Stop(ctx context.Context) error {
+	d.stopOnce.Do(func() {
+		d.life.Lock()
+		started := d.status != lifeNew
+		d.status = lifeStopping
+		d.life.Unlock()
+		if started {
+			d.stopErr = d.shutdown(ctx, true)
+		}
+		d.life.Lock()
+		d.status = lifeStopped
+		d.life.Unlock()
+		close(d.done)
+	})
+	select {
+	case <-d.done:
+		return d.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// abandon stops the driver the way a crash would: no more work and no more
+// writes, running processes left alone. For tests of restart recovery.
+func (d *Driver) abandon() {
+	d.stopOnce.Do(func() {
+		d.life.Lock()
+		d.status = lifeStopping
+		d.life.Unlock()
+		_ = d.shutdown(context.Background(), false)
+		d.life.Lock()
+		d.status = lifeStopped
+		d.life.Unlock()
+		close(d.done)
+	})
+}
+
+// shutdown stops the queue and the workers, then (graceful) stops and
+// records the running attempts, and releases the work directory.
+func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
+	close(d.stopCh)
+	d.q.shutdown()
+	workersDone := make(chan struct{})
+	go func() { d.wg.Wait(); close(workersDone) }()
+	select {
+	case <-workersDone:
+	case <-ctx.Done():
+		d.stopWork()
+		<-workersDone
+	}
+	var err error
+	if graceful {
+		err = d.stopAttempts(ctx)
+	}
+	d.stopWork()
+	if d.lockF != nil {
+		_ = d.lockF.Close() // releases the flock
+		d.lockF = nil
+	}
+	d.log.Info("executor stopped", "graceful", graceful)
+	return err
+}
+
+// stopAttempts ends every running attempt and records how it ended.
+func (d *Driver) stopAttempts(ctx context.Context) error {
+	d.mu.Lock()
+	var all []*attempt
+	for _, e := range d.running {
+		if e.proc != nil {
+			all = append(all, e)
+		}
+	}
+	d.mu.Unlock()
+	for _, e := range all {
+		e.proc.Abort("the manager is shutting down")
+	}
+	var left int
+	for _, e := range all {
+		select {
+		case <-e.proc.Done():
+		case <-ctx.Done():
+			left++
+			continue
+		}
+		st := e.proc.Wait()
+		if err := d.finish(ctx, e, st, true); err != nil {
+			d.log.Warn("recording an attempt stopped at shutdown", "action", e.key.String(), "attempt", e.n, "err", err)
+			left++
+		}
+	}
+	if left > 0 {
+		return fmt.Errorf("executor: %d attempt(s) were not recorded before the deadline; the next start recovers them", left)
+	}
+	return nil
+}
+
+// work is one worker: it reconciles keys until the queue shuts down.
+func (d *Driver) work() {
+	defer d.wg.Done()
+	for {
+		key, ok := d.q.get()
+		if !ok {
+			return
+		}
+		if !d.lim.wait(d.stopCh) {
+			d.q.done(key)
+			return
+		}
+		err := d.reconcile(d.workCtx, key)
+		switch {
+		case err == nil:
+			d.q.forget(key)
+		case d.workCtx.Err() != nil:
+		default:
+			d.log.Warn("reconciling an action (will retry)", "action", key.String(), "err", err)
+			d.q.retry(key)
+		}
+		d.q.done(key)
+	}
+}
+
+// resync scans the unfinished actions at start and then periodically, so
+// nothing is ever stranded (a lost Submit, an abort made by another
+// replica, a write that failed).
+func (d *Driver) resync() {
+	defer d.wg.Done()
+	first := true
+	for {
+		err := d.scan(d.workCtx)
+		wait := d.resyncInterval
+		switch {
+		case err != nil && d.workCtx.Err() == nil:
+			d.log.Warn("scanning unfinished actions", "err", err)
+			if first {
+				wait = time.Second
+			}
+		case first:
+			first = false
+			d.life.Lock()
+			if d.status == lifeRecovering {
+				d.status = lifeReady
+			}
+			d.life.Unlock()
+		}
+		select {
+		case <-d.stopCh:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// scan queues every unfinished action that needs a look: everything except
+// attempts this driver runs and actions waiting for a slot, unless an abort
+// was requested for them.
+func (d *Driver) scan(ctx context.Context) error {
+	page := store.Page{Limit: 500}
+	n := 0
+	for {
+		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			a := &rows[i]
+			if a.AbortRequestedAt == nil {
+				d.mu.Lock()
+				_, mine := d.running[a.ActionKey]
+				d.mu.Unlock()
+				if mine || d.slots.waits(a.ActionKey) {
+					continue
+				}
+			}
+			d.q.add(a.ActionKey)
+			n++
+		}
+		if next == "" {
+			break
+		}
+		page.Token = next
+	}
+	if n > 0 {
+		d.log.Debug("resync queued unfinished actions", "count", n)
+	}
+	return nil
+}
+
+// lockWorkDir creates the work directory and takes an exclusive lock on it
+// for the life of the driver: two managers running attempts out of one work
+// directory would each take the other's attempts for orphans. The lock is
+// an flock on a close-on-exec descriptor, so task processes do not inherit
+// it and the kernel drops it when the manager dies.
+func lockWorkDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("executor: work dir: %w", err)
+	}
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("executor: work dir lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("executor: work dir %s is in use by another flyte-manager (one manager per work dir)", dir)
+		}
+		return nil, fmt.Errorf("executor: lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}

@@ -1,0 +1,300 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+const succeed = `cp "$FIXTURES/outputs.pb" "$2/outputs.pb"`
+
+func TestSuccess(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		// The script records its argv, cwd and the contract environment.
+		script := `for a in "$@"; do echo "arg=$a"; done > "$SHARED/args"
+pwd > "$SHARED/cwd"
+env | grep -E '^(_U_|RUN_NAME|ACTION_NAME|FLYTE_ATTEMPT_NUMBER|FLYTE_INTERNAL_EXECUTION_PROJECT|RUNLEVEL|TASKLEVEL)' | sort > "$SHARED/env"
+echo "hello from the task"; echo "to stderr" >&2
+` + succeed
+		key := h.run("rsucc", script, taskOpts{env: map[string]string{"TASKLEVEL": "task"}, runEnv: map[string]string{"RUNLEVEL": "run"}})
+		a := h.terminal(key, store.PhaseSucceeded, 20*time.Second)
+
+		out := runstate.OutputDir(a, 1)
+		atts := h.attempts(key)
+		if len(atts) != 1 || atts[0].OutputURI != out || atts[0].Phase != store.PhaseSucceeded || len(atts[0].LogInfo) == 0 {
+			t.Fatalf("attempts %+v, want one SUCCEEDED with output %s and log info", atts, out)
+		}
+		tl := &core.TaskLog{}
+		if err := proto.Unmarshal(atts[0].LogInfo, tl); err != nil || tl.GetName() != "logs" {
+			t.Errorf("log info %v (%v)", tl, err)
+		}
+		if got := h.phases(key, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {
+			t.Errorf("phases %v", got)
+		}
+		if _, err := os.Stat(filepath.Join(out, contract.OutputsFile)); err != nil {
+			t.Error(err)
+		}
+
+		// argv: every template rendered.
+		root, _ := h.st.Actions.Get(h.ctx, key)
+		args := strings.Split(strings.TrimSpace(h.readShared("args")), "\n")
+		want := []string{
+			"arg=" + root.InputURI + "/inputs.pb",
+			"arg=" + out,
+			"arg=" + out + "/raw",
+			"arg=" + out + "/_flytecheckpoints",
+			`arg=""`,
+			"arg=rsucc",
+			"arg=a0",
+			"arg=" + root.CreatedAt.UTC().Format(time.RFC3339),
+		}
+		if !slices.Equal(args, want) {
+			t.Errorf("argv\n got %q\nwant %q", args, want)
+		}
+		// Its own working directory.
+		dir, _ := attemptDir(h.workDir, key, 1)
+		if cwd := strings.TrimSpace(h.readShared("cwd")); cwd != filepath.Join(dir, cwdDir) {
+			t.Errorf("cwd %q", cwd)
+		}
+		env := h.readShared("env")
+		for _, kv := range []string{
+			"_U_RUN_BASE=" + root.RunOutputBase, "_U_ORG_NAME=local", "_U_EP_OVERRIDE=localhost:1",
+			"_U_INSECURE=true", "_U_USE_ACTIONS=1", "RUN_NAME=rsucc", "ACTION_NAME=a0",
+			"FLYTE_ATTEMPT_NUMBER=1", "FLYTE_INTERNAL_EXECUTION_PROJECT=p", "RUNLEVEL=run", "TASKLEVEL=task",
+		} {
+			if !strings.Contains(env, kv+"\n") {
+				t.Errorf("env lacks %s:\n%s", kv, env)
+			}
+		}
+		// The process record is there; the working directory is cleaned up.
+		if _, ok, err := readIdentity(dir); !ok || err != nil {
+			t.Errorf("process.json: %v %v", ok, err)
+		}
+		eventually(t, "the working directory to go", 5*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(dir, cwdDir))
+			return errors.Is(err, os.ErrNotExist)
+		})
+	})
+}
+
+func TestRecoverableErrorsAreRetried(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		script := `if [ "$FLYTE_ATTEMPT_NUMBER" -lt 3 ]; then cp "$FIXTURES/recoverable.pb" "$2/error.pb"; exit 0; fi
+echo "prev=$5" > "$SHARED/prev"
+` + succeed
+		key := h.run("rretry", script, taskOpts{retries: 2})
+		a := h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		atts := h.attempts(key)
+		if a.Attempts != 3 || len(atts) != 3 {
+			t.Fatalf("%d attempts, want 3", len(atts))
+		}
+		for i, at := range atts[:2] {
+			e := execErr(at.ErrorInfo)
+			if at.Phase != store.PhaseFailed || e.GetCode() != "ValueError" || e.GetMessage() != "try again" ||
+				e.GetKind() != core.ExecutionError_USER || e.GetRecoverability() != core.ContainerError_RECOVERABLE ||
+				e.GetErrorUri() != runstate.OutputDir(a, int32(i+1))+"/error.pb" {
+				t.Errorf("attempt %d: %s %v", i+1, phaseName(at.Phase), e)
+			}
+			if got := h.phases(key, int32(i+1)); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "FAILED"}) {
+				t.Errorf("attempt %d phases %v", i+1, got)
+			}
+		}
+		if atts[2].Phase != store.PhaseSucceeded || atts[2].OutputURI != runstate.OutputDir(a, 3) {
+			t.Errorf("attempt 3: %+v", atts[2])
+		}
+		if got := h.phases(key, 3); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {
+			t.Errorf("attempt 3 phases %v", got)
+		}
+		if prev := strings.TrimSpace(h.readShared("prev")); prev != "prev="+runstate.OutputDir(a, 2)+"/_flytecheckpoints" {
+			t.Errorf("previous checkpoint %q", prev)
+		}
+	})
+}
+
+func TestNonRecoverableErrorFailsAtOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		key := h.run("rfatal", `cp "$FIXTURES/fatal.pb" "$2/error.pb"`, taskOpts{retries: 2})
+		a := h.terminal(key, store.PhaseFailed, 20*time.Second)
+		e := execErr(a.ErrorInfo)
+		if a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || e.GetMessage() != "cannot recover from this" ||
+			e.GetKind() != core.ExecutionError_USER || e.GetRecoverability() != core.ContainerError_NON_RECOVERABLE {
+			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		}
+		// The API view: ActionUpdate carries the error and the output dir.
+		out, _ := h.state.Details(h.ctx, a)
+		if out.GetErrorInfo().GetKind().String() != "KIND_USER" || !strings.Contains(out.GetErrorInfo().GetMessage(), "cannot recover") {
+			t.Errorf("details %v", out.GetErrorInfo())
+		}
+	})
+}
+
+func TestCrashesUseTheSystemBudget(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver() // SystemRetries 2
+		key := h.run("rcrash", `echo "going down"; exit 3`, taskOpts{retries: 5})
+		a := h.terminal(key, store.PhaseFailed, 30*time.Second)
+		e := execErr(a.ErrorInfo)
+		if a.Attempts != 3 || e.GetCode() != machine.CodeCrashed || e.GetKind() != core.ExecutionError_SYSTEM ||
+			!strings.Contains(e.GetMessage(), "exited with code 3") || !strings.Contains(e.GetMessage(), "going down") {
+			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		}
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		key := h.run("rtime", `echo $$ > "$SHARED/pid"; sleep 60`, taskOpts{retries: 2, timeout: time.Second})
+		a := h.terminal(key, store.PhaseTimedOut, 30*time.Second)
+		e := execErr(a.ErrorInfo)
+		if a.Attempts != 1 || e.GetCode() != machine.CodeMaxRuntime || !strings.Contains(e.GetMessage(), "timeout of 1s") {
+			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		}
+		if pid := atoi(h.readShared("pid")); pid == 0 || alive(pid) {
+			t.Errorf("task process %d still alive", pid)
+		}
+	})
+}
+
+func TestTaskTypesWithoutAContainerFail(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		// The API refuses such specs, so write the action directly, as a
+		// deployed plugin task could arrive.
+		spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+			Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "t.sleep", Version: "v1"},
+			Type: "core-sleep",
+		}}
+		raw, _ := proto.Marshal(spec)
+		run := store.RunKey{Project: "p", Domain: "d", RunName: "rplugin"}
+		rs, _ := proto.Marshal(&task.RunSpec{})
+		if _, _, err := h.st.Projects.EnsureExists(h.ctx, "", "p"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := h.st.Actions.CreateRun(h.ctx, store.NewAction{
+			Key: run.Action(store.RootName), ActionType: store.ActionTypeTask, TaskType: "core-sleep",
+			Task: store.TaskID{Project: "p", Domain: "d", Name: "t.sleep", Version: "v1"},
+			Spec: raw, InputURI: h.blobs.URI("runs/_/p/d/rplugin/inputs"), RunOutputBase: h.blobs.URI("runs/_/p/d/rplugin"), RunSpec: rs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.state.Changed()
+		// No Submit: the resync scan finds it.
+		a = h.terminal(a.ActionKey, store.PhaseFailed, 20*time.Second)
+		e := execErr(a.ErrorInfo)
+		if a.Attempts != 1 || e.GetCode() != CodeUnsupportedTask || !strings.Contains(e.GetMessage(), `"core-sleep"`) ||
+			e.GetRecoverability() != core.ContainerError_NON_RECOVERABLE {
+			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		}
+	})
+}
+
+func TestLogs(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		d := h.driver()
+		script := `echo first; echo second >&2; while [ ! -e "$SHARED/go" ]; do sleep 0.05; done; echo third; ` + succeed
+		key := h.run("rlogs", script, taskOpts{})
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+
+		if err := d.Logs(h.ctx, key, 2, false, func([]*dataplane.LogLine) error { return nil }); !errors.Is(err, errs.ErrNotFound) {
+			t.Errorf("logs of an attempt that never started: %v", err)
+		}
+
+		// Follow the running attempt: the lines printed so far, then the
+		// rest as they come, then the end.
+		got := make(chan string, 100)
+		done := make(chan error, 1)
+		go func() {
+			done <- d.Logs(h.ctx, key, 0, true, func(lines []*dataplane.LogLine) error {
+				for _, l := range lines {
+					if l.GetOriginator() == dataplane.LogLineOriginator_USER {
+						got <- l.GetMessage()
+					}
+				}
+				return nil
+			})
+		}()
+		for _, want := range []string{"first", "second"} {
+			select {
+			case m := <-got:
+				if m != want {
+					t.Fatalf("line %q, want %q", m, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no %q while following", want)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("follow ended while the attempt runs: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		writeFile(t, h.sharedFile("go"), "", 0o644)
+		select {
+		case m := <-got:
+			if m != "third" {
+				t.Fatalf("line %q, want third", m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no third line while following")
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("follow did not end with the attempt")
+		}
+		h.terminal(key, store.PhaseSucceeded, 20*time.Second)
+
+		// A finished attempt: the whole log, system lines included.
+		var user, system []string
+		err := d.Logs(h.ctx, key, 1, true, func(lines []*dataplane.LogLine) error {
+			for _, l := range lines {
+				if l.GetTimestamp() == nil {
+					t.Errorf("line without a timestamp: %v", l)
+				}
+				if l.GetOriginator() == dataplane.LogLineOriginator_USER {
+					user = append(user, l.GetMessage())
+				} else {
+					system = append(system, l.GetMessage())
+				}
+			}
+			return nil
+		})
+		if err != nil || !slices.Equal(user, []string{"first", "second", "third"}) || len(system) < 2 {
+			t.Fatalf("logs %v / %v (%v)", user, system, err)
+		}
+	})
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range strings.TrimSpace(s) {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

@@ -1,0 +1,380 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"fmgr.dev/executor/local/process"
+	"fmgr.dev/gen/go/flyteidl2/actions"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness is one manager's worth of run state over a real database and a
+// file blob store, with a work dir and a bin dir holding a fake `a0`.
+type harness struct {
+	t        *testing.T
+	ctx      context.Context
+	st       *store.Store
+	blobs    *blob.Store
+	state    *runstate.Service
+	log      *slog.Logger
+	workDir  string
+	binDir   string
+	fixtures string // outputs.pb, recoverable.pb, fatal.pb
+	shared   string // a directory scripts use to talk to the test
+}
+
+// eachDB runs fn on SQLite and on PostgreSQL.
+func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db")))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, newHarness(t, pgtest.NewDatabase(t)))
+	})
+}
+
+func newHarness(t *testing.T, dsn string) *harness {
+	t.Helper()
+	logs := &testLog{t: t}
+	t.Cleanup(logs.close) // registered first: runs last
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := db.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(g) })
+	if err := db.Migrate(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	blobs, err := blob.Open(ctx, "file://"+filepath.Join(root, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(g)
+	hub := runstate.NewHub(st.Actions, log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-hubDone })
+
+	h := &harness{
+		t: t, ctx: ctx, st: st, blobs: blobs, log: log,
+		state:    runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log),
+		workDir:  filepath.Join(root, "work"),
+		binDir:   filepath.Join(root, "bin"),
+		fixtures: filepath.Join(root, "fixtures"),
+		shared:   filepath.Join(root, "shared"),
+	}
+	for _, dir := range []string{h.binDir, h.fixtures, h.shared} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The fake runtime: `a0 SCRIPT ARGS...` runs SCRIPT with sh, ARGS as $1...
+	writeFile(t, filepath.Join(h.binDir, "a0"), "#!/bin/sh\nscript=\"$1\"; shift\nexec /bin/sh -c \"$script\" a0 \"$@\"\n", 0o755)
+	writeProto(t, filepath.Join(h.fixtures, "outputs.pb"), &task.Outputs{Literals: []*task.NamedLiteral{{
+		Name:  "o0",
+		Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 7}}}}}},
+	}}})
+	writeProto(t, filepath.Join(h.fixtures, "recoverable.pb"), &core.ErrorDocument{Error: &core.ContainerError{
+		Code: "ValueError", Message: "try again", Kind: core.ContainerError_RECOVERABLE, Origin: core.ExecutionError_USER,
+	}})
+	writeProto(t, filepath.Join(h.fixtures, "fatal.pb"), &core.ErrorDocument{Error: &core.ContainerError{
+		Code: "NonRecoverableError", Message: "cannot recover from this", Kind: core.ContainerError_NON_RECOVERABLE, Origin: core.ExecutionError_USER,
+	}})
+	return h
+}
+
+// driver builds, connects and starts a driver with test-sized timings.
+func (h *harness) driver(tune ...func(*config.LocalExecutor)) *Driver {
+	h.t.Helper()
+	cfg := config.Executor{Type: config.ExecutorLocal, Local: config.LocalExecutor{
+		Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 4, SystemRetries: 2,
+	}}
+	for _, f := range tune {
+		f(&cfg.Local)
+	}
+	d := New(h.state, cfg, func() string { return "localhost:1" }, h.log)
+	d.killGrace = 500 * time.Millisecond
+	d.resyncInterval = 300 * time.Millisecond
+	d.systemBackoff.Base = 0
+	h.state.SetExecutor(d)
+	if err := d.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Stop(ctx)
+	})
+	return d
+}
+
+// taskOpts shape the TaskSpec of a test task.
+type taskOpts struct {
+	retries  uint32
+	timeout  time.Duration
+	env      map[string]string
+	taskType string
+	runEnv   map[string]string
+	limit    uint32
+}
+
+// spec is a TaskSpec whose container runs script through the fake a0 with
+// the templates as positional arguments: $1 input, $2 output prefix, $3 raw
+// data prefix, $4 checkpoint prefix, $5 previous checkpoint prefix, $6 run
+// name, $7 action name, $8 run start time. FIXTURES and SHARED are set.
+func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
+	env := []*core.KeyValuePair{{Key: "FIXTURES", Value: h.fixtures}, {Key: "SHARED", Value: h.shared}}
+	for k, v := range o.env {
+		env = append(env, &core.KeyValuePair{Key: k, Value: v})
+	}
+	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries}}
+	if o.timeout > 0 {
+		md.Timeout = durationpb.New(o.timeout)
+	}
+	tt := o.taskType
+	if tt == "" {
+		tt = "python"
+	}
+	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "t." + name, Version: "v1"},
+		Type:     tt,
+		Metadata: md,
+		Target: &core.TaskTemplate_Container{Container: &core.Container{
+			Image: "ignored",
+			Args: []string{"a0", script, "{{.input}}", "{{.outputPrefix}}", "{{.rawOutputDataPrefix}}",
+				"{{.checkpointOutputPrefix}}", "{{.prevCheckpointPrefix}}", "{{.runName}}", "{{.actionName}}", "{{.runStartTime}}"},
+			Env: env,
+		}},
+	}}
+}
+
+// run creates a run whose root runs script.
+func (h *harness) run(name, script string, o taskOpts) store.ActionKey {
+	h.t.Helper()
+	rs := &task.RunSpec{MaxActionConcurrency: o.limit}
+	if len(o.runEnv) > 0 {
+		rs.Envs = &task.Envs{}
+		for k, v := range o.runEnv {
+			rs.Envs.Values = append(rs.Envs.Values, &core.KeyValuePair{Key: k, Value: v})
+		}
+	}
+	_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
+		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "d", Name: name}},
+		Task:    &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
+		RunSpec: rs,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return store.RunKey{Project: "p", Domain: "d", RunName: name}.Action(store.RootName)
+}
+
+// child enqueues a child action of parent that runs script.
+func (h *harness) child(parent store.ActionKey, name, script string, o taskOpts) store.ActionKey {
+	h.t.Helper()
+	p, err := h.st.Actions.Get(h.ctx, parent)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	key := parent.RunKey.Action(name)
+	pn := parent.Name
+	err = h.state.Enqueue(h.ctx, &actions.Action{
+		ActionId:         &common.ActionIdentifier{Run: &common.RunIdentifier{Project: "p", Domain: "d", Name: parent.RunName}, Name: name},
+		ParentActionName: &pn,
+		InputUri:         p.RunOutputBase + "/" + name + "/inputs.pb",
+		RunOutputBase:    p.RunOutputBase,
+		Spec:             &actions.Action_Task{Task: &workflow.TaskAction{Spec: h.spec(name, script, o)}},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return key
+}
+
+// wait polls key until cond holds.
+func (h *harness) wait(key store.ActionKey, what string, d time.Duration, cond func(a *store.Action) bool) *store.Action {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		a, err := h.st.Actions.Get(h.ctx, key)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if cond(a) {
+			return a
+		}
+		if time.Now().After(deadline) {
+			h.dumpLogs(key)
+			h.t.Fatalf("%s: %s did not become %s within %s (phase %s, attempt %d)", h.t.Name(), key.Name, what, d, phaseOf(a), a.Attempts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// terminal waits for key to end and checks the phase.
+func (h *harness) terminal(key store.ActionKey, want store.Phase, d time.Duration) *store.Action {
+	h.t.Helper()
+	a := h.wait(key, "terminal", d, func(a *store.Action) bool { return a.Phase.Terminal() })
+	if a.Phase != want {
+		h.dumpLogs(key)
+		h.t.Fatalf("%s ended %s, want %s (error %v)", key.Name, phaseOf(a), phaseName(want), execErr(a.ErrorInfo))
+	}
+	return a
+}
+
+func (h *harness) attempts(key store.ActionKey) []store.Attempt {
+	h.t.Helper()
+	atts, err := h.st.Actions.Attempts(h.ctx, key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return atts
+}
+
+// phases lists the phases attempt n went through.
+func (h *harness) phases(key store.ActionKey, n int32) []string {
+	h.t.Helper()
+	ts, err := h.st.Actions.Transitions(h.ctx, key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, tr := range ts {
+		if tr.Attempt == n {
+			out = append(out, phaseName(tr.Phase))
+		}
+	}
+	return out
+}
+
+func (h *harness) logPath(key store.ActionKey, n int32) string {
+	dir, err := attemptDir(h.workDir, key, n)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return filepath.Join(dir, logFile)
+}
+
+// dumpLogs shows every attempt log of key.
+func (h *harness) dumpLogs(key store.ActionKey) {
+	for n := int32(1); n < 10; n++ {
+		lines, err := process.ReadLog(h.logPath(key, n))
+		if err != nil {
+			continue
+		}
+		for _, l := range lines {
+			h.t.Logf("%s attempt %d %s: %s", key.Name, n, l.Stream, l.Message)
+		}
+	}
+}
+
+// sharedFile is the path of a file in the shared directory.
+func (h *harness) sharedFile(name string) string { return filepath.Join(h.shared, name) }
+
+func (h *harness) readShared(name string) string {
+	b, _ := os.ReadFile(h.sharedFile(name))
+	return string(b)
+}
+
+func phaseName(p store.Phase) string { return strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_") }
+func phaseOf(a *store.Action) string { return phaseName(a.Phase) }
+
+func execErr(b []byte) *core.ExecutionError {
+	if len(b) == 0 {
+		return nil
+	}
+	e := &core.ExecutionError{}
+	if err := proto.Unmarshal(b, e); err != nil {
+		return &core.ExecutionError{Message: "unreadable: " + err.Error()}
+	}
+	return e
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeProto(t *testing.T, path string, m proto.Message) {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, string(b), 0o644)
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testLog sends slog output to t.Log until the test ends.
+type testLog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (l *testLog) close() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
+}
+
+var _ io.Writer = (*testLog)(nil)

@@ -1,0 +1,794 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// Error codes the driver records besides the machine's and the contract's.
+const (
+	CodeUnsupportedTask = "UnsupportedTaskType"
+	CodeBadTaskSpec     = "BadTaskSpec"
+	CodeRuntimeNotFound = "RuntimeNotFound"
+	CodeLaunchFailed    = "LaunchFailed"
+)
+
+// attempt is an attempt this driver started. Its fields other than key, n
+// and the paths are guarded by Driver.mu.
+type attempt struct {
+	key     store.ActionKey
+	n       int32
+	dir     string // the attempt's directory in the work dir
+	outDir  string // its output prefix
+	timeout time.Duration
+	spec    *task.TaskSpec
+
+	proc   *process.Process    // nil until the process started
+	status *process.ExitStatus // set when the process ended
+	abort  bool                // Abort was called for key
+}
+
+// runInfo is what attempts take from their run (immutable once created).
+type runInfo struct {
+	limit     int
+	envs      []*core.KeyValuePair
+	rawPrefix string
+	start     time.Time
+}
+
+// reconcile brings key one step closer to where it should be. It runs in
+// the worker that holds key, so it never races with itself for one key.
+func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
+	// The running map first, the store second: an attempt's end is
+	// recorded before its entry goes, so a key without an entry reads the
+	// recorded state.
+	d.mu.Lock()
+	e := d.running[key]
+	d.mu.Unlock()
+	if e != nil {
+		return d.reconcileRunning(ctx, e)
+	}
+	a, err := d.state.Store().Actions.Get(ctx, key)
+	if errors.Is(err, errs.ErrNotFound) {
+		d.slots.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return d.reconcileAction(ctx, a)
+}
+
+// reconcileRunning handles an attempt of ours: record its end, or pass on
+// an abort recorded in the store.
+func (d *Driver) reconcileRunning(ctx context.Context, e *attempt) error {
+	d.mu.Lock()
+	st, p := e.status, e.proc
+	d.mu.Unlock()
+	if st != nil {
+		return d.finish(ctx, e, *st, false)
+	}
+	if p == nil {
+		return nil
+	}
+	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	if err != nil {
+		return err
+	}
+	if a.AbortRequestedAt != nil {
+		p.Abort("abort requested")
+	}
+	return nil
+}
+
+func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
+	key := a.ActionKey
+	if a.Phase.Terminal() {
+		d.slots.forget(key)
+		d.clearNotBefore(key)
+		return nil
+	}
+	if a.AbortRequestedAt != nil {
+		d.slots.forget(key)
+		if machine.Phase(a.Phase).Active() {
+			// Not ours: whatever is left of the attempt goes first.
+			if _, err := d.stopLeftovers(a); err != nil {
+				return err
+			}
+		}
+		updated, dec, err := d.apply(ctx, a, nil, machine.AbortRequested{Reason: abortReason(a)}, record{})
+		if err != nil {
+			return err
+		}
+		d.afterRecord(ctx, updated, dec)
+		return nil
+	}
+	if a.ActionType != store.ActionTypeTask {
+		return d.failPermanently(ctx, a, nil, machine.KindSystem, CodeUnsupportedTask,
+			fmt.Sprintf("action type %d cannot run on the local executor", a.ActionType))
+	}
+	switch {
+	case machine.Phase(a.Phase).Active():
+		return d.recoverOrphan(ctx, a)
+	case a.Phase == store.PhaseQueued || a.Phase == store.PhaseWaitingForResources:
+	default:
+		d.log.Debug("leaving an action in a phase the executor does not drive", "action", key.String(), "phase", a.Phase)
+		return nil
+	}
+	if a.ParentName != nil {
+		parent, err := d.state.Store().Actions.Get(ctx, key.RunKey.Action(*a.ParentName))
+		if err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return err
+		}
+		if err == nil && (parent.Phase.Terminal() || parent.AbortRequestedAt != nil) {
+			// Closes the race of a child enqueued while its run was being
+			// aborted: marking it (and anything under it) queues it again,
+			// and the abort branch above records ABORTED.
+			how := "is being aborted"
+			if parent.Phase.Terminal() {
+				how = "ended " + machine.Phase(parent.Phase).String()
+			}
+			return d.state.Abort(ctx, key, fmt.Sprintf("parent action %s %s", parent.Name, how), "")
+		}
+	}
+	d.mu.Lock()
+	nb, wait := d.notBefore[key]
+	d.mu.Unlock()
+	if wait {
+		if left := time.Until(nb); left > 0 {
+			d.q.addAfter(key, left)
+			return nil
+		}
+	}
+	return d.startAttempt(ctx, a)
+}
+
+// startAttempt claims the current attempt of a pending action and starts
+// its process.
+func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
+	key, n := a.ActionKey, a.Attempts
+	spec, err := d.spec(ctx, a)
+	if err != nil {
+		var bad badSpecError
+		if errors.As(err, &bad) {
+			return d.failPermanently(ctx, a, nil, machine.KindSystem, CodeBadTaskSpec, bad.Error())
+		}
+		return err
+	}
+	tmpl := spec.GetTaskTemplate()
+	c := tmpl.GetContainer()
+	if c == nil || len(c.GetCommand())+len(c.GetArgs()) == 0 {
+		return d.failPermanently(ctx, a, spec, machine.KindUser, CodeUnsupportedTask, fmt.Sprintf(
+			"task type %q has no container command to run: the local executor runs container tasks "+
+				"(Python tasks) only; plugin task types need the kubernetes executor", tmpl.GetType()))
+	}
+	ri, err := d.runInfo(ctx, a.RunKey)
+	if err != nil {
+		return err
+	}
+	dir, err := attemptDir(d.cfg.WorkDir, key, n)
+	if err != nil {
+		return d.failPermanently(ctx, a, spec, machine.KindSystem, CodeLaunchFailed, err.Error())
+	}
+	inputs, err := d.state.InputsFile(a)
+	if err != nil {
+		return d.failPermanently(ctx, a, spec, machine.KindSystem, CodeLaunchFailed, err.Error())
+	}
+
+	parent := ""
+	if a.ParentName != nil {
+		parent = *a.ParentName
+	}
+	ok, wake := d.slots.acquire(key, parent, ri.limit)
+	d.queueAll(wake)
+	if !ok {
+		if a.Phase == store.PhaseQueued {
+			_, _, err := d.apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: "no free slot"}, record{})
+			return err
+		}
+		return nil
+	}
+	endpoint := d.endpoint()
+	if endpoint == "" {
+		// The server does not listen yet: try again shortly.
+		d.queueAll(d.slots.release(key))
+		d.q.addAfter(key, time.Second)
+		return nil
+	}
+
+	e := &attempt{key: key, n: n, dir: dir, outDir: runstate.OutputDir(a, n), spec: spec}
+	if t := tmpl.GetMetadata().GetTimeout(); t != nil && t.AsDuration() > 0 {
+		e.timeout = t.AsDuration()
+	}
+	d.mu.Lock()
+	d.running[key] = e
+	delete(d.notBefore, key)
+	d.mu.Unlock()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			d.dropEntry(e)
+		}
+	}()
+
+	// Claim the attempt: from here on it is INITIALIZING, and a restart
+	// treats it as possibly running.
+	a, _, err = d.apply(ctx, a, spec, machine.Start{Attempt: uint32(n)}, record{})
+	if err != nil {
+		return err
+	}
+
+	args, env, err := d.prepare(a, spec, ri, inputs, e.outDir, endpoint)
+	if err != nil {
+		return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+			Code: CodeLaunchFailed, Message: err.Error()})
+	}
+	if err := freshAttemptDir(dir); err != nil {
+		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
+			Message: "could not create the attempt's directory: " + err.Error()})
+	}
+	if filepath.IsAbs(e.outDir) {
+		// Local storage: the runtime writes into the directory directly.
+		if err := os.MkdirAll(e.outDir, 0o755); err != nil {
+			return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
+				Message: "could not create the output directory: " + err.Error()})
+		}
+	}
+	proc, err := d.runner.Start(process.Spec{
+		Args:    args,
+		Env:     env.Environ(),
+		Dir:     filepath.Join(dir, cwdDir),
+		LogPath: filepath.Join(dir, logFile),
+		Timeout: e.timeout,
+	})
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
+				Code: CodeRuntimeNotFound, Message: err.Error() + " (set executor.local.python to the bin directory of a Python environment with the flyte SDK)"})
+		}
+		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
+			Message: "could not start the task process: " + err.Error()})
+	}
+	id := proc.Identity()
+	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
+		// Never let an attempt run that a restart could not find.
+		proc.Abort("its identity could not be recorded")
+		proc.Wait()
+		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1, Message: err.Error()})
+	}
+	d.mu.Lock()
+	e.proc = proc
+	abort := e.abort
+	d.mu.Unlock()
+	handedOff = true
+	go d.waitFor(e)
+	if abort {
+		proc.Abort("abort requested")
+	}
+	d.log.Info("attempt started", "action", key.String(), "attempt", n, "pid", id.PID)
+	d.markRunning(ctx, key, e)
+	return nil
+}
+
+// markRunning records RUNNING with the log info once the process runs. A
+// failure here is not fatal: the attempt's end is recorded from
+// INITIALIZING just as well.
+func (d *Driver) markRunning(ctx context.Context, key store.ActionKey, e *attempt) {
+	for try := 0; try < 5; try++ {
+		a, err := d.state.Store().Actions.Get(ctx, key)
+		if err != nil {
+			d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
+			return
+		}
+		if a.Attempts != e.n || a.Phase != store.PhaseInitializing {
+			return
+		}
+		_, _, err = d.apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)}, record{logs: true})
+		if !errors.Is(err, errs.ErrConflict) {
+			if err != nil {
+				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
+			}
+			return
+		}
+	}
+}
+
+// waitFor waits for the attempt's process and queues its key so that a
+// worker records how it ended.
+func (d *Driver) waitFor(e *attempt) {
+	st := e.proc.Wait()
+	d.mu.Lock()
+	e.status = &st
+	d.mu.Unlock()
+	d.q.add(e.key)
+}
+
+// launchFailed records that a claimed attempt could not be launched.
+func (d *Driver) launchFailed(ctx context.Context, a *store.Action, e *attempt, ev machine.Event) error {
+	d.log.Warn("attempt could not start", "action", a.ActionKey.String(), "attempt", e.n, "event", ev.Name())
+	updated, dec, err := d.apply(ctx, a, e.spec, ev, record{})
+	if err != nil {
+		return err
+	}
+	d.dropEntry(e)
+	d.afterRecord(ctx, updated, dec)
+	return nil
+}
+
+// finish records how an attempt of ours ended. shutdown says the driver is
+// stopping: an attempt it stopped for that reason is interrupted, not
+// aborted.
+func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, shutdown bool) error {
+	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	if errors.Is(err, errs.ErrNotFound) {
+		d.dropEntry(e)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if a.Phase.Terminal() || a.Attempts != e.n {
+		d.dropEntry(e)
+		return nil
+	}
+	ev, rec, err := d.outcome(ctx, a, e, st, shutdown)
+	if err != nil {
+		return err
+	}
+	updated, dec, err := d.apply(ctx, a, e.spec, ev, rec)
+	if err != nil {
+		return err
+	}
+	d.log.Info("attempt ended", "action", e.key.String(), "attempt", e.n, "exit", st.Code, "signal", st.Signal,
+		"decision", decisionString(dec))
+	d.dropEntry(e)
+	d.afterRecord(ctx, updated, dec)
+	return nil
+}
+
+// outcome turns the end of an attempt into a machine event.
+func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st process.ExitStatus, shutdown bool) (machine.Event, record, error) {
+	n := uint32(e.n)
+	rec := record{outDir: e.outDir}
+	if a.AbortRequestedAt != nil {
+		return machine.AbortRequested{Reason: abortReason(a)}, rec, nil
+	}
+	if st.Aborted {
+		// Stopped without an abort request: the manager shut down.
+		why := "the manager stopped it while shutting down"
+		if !shutdown {
+			why = "it was stopped (" + st.AbortReason + ")"
+		}
+		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s; it runs again as a new attempt", n, why)}, rec, nil
+	}
+	res, err := d.classify(ctx, e.outDir, st.Contract())
+	if err != nil {
+		return nil, rec, err
+	}
+	if res.Document != nil {
+		rec.errorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
+	}
+	if res.Outcome == contract.TimedOut {
+		return machine.TimedOut{Attempt: n, Code: machine.CodeMaxRuntime,
+			Message: fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, e.timeout)}, rec, nil
+	}
+	return res.Event(n), rec, nil
+}
+
+// classify reads what the attempt left in its output directory.
+func (d *Driver) classify(ctx context.Context, outDir string, exit contract.Exit) (contract.Result, error) {
+	if filepath.IsAbs(outDir) {
+		return contract.ClassifyDir(outDir, exit)
+	}
+	blobs := d.state.Blobs()
+	key, err := blobs.Key(outDir)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	doc, err := blobs.Get(ctx, key+"/"+contract.ErrorFile)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		doc = nil
+	case err != nil:
+		return contract.Result{}, err
+	case doc == nil:
+		doc = []byte{}
+	}
+	found, err := blobs.Exists(ctx, key+"/"+contract.OutputsFile)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	return contract.Classify(exit, doc, found), nil
+}
+
+// recoverOrphan handles an attempt found active that this driver did not
+// start: a previous manager ran it. Whatever is left of it is stopped, and
+// only then is the attempt recorded as orphaned (a system retry).
+func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
+	what, err := d.stopLeftovers(a)
+	if err != nil {
+		return err
+	}
+	spec, err := d.spec(ctx, a)
+	if err != nil {
+		var bad badSpecError
+		if !errors.As(err, &bad) {
+			return err
+		}
+		spec = nil // the default policy still retries system failures
+	}
+	n := a.Attempts
+	ev := machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
+		"the manager restarted while attempt %d was %s; %s; it runs again as a new attempt",
+		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
+	updated, dec, err := d.apply(ctx, a, spec, ev, record{})
+	if err != nil {
+		return err
+	}
+	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n, "decision", decisionString(dec))
+	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
+		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
+	}
+	d.afterRecord(ctx, updated, dec)
+	return nil
+}
+
+// stopLeftovers makes sure no process of a's current attempt runs: the
+// recorded process group, and any process still working in the attempt's
+// directory (one that left the group, or one started by a manager that died
+// before it could record the identity). It waits until they are gone; an
+// error means something survived and the attempt must not be retried yet.
+func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
+	dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, a.Attempts)
+	if err != nil {
+		return "its directory cannot be named", nil
+	}
+	var what string
+	rec, ok, err := readIdentity(dir)
+	switch {
+	case err != nil:
+		d.log.Warn("unreadable process record", "action", a.ActionKey.String(), "err", err)
+		what = "its process record was unreadable"
+	case !ok:
+		what = "no process had been recorded for it"
+	default:
+		killed, err := process.KillOrphan(rec.Identity, d.killGrace)
+		if err != nil {
+			return "", fmt.Errorf("stopping the orphaned process group of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
+		}
+		if killed {
+			what = fmt.Sprintf("its process group (pid %d) was still running and has been stopped", rec.Identity.PID)
+		} else {
+			what = fmt.Sprintf("its process (pid %d) had already ended", rec.Identity.PID)
+		}
+	}
+	stray := process.FindInDir(filepath.Join(dir, cwdDir))
+	for _, id := range stray {
+		if _, err := process.KillOrphan(id, d.killGrace); err != nil {
+			return "", fmt.Errorf("stopping a leftover process of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
+		}
+	}
+	if len(stray) > 0 {
+		what += fmt.Sprintf(", and %d leftover process(es) in its directory were stopped", len(stray))
+	}
+	return what, nil
+}
+
+// failPermanently records a non-recoverable failure of a's current attempt.
+func (d *Driver) failPermanently(ctx context.Context, a *store.Action, spec *task.TaskSpec, kind machine.ErrorKind, code, msg string) error {
+	d.slots.forget(a.ActionKey)
+	d.log.Warn("action cannot run", "action", a.ActionKey.String(), "code", code, "reason", msg)
+	updated, dec, err := d.apply(ctx, a, spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: kind, Code: code, Message: msg}, record{})
+	if err != nil {
+		return err
+	}
+	d.afterRecord(ctx, updated, dec)
+	return nil
+}
+
+// record is what a store write carries besides the machine's decision.
+type record struct {
+	outDir   string // the attempt's output prefix, for attempts that ran
+	errorURI string // the error document, when the task wrote one
+	logs     bool   // the attempt's log exists: record the log info
+}
+
+// apply feeds ev to the machine for a and writes the result with a's
+// version (errs.ErrConflict when a changed meanwhile).
+func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec record) (*store.Action, machine.Decision, error) {
+	s := machine.State{Phase: machine.Phase(a.Phase), Attempt: uint32(a.Attempts)}
+	switch ev.(type) {
+	case machine.Failed, machine.Crashed, machine.Orphaned:
+		// Retry budgets are counted from the attempts that ended in a retry.
+		atts, err := d.state.Store().Actions.Attempts(ctx, a.ActionKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.UserRetries, s.SystemRetries = spentRetries(atts, a.Attempts)
+	}
+	p := machine.PolicyFor(spec.GetTaskTemplate().GetMetadata(), uint32(d.cfg.SystemRetries))
+	p.SystemBackoff = d.systemBackoff
+	next, dec, err := machine.Transition(s, ev, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s of %s: %w", ev.Name(), a.ActionKey, err)
+	}
+	var u store.Update
+	switch dec := dec.(type) {
+	case *machine.Ignored:
+		return a, dec, nil
+	case *machine.Retry:
+		u = store.Update{Phase: store.PhaseQueued, AttemptPhase: store.PhaseFailed, Retry: true,
+			ErrorInfo: executionError(dec.Cause, rec.errorURI), OutputURI: rec.outDir}
+	case *machine.Terminal:
+		u = store.Update{Phase: store.Phase(dec.Phase), OutputURI: rec.outDir}
+		if dec.Error != nil {
+			u.ErrorInfo = executionError(*dec.Error, rec.errorURI)
+		}
+		if dec.Phase == machine.PhaseAborted && len(a.AbortInfo) == 0 {
+			u.AbortInfo, _ = proto.Marshal(&workflow.AbortInfo{Reason: dec.Reason})
+		}
+	default:
+		if next.Phase == s.Phase && !rec.logs {
+			return a, dec, nil
+		}
+		u = store.Update{Phase: store.Phase(next.Phase)}
+		if rec.logs {
+			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
+		}
+	}
+	updated, err := d.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.state.Changed()
+	return updated, dec, nil
+}
+
+// afterRecord acts on a recorded decision: a retry is queued (after its
+// backoff); a terminal action's unfinished descendants are aborted (a
+// parent that ended no longer waits for them).
+func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.Decision) {
+	switch dec := dec.(type) {
+	case *machine.Retry:
+		if dec.Delay > 0 {
+			d.mu.Lock()
+			d.notBefore[a.ActionKey] = time.Now().Add(dec.Delay)
+			d.mu.Unlock()
+		}
+		d.q.addAfter(a.ActionKey, dec.Delay)
+	case *machine.Terminal:
+		d.slots.forget(a.ActionKey)
+		d.clearNotBefore(a.ActionKey)
+		if err := d.abortChildren(ctx, a); err != nil {
+			d.log.Warn("aborting the children of an ended action", "action", a.ActionKey.String(), "err", err)
+		}
+	}
+}
+
+// abortChildren aborts the unfinished descendants of a terminal action.
+func (d *Driver) abortChildren(ctx context.Context, a *store.Action) error {
+	page := store.Page{Limit: store.MaxPageSize}
+	for {
+		kids, next, err := d.state.Store().Actions.ListChildren(ctx, a.ActionKey, page)
+		if err != nil {
+			return err
+		}
+		for i := range kids {
+			if !kids[i].Phase.Terminal() {
+				reason := fmt.Sprintf("parent action %s ended %s", a.Name, machine.Phase(a.Phase))
+				return d.state.Abort(ctx, a.ActionKey, reason, "")
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.Token = next
+	}
+}
+
+// dropEntry forgets an attempt of ours once its end is recorded (or it never
+// started): its slot goes to whoever waits, its working directory goes.
+func (d *Driver) dropEntry(e *attempt) {
+	d.mu.Lock()
+	if d.running[e.key] == e {
+		delete(d.running, e.key)
+	}
+	started := e.proc != nil
+	d.mu.Unlock()
+	d.queueAll(d.slots.release(e.key))
+	if started {
+		_ = os.RemoveAll(filepath.Join(e.dir, cwdDir))
+	}
+}
+
+func (d *Driver) queueAll(keys []store.ActionKey) {
+	for _, k := range keys {
+		d.q.add(k)
+	}
+}
+
+func (d *Driver) clearNotBefore(key store.ActionKey) {
+	d.mu.Lock()
+	delete(d.notBefore, key)
+	d.mu.Unlock()
+}
+
+// prepare renders the argv and the environment of an attempt.
+func (d *Driver) prepare(a *store.Action, spec *task.TaskSpec, ri *runInfo, inputs, outDir, endpoint string) ([]string, contract.Env, error) {
+	tmpl := spec.GetTaskTemplate()
+	c := tmpl.GetContainer()
+	n := a.Attempts
+	raw := ri.rawPrefix
+	if raw == "" {
+		raw = contract.JoinURI(outDir, "raw")
+	}
+	v := contract.Values{
+		InputURI:               inputs,
+		OutputPrefix:           outDir,
+		RawOutputDataPrefix:    raw,
+		CheckpointOutputPrefix: contract.JoinURI(outDir, contract.CheckpointsDir),
+		RunName:                a.RunName,
+		ActionName:             a.Name,
+		RunStartTime:           ri.start,
+	}
+	if n > 1 {
+		v.PrevCheckpointPrefix = contract.JoinURI(runstate.OutputDir(a, n-1), contract.CheckpointsDir)
+	}
+	argv := append(append([]string(nil), c.GetCommand()...), c.GetArgs()...)
+	args := contract.RenderArgs(argv, v)
+	env, err := contract.BuildEnv(contract.EnvSpec{
+		Host:       os.Environ(),
+		RunEnv:     ri.envs,
+		TaskEnv:    c.GetEnv(),
+		Org:        a.Org,
+		Project:    a.Project,
+		Domain:     a.Domain,
+		RunName:    a.RunName,
+		ActionName: a.Name,
+		Attempt:    uint32(n),
+		RunBase:    a.RunOutputBase,
+		Endpoint:   endpoint,
+		TaskID:     tmpl.GetId(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return args, env, nil
+}
+
+// freshAttemptDir makes sure dir does not exist: a directory left by an
+// earlier database with the same names is moved aside, never reused.
+func freshAttemptDir(dir string) error {
+	if _, err := os.Lstat(dir); err == nil {
+		if err := os.Rename(dir, fmt.Sprintf("%s.stale-%d", dir, time.Now().UnixNano())); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// badSpecError: the action's TaskSpec is missing or unreadable; it can
+// never run.
+type badSpecError struct{ err error }
+
+func (e badSpecError) Error() string { return "the task spec cannot be read: " + e.err.Error() }
+func (e badSpecError) Unwrap() error { return e.err }
+
+// spec loads a's TaskSpec, telling a spec that can never be read apart from
+// a database that cannot be reached.
+func (d *Driver) spec(ctx context.Context, a *store.Action) (*task.TaskSpec, error) {
+	spec, err := d.state.Spec(ctx, a)
+	if err == nil {
+		return spec, nil
+	}
+	if errors.Is(err, errs.ErrNotFound) || errors.Is(err, errs.ErrInvalid) {
+		return nil, badSpecError{err}
+	}
+	if _, rerr := d.state.Store().Tasks.GetSpec(ctx, a.SpecDigest); rerr == nil {
+		return nil, badSpecError{err} // stored, but not a TaskSpec
+	}
+	return nil, err
+}
+
+// runInfo returns what attempts of run take from the run, cached.
+func (d *Driver) runInfo(ctx context.Context, run store.RunKey) (*runInfo, error) {
+	d.mu.Lock()
+	ri := d.runs[run]
+	d.mu.Unlock()
+	if ri != nil {
+		return ri, nil
+	}
+	root, err := d.state.Store().Actions.Get(ctx, run.Action(store.RootName))
+	if err != nil {
+		return nil, err
+	}
+	rs := &task.RunSpec{}
+	if err := proto.Unmarshal(root.RunSpec, rs); err != nil {
+		return nil, fmt.Errorf("run spec of %s is unreadable: %w", run, err)
+	}
+	ri = &runInfo{
+		limit:     int(rs.GetMaxActionConcurrency()),
+		envs:      rs.GetEnvs().GetValues(),
+		rawPrefix: rs.GetRawDataStorage().GetRawDataPrefix(),
+		start:     root.CreatedAt,
+	}
+	if rs.GetRunStartTime() != nil {
+		ri.start = rs.GetRunStartTime().AsTime()
+	}
+	d.mu.Lock()
+	if len(d.runs) >= 4096 { // bounded: drop everything rather than track recency
+		clear(d.runs)
+	}
+	d.runs[run] = ri
+	d.mu.Unlock()
+	return ri, nil
+}
+
+// spentRetries counts the retries already paid from each budget: every
+// attempt before the current one ended in a retry, on the system budget when
+// its error is of SYSTEM origin, else on the user budget (the machine's rule).
+func spentRetries(atts []store.Attempt, current int32) (user, system uint32) {
+	for _, at := range atts {
+		if at.Attempt >= current {
+			continue
+		}
+		ee := &core.ExecutionError{}
+		if len(at.ErrorInfo) > 0 && proto.Unmarshal(at.ErrorInfo, ee) == nil && ee.GetKind() == core.ExecutionError_SYSTEM {
+			system++
+		} else {
+			user++
+		}
+	}
+	return user, system
+}
+
+// executionError is the stored form of a machine error.
+func executionError(e machine.Error, errorURI string) []byte {
+	rec := core.ContainerError_NON_RECOVERABLE
+	if e.Recoverable {
+		rec = core.ContainerError_RECOVERABLE
+	}
+	b, _ := proto.Marshal(&core.ExecutionError{
+		Code:           e.Code,
+		Message:        e.Message,
+		ErrorUri:       errorURI,
+		Kind:           core.ExecutionError_ErrorKind(e.Kind),
+		Timestamp:      timestamppb.Now(),
+		Recoverability: rec,
+	})
+	return b
+}
+
+func abortReason(a *store.Action) string {
+	ai := &workflow.AbortInfo{}
+	if len(a.AbortInfo) > 0 && proto.Unmarshal(a.AbortInfo, ai) == nil && ai.GetReason() != "" {
+		return ai.GetReason()
+	}
+	return "abort requested"
+}
+
+func decisionString(dec machine.Decision) string {
+	if dec == nil {
+		return "none"
+	}
+	return dec.String()
+}
