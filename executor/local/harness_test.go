@@ -303,7 +303,9 @@ func (h *harness) readShared(name string) string {
 	return string(b)
 }
 
-func phaseName(p store.Phase) string { return strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_") }
+func phaseName(p store.Phase) string {
+	return strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_")
+}
 func phaseOf(a *store.Action) string { return phaseName(a.Phase) }
 
 func execErr(b []byte) *core.ExecutionError {

@@ -138,3 +138,29 @@ func TestSlots(t *testing.T) {
 		t.Fatalf("counts %d %d after releasing everything", g, r)
 	}
 }
+
+// A parent that starts after its children began to wait stops counting, or
+// the children would wait for the slot their parent holds forever.
+func TestSlotsParentStartingAfterItsChildren(t *testing.T) {
+	s := newSlots(1)
+	other, root, c1 := akey("r", "x"), akey("r", "a0"), akey("r", "c1")
+	if ok, _ := s.acquire(other, "", 0); !ok {
+		t.Fatal("refused")
+	}
+	if ok, _ := s.acquire(root, "", 0); ok {
+		t.Fatal("root ran beyond the limit")
+	}
+	if ok, _ := s.acquire(c1, "a0", 0); ok {
+		t.Fatal("child ran beyond the limit")
+	}
+	if wake := s.release(other); !slices.Equal(wake, []store.ActionKey{root}) {
+		t.Fatalf("woke %v", wake)
+	}
+	ok, wake := s.acquire(root, "", 0)
+	if !ok || !slices.Equal(wake, []store.ActionKey{c1}) {
+		t.Fatalf("root: %v, woke %v", ok, wake)
+	}
+	if ok, _ := s.acquire(c1, "a0", 0); !ok {
+		t.Fatal("child refused while its parent holds the only slot")
+	}
+}

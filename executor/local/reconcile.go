@@ -365,12 +365,16 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 	return nil
 }
 
-// outcome turns the end of an attempt into a machine event.
+// outcome turns the end of an attempt into a machine event. An abort
+// requested while the attempt ran wins over everything but a success the
+// process reached on its own: a finished task is recorded as it finished,
+// and an aborted action never runs again.
 func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st process.ExitStatus, shutdown bool) (machine.Event, record, error) {
 	n := uint32(e.n)
 	rec := record{outDir: e.outDir}
-	if a.AbortRequestedAt != nil {
-		return machine.AbortRequested{Reason: abortReason(a)}, rec, nil
+	aborted := machine.AbortRequested{Reason: abortReason(a)}
+	if a.AbortRequestedAt != nil && st.Aborted {
+		return aborted, rec, nil
 	}
 	if st.Aborted {
 		// Stopped without an abort request: the manager shut down.
@@ -383,6 +387,9 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 	res, err := d.classify(ctx, e.outDir, st.Contract())
 	if err != nil {
 		return nil, rec, err
+	}
+	if a.AbortRequestedAt != nil && res.Outcome != contract.Succeeded {
+		return aborted, rec, nil
 	}
 	if res.Document != nil {
 		rec.errorURI = contract.JoinURI(e.outDir, contract.ErrorFile)

@@ -33,8 +33,9 @@ type hold struct {
 }
 
 type waiter struct {
-	key   store.ActionKey
-	limit int
+	key    store.ActionKey
+	parent string
+	limit  int
 }
 
 func newSlots(max int) *slots {
@@ -52,20 +53,15 @@ func newSlots(max int) *slots {
 // acquire takes a slot for key, a child of parent ("" for a run's root),
 // whose run allows limit running attempts (0 = unlimited). Without a free
 // slot it records key as waiting (keeping its place if it waits already)
-// and returns false. It also returns the actions that became runnable
-// because parent stopped counting.
+// and returns false. wake lists waiting actions that can go now (a parent
+// that stopped counting freed capacity).
 func (s *slots) acquire(key store.ActionKey, parent string, limit int) (ok bool, wake []store.ActionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[key]; h != nil {
 		return true, nil
 	}
-	if parent != "" {
-		if h := s.held[key.RunKey.Action(parent)]; h != nil && h.counted {
-			h.counted = false
-			s.uncount(key.RunKey)
-		}
-	}
+	s.lend(key.RunKey, parent)
 	if s.used < s.max && (limit <= 0 || s.perRun[key.RunKey] < limit) {
 		s.used++
 		s.perRun[key.RunKey]++
@@ -75,9 +71,21 @@ func (s *slots) acquire(key store.ActionKey, parent string, limit int) (ok bool,
 	}
 	if !s.isWait[key] {
 		s.isWait[key] = true
-		s.waiting = append(s.waiting, waiter{key: key, limit: limit})
+		s.waiting = append(s.waiting, waiter{key: key, parent: parent, limit: limit})
 	}
 	return false, s.wakeLocked()
+}
+
+// lend stops counting parent's attempt, if it runs: one of its children
+// wants to run.
+func (s *slots) lend(run store.RunKey, parent string) {
+	if parent == "" {
+		return
+	}
+	if h := s.held[run.Action(parent)]; h != nil && h.counted {
+		h.counted = false
+		s.uncount(run)
+	}
 }
 
 // release frees key's slot and returns the waiting actions that may now
@@ -106,8 +114,14 @@ func (s *slots) uncount(run store.RunKey) {
 	}
 }
 
-// wakeLocked picks waiters in order while simulated capacity remains.
+// wakeLocked picks waiters in order while simulated capacity remains,
+// after the running parents of waiting children stopped counting (a parent
+// that started after its children began to wait would otherwise hold the
+// slot they wait for).
 func (s *slots) wakeLocked() []store.ActionKey {
+	for _, w := range s.waiting {
+		s.lend(w.key.RunKey, w.parent)
+	}
 	free := s.max - s.used
 	if free <= 0 || len(s.waiting) == 0 {
 		return nil

@@ -1,0 +1,132 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/store"
+)
+
+func TestAbort(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver(func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
+		// The root runs with a grandchild in its group and one in its own
+		// session; c1 takes the root's slot (a parent does not count); c2
+		// finds none and waits.
+		root := h.run("rabort", `sleep 60 & echo $! > "$SHARED/gc1"; setsid sleep 60 & echo $! > "$SHARED/gc2"; echo $$ > "$SHARED/root"; wait`, taskOpts{})
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		eventually(t, "the root's pids", 10*time.Second, func() bool {
+			return atoi(h.readShared("root")) > 0 && atoi(h.readShared("gc1")) > 0 && atoi(h.readShared("gc2")) > 0
+		})
+		c1 := h.child(root, "c1", `echo $$ > "$SHARED/c1"; exec sleep 60`, taskOpts{})
+		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		c2 := h.child(root, "c2", `touch "$SHARED/c2-ran"; `+succeed, taskOpts{})
+		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseWaitingForResources })
+		eventually(t, "c1's pid", 10*time.Second, func() bool { return atoi(h.readShared("c1")) > 0 })
+
+		if err := h.state.Abort(h.ctx, root, "enough", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []store.ActionKey{root, c1, c2} {
+			a := h.terminal(k, store.PhaseAborted, 20*time.Second)
+			ai := &workflow.AbortInfo{}
+			if err := proto.Unmarshal(a.AbortInfo, ai); err != nil || ai.GetReason() != "enough" {
+				t.Errorf("%s abort info %v (%v)", k.Name, ai, err)
+			}
+		}
+		for _, f := range []string{"root", "gc1", "gc2", "c1"} {
+			pid := atoi(h.readShared(f))
+			eventually(t, f+" to die", 10*time.Second, func() bool { return !alive(pid) })
+		}
+		if _, err := os.Stat(h.sharedFile("c2-ran")); err == nil {
+			t.Error("the queued sibling ran")
+		}
+		if dir, _ := attemptDir(h.workDir, c2, 1); dirExists(dir) {
+			t.Error("the queued sibling got an attempt directory")
+		}
+		if got := h.phases(c2, 1); !slices.Equal(got, []string{"QUEUED", "WAITING_FOR_RESOURCES", "ABORTED"}) {
+			t.Errorf("c2 phases %v", got)
+		}
+		if got := h.phases(root, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "ABORTED"}) {
+			t.Errorf("root phases %v", got)
+		}
+		// Nothing aborted runs again.
+		time.Sleep(700 * time.Millisecond) // two resync scans
+		for _, k := range []store.ActionKey{root, c1, c2} {
+			if a, _ := h.st.Actions.Get(h.ctx, k); a.Phase != store.PhaseAborted || a.Attempts != 1 {
+				t.Errorf("%s: %s, %d attempts", k.Name, phaseOf(a), a.Attempts)
+			}
+		}
+	})
+}
+
+// A child enqueued just before its parent ended (or was aborted without it)
+// never runs: the driver aborts it.
+func TestChildOfAnEndedParentIsAborted(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		root := h.run("rended", succeed, taskOpts{})
+		c1 := h.child(root, "c1", `touch "$SHARED/c1-ran"; `+succeed, taskOpts{})
+		// The parent ends behind the executor's back.
+		if _, err := h.st.Actions.Update(h.ctx, root, store.AnyVersion, store.Update{Phase: store.PhaseFailed}); err != nil {
+			t.Fatal(err)
+		}
+		h.driver()
+		a := h.terminal(c1, store.PhaseAborted, 20*time.Second)
+		ai := &workflow.AbortInfo{}
+		_ = proto.Unmarshal(a.AbortInfo, ai)
+		if !strings.Contains(ai.GetReason(), "parent action a0 ended FAILED") {
+			t.Errorf("abort reason %q", ai.GetReason())
+		}
+		if _, err := os.Stat(h.sharedFile("c1-ran")); err == nil {
+			t.Error("the child ran")
+		}
+	})
+}
+
+// max_action_concurrency bounds the attempts of a run that do work: with 1,
+// the children of a fanning-out root run one at a time.
+func TestMaxActionConcurrency(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver() // 4 global slots
+		root := h.run("rconc", `i=0; while [ $i -lt 600 ] && [ ! -e "$SHARED/go" ]; do sleep 0.05; i=$((i+1)); done; `+succeed,
+			taskOpts{limit: 1})
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		child := `if ! mkdir "$SHARED/lock" 2>/dev/null; then touch "$SHARED/overlap"; fi
+echo "start $7 $(date +%s%N)" >> "$SHARED/trace"; sleep 0.3; echo "end $7 $(date +%s%N)" >> "$SHARED/trace"
+rmdir "$SHARED/lock"; ` + succeed
+		var kids []store.ActionKey
+		for _, n := range []string{"c1", "c2", "c3"} {
+			kids = append(kids, h.child(root, n, child, taskOpts{}))
+		}
+		for _, k := range kids {
+			h.terminal(k, store.PhaseSucceeded, 30*time.Second)
+		}
+		writeFile(t, h.sharedFile("go"), "", 0o644) // the root ends once its children did
+		h.terminal(root, store.PhaseSucceeded, 30*time.Second)
+		if _, err := os.Stat(h.sharedFile("overlap")); err == nil {
+			t.Fatalf("two children ran at once:\n%s", h.readShared("trace"))
+		}
+		waited := 0
+		for _, k := range kids {
+			if slices.Contains(h.phases(k, 1), "WAITING_FOR_RESOURCES") {
+				waited++
+			}
+		}
+		if waited < 2 {
+			t.Errorf("%d children waited for a slot, want at least 2", waited)
+		}
+	})
+}
+
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return !errors.Is(err, os.ErrNotExist)
+}

@@ -1,0 +1,149 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/store"
+)
+
+// sdkVenv finds the virtualenv with the pinned flyte SDK: $FM_TEST_VENV,
+// else .venv at the repository root. Without it the test fails under CI and
+// is skipped elsewhere.
+func sdkVenv(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv("FM_TEST_VENV")
+	if venv == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; dir != "/"; dir = filepath.Dir(dir) {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module fmgr.dev\n")) {
+				venv = filepath.Join(dir, ".venv")
+				break
+			}
+		}
+	}
+	for _, exe := range []string{"python", "a0"} {
+		if _, err := os.Stat(filepath.Join(venv, "bin", exe)); err != nil {
+			msg := "the flyte SDK virtualenv is missing (" + filepath.Join(venv, "bin", exe) + "): run `make venv` or set FM_TEST_VENV"
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	return venv
+}
+
+// TestRealSDKRuntime runs tasks serialised by the real SDK through the
+// driver and the real `a0` runtime: a run created through the run state,
+// executed, classified and recorded.
+func TestRealSDKRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Python processes")
+	}
+	venv := sdkVenv(t)
+	h := newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"))
+
+	// The SDK packs a bundle and serialises the tasks (the same preparation
+	// the process package's runtime test uses).
+	prep := exec.Command(filepath.Join(venv, "bin", "python"), "process/testdata/sdk_task.py",
+		"--workdir", filepath.Join(t.TempDir(), "sdk"), "--x", "3", "--y", "4")
+	var stderr bytes.Buffer
+	prep.Stderr = &stderr
+	out, err := prep.Output()
+	if err != nil {
+		t.Fatalf("preparing tasks with the SDK: %v\n%s", err, stderr.String())
+	}
+	var index struct {
+		Tasks map[string]struct {
+			Spec     string `json:"spec"`
+			InputDir string `json:"input_dir"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(out, &index); err != nil {
+		t.Fatalf("index %q: %v", out, err)
+	}
+	create := func(run, name string) store.ActionKey {
+		t.Helper()
+		e := index.Tasks[name]
+		spec := &task.TaskSpec{}
+		inputs := &task.Inputs{}
+		for path, m := range map[string]proto.Message{e.Spec: spec, filepath.Join(e.InputDir, contract.InputsFile): inputs} {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := proto.Unmarshal(b, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
+			Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "d", Name: run}},
+			Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
+			InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: inputs},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.RunKey{Project: "p", Domain: "d", RunName: run}.Action(store.RootName)
+	}
+
+	d := h.driver(func(c *config.LocalExecutor) { c.Python = filepath.Join(venv, "bin") })
+	add := create("rsdkadd", "add")
+	boom := create("rsdkboom", "boom")
+
+	a := h.terminal(add, store.PhaseSucceeded, 3*time.Minute)
+	atts := h.attempts(add)
+	b, err := os.ReadFile(filepath.Join(atts[0].OutputURI, contract.OutputsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs task.Outputs
+	if err := proto.Unmarshal(b, &outs); err != nil {
+		t.Fatal(err)
+	}
+	if a.Attempts != 1 || len(outs.GetLiterals()) != 1 || outs.GetLiterals()[0].GetName() != "o0" ||
+		outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetInteger() != 7 {
+		t.Errorf("outputs %v, want o0 = 7", &outs)
+	}
+	// Its log holds the runtime's own start line.
+	var lines []string
+	if err := d.Logs(h.ctx, add, 1, false, func(ls []*dataplane.LogLine) error {
+		for _, l := range ls {
+			lines = append(lines, l.GetMessage())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), "Flyte runtime started for action a0 with run name rsdkadd") {
+		t.Errorf("the runtime's start line is not in the log:\n%s", strings.Join(lines, "\n"))
+	}
+
+	// A task raising ValueError with retries=2: three attempts, then FAILED
+	// with the user's error.
+	a = h.terminal(boom, store.PhaseFailed, 3*time.Minute)
+	e := execErr(a.ErrorInfo)
+	if a.Attempts != 3 || e.GetCode() != "ValueError" || e.GetKind() != core.ExecutionError_USER ||
+		!strings.Contains(e.GetMessage(), "boom goes the task with 3 and 4") {
+		t.Errorf("boom: %d attempts, error %v", a.Attempts, e)
+	}
+}
