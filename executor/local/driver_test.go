@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -159,18 +160,32 @@ func TestCrashesUseTheSystemBudget(t *testing.T) {
 	})
 }
 
-func TestTimeout(t *testing.T) {
+func TestTimeouts(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
-		h.driver()
-		key := h.run("rtime", `echo $$ > "$SHARED/pid"; sleep 60`, taskOpts{retries: 2, timeout: time.Second})
-		a := h.terminal(key, store.PhaseTimedOut, 30*time.Second)
-		e := execErr(a.ErrorInfo)
-		if a.Attempts != 1 || e.GetCode() != machine.CodeMaxRuntime || !strings.Contains(e.GetMessage(), "timeout of 1s") {
-			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		h.driver(func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
+		check := func(key store.ActionKey, code, msg string) {
+			t.Helper()
+			a := h.terminal(key, store.PhaseTimedOut, 30*time.Second)
+			e := execErr(a.ErrorInfo)
+			if a.Attempts != 1 || e.GetCode() != code || !strings.Contains(e.GetMessage(), msg) {
+				t.Errorf("%s: attempts %d, error %v", key.RunName, a.Attempts, e)
+			}
 		}
+		// The run time: the process tree is stopped.
+		key := h.run("rtime", `echo $$ > "$SHARED/pid"; sleep 60`, taskOpts{retries: 2, timeout: time.Second})
+		// Waiting too long for the only slot, held by rtime.
+		queued := h.run("rqueued", `touch "$SHARED/queued-ran"`, taskOpts{queued: 300 * time.Millisecond})
+		check(queued, machine.CodeQueuedTimeout, "queued timeout of 300ms")
+		check(key, machine.CodeMaxRuntime, "timeout of 1s")
 		if pid := atoi(h.readShared("pid")); pid == 0 || alive(pid) {
 			t.Errorf("task process %d still alive", pid)
 		}
+		if _, err := os.Stat(h.sharedFile("queued-ran")); err == nil {
+			t.Error("the queued action ran")
+		}
+		// The action's deadline binds before the run time does.
+		dl := h.run("rdeadline", `sleep 60`, taskOpts{timeout: time.Minute, deadline: time.Second})
+		check(dl, machine.CodeDeadline, "deadline")
 	})
 }
 

@@ -139,6 +139,8 @@ func (h *harness) driver(tune ...func(*config.LocalExecutor)) *Driver {
 type taskOpts struct {
 	retries  uint32
 	timeout  time.Duration
+	deadline time.Duration
+	queued   time.Duration
 	env      map[string]string
 	taskType string
 	runEnv   map[string]string
@@ -157,6 +159,15 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries}}
 	if o.timeout > 0 {
 		md.Timeout = durationpb.New(o.timeout)
+	}
+	if o.deadline > 0 || o.queued > 0 {
+		md.Timeouts = &core.TimeoutStrategy{}
+		if o.deadline > 0 {
+			md.Timeouts.Deadline = durationpb.New(o.deadline)
+		}
+		if o.queued > 0 {
+			md.Timeouts.QueuedTimeout = durationpb.New(o.queued)
+		}
 	}
 	tt := o.taskType
 	if tt == "" {

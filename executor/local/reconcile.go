@@ -39,8 +39,11 @@ type attempt struct {
 	n       int32
 	dir     string // the attempt's directory in the work dir
 	outDir  string // its output prefix
-	timeout time.Duration
 	spec    *task.TaskSpec
+	timeout time.Duration // the process's time limit, 0 for none
+	// timeoutCode says which limit timeout is: machine.CodeMaxRuntime or
+	// machine.CodeDeadline.
+	timeoutCode string
 
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended
@@ -134,6 +137,15 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 		d.log.Debug("leaving an action in a phase the executor does not drive", "action", key.String(), "phase", a.Phase)
 		return nil
 	}
+	d.mu.Lock()
+	nb, wait := d.notBefore[key]
+	d.mu.Unlock()
+	if wait {
+		if left := time.Until(nb); left > 0 {
+			d.q.addAfter(key, left)
+			return nil
+		}
+	}
 	if a.ParentName != nil {
 		parent, err := d.state.Store().Actions.Get(ctx, key.RunKey.Action(*a.ParentName))
 		if err != nil && !errors.Is(err, errs.ErrNotFound) {
@@ -148,15 +160,6 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 				how = "ended " + machine.Phase(parent.Phase).String()
 			}
 			return d.state.Abort(ctx, key, fmt.Sprintf("parent action %s %s", parent.Name, how), "")
-		}
-	}
-	d.mu.Lock()
-	nb, wait := d.notBefore[key]
-	d.mu.Unlock()
-	if wait {
-		if left := time.Until(nb); left > 0 {
-			d.q.addAfter(key, left)
-			return nil
 		}
 	}
 	return d.startAttempt(ctx, a)
@@ -194,6 +197,20 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return d.failPermanently(ctx, a, spec, machine.KindSystem, CodeLaunchFailed, err.Error())
 	}
 
+	lim, err := d.limits(ctx, a, tmpl.GetMetadata())
+	if err != nil {
+		return err
+	}
+	if lim.expired != nil {
+		d.slots.forget(key)
+		updated, dec, err := d.apply(ctx, a, spec, *lim.expired, record{})
+		if err != nil {
+			return err
+		}
+		d.afterRecord(ctx, updated, dec)
+		return nil
+	}
+
 	parent := ""
 	if a.ParentName != nil {
 		parent = *a.ParentName
@@ -201,6 +218,9 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	ok, wake := d.slots.acquire(key, parent, ri.limit)
 	d.queueAll(wake)
 	if !ok {
+		if lim.queuedLeft > 0 {
+			d.q.addAfter(key, lim.queuedLeft) // to time it out if it still waits then
+		}
 		if a.Phase == store.PhaseQueued {
 			_, _, err := d.apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: "no free slot"}, record{})
 			return err
@@ -215,10 +235,8 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return nil
 	}
 
-	e := &attempt{key: key, n: n, dir: dir, outDir: runstate.OutputDir(a, n), spec: spec}
-	if t := tmpl.GetMetadata().GetTimeout(); t != nil && t.AsDuration() > 0 {
-		e.timeout = t.AsDuration()
-	}
+	e := &attempt{key: key, n: n, dir: dir, outDir: runstate.OutputDir(a, n), spec: spec,
+		timeout: lim.run, timeoutCode: lim.runCode}
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.notBefore, key)
@@ -395,8 +413,11 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 		rec.errorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
 	}
 	if res.Outcome == contract.TimedOut {
-		return machine.TimedOut{Attempt: n, Code: machine.CodeMaxRuntime,
-			Message: fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, e.timeout)}, rec, nil
+		msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, e.timeout)
+		if e.timeoutCode == machine.CodeDeadline {
+			msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
+		}
+		return machine.TimedOut{Attempt: n, Code: e.timeoutCode, Message: msg}, rec, nil
 	}
 	return res.Event(n), rec, nil
 }
@@ -488,7 +509,11 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 			what = fmt.Sprintf("its process (pid %d) had already ended", rec.Identity.PID)
 		}
 	}
-	stray := process.FindInDir(filepath.Join(dir, cwdDir))
+	cwd := filepath.Join(dir, cwdDir)
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real // /proc shows resolved paths
+	}
+	stray := process.FindInDir(cwd)
 	for _, id := range stray {
 		if _, err := process.KillOrphan(id, d.killGrace); err != nil {
 			return "", fmt.Errorf("stopping a leftover process of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
@@ -637,6 +662,62 @@ func (d *Driver) clearNotBefore(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.notBefore, key)
 	d.mu.Unlock()
+}
+
+// limits are the time limits of an attempt about to start.
+type limits struct {
+	// expired is the event to record when a limit already passed.
+	expired *machine.TimedOut
+	// queuedLeft is how long the attempt may still wait for a slot (0: no
+	// limit).
+	queuedLeft time.Duration
+	// run bounds the process (0: none); runCode says which limit it is.
+	run     time.Duration
+	runCode string
+}
+
+// limits applies TaskMetadata.timeout (each attempt's run time) and
+// TaskMetadata.timeouts: queued_timeout (how long an attempt may wait to
+// start, counted from when it was queued) and deadline (the action's whole
+// life, counted from its creation).
+func (d *Driver) limits(ctx context.Context, a *store.Action, md *core.TaskMetadata) (limits, error) {
+	var l limits
+	now := time.Now()
+	n := uint32(a.Attempts)
+	if q := md.GetTimeouts().GetQueuedTimeout().AsDuration(); q > 0 {
+		queuedAt := a.CreatedAt
+		if a.Attempts > 1 {
+			atts, err := d.state.Store().Actions.Attempts(ctx, a.ActionKey)
+			if err != nil {
+				return l, err
+			}
+			for _, at := range atts {
+				if at.Attempt == a.Attempts {
+					queuedAt = at.StartedAt
+				}
+			}
+		}
+		if l.queuedLeft = queuedAt.Add(q).Sub(now); l.queuedLeft <= 0 {
+			l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeQueuedTimeout,
+				Message: fmt.Sprintf("attempt %d waited longer than its queued timeout of %s to start", n, q)}
+			return l, nil
+		}
+	}
+	if rt := md.GetTimeout().AsDuration(); rt > 0 {
+		l.run, l.runCode = rt, machine.CodeMaxRuntime
+	}
+	if dl := md.GetTimeouts().GetDeadline().AsDuration(); dl > 0 {
+		left := a.CreatedAt.Add(dl).Sub(now)
+		if left <= 0 {
+			l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeDeadline,
+				Message: fmt.Sprintf("the action passed its deadline of %s before attempt %d could start", dl, n)}
+			return l, nil
+		}
+		if l.run == 0 || left < l.run {
+			l.run, l.runCode = left, machine.CodeDeadline
+		}
+	}
+	return l, nil
 }
 
 // prepare renders the argv and the environment of an attempt.
