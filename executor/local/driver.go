@@ -68,10 +68,11 @@ type Driver struct {
 	systemBackoff  machine.Backoff
 	workers        int
 
-	runner *process.Runner
-	q      *queue
-	lim    *limiter
-	slots  *slots
+	runner  *process.Runner
+	metrics *metrics
+	q       *queue
+	lim     *limiter
+	slots   *slots
 
 	mu        sync.Mutex
 	running   map[store.ActionKey]*attempt
@@ -141,6 +142,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
 	}
+	d.metrics = newMetrics(d)
 	return d
 }
 

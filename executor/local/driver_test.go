@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/executor/contract"
@@ -26,7 +28,11 @@ const succeed = `cp "$FIXTURES/outputs.pb" "$2/outputs.pb"`
 
 func TestSuccess(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
-		h.driver()
+		d := h.driver()
+		reg := prometheus.NewRegistry()
+		if err := d.RegisterMetrics(reg); err != nil {
+			t.Fatal(err)
+		}
 		// The script records its argv, cwd and the contract environment.
 		script := `for a in "$@"; do echo "arg=$a"; done > "$SHARED/args"
 pwd > "$SHARED/cwd"
@@ -91,6 +97,15 @@ echo "hello from the task"; echo "to stderr" >&2
 			_, err := os.Stat(filepath.Join(dir, cwdDir))
 			return errors.Is(err, os.ErrNotExist)
 		})
+		if n := testutil.ToFloat64(d.metrics.started); n != 1 {
+			t.Errorf("started %v", n)
+		}
+		if n := testutil.ToFloat64(d.metrics.ended.WithLabelValues("succeeded")); n != 1 {
+			t.Errorf("succeeded %v", n)
+		}
+		if n, err := testutil.GatherAndCount(reg); err != nil || n < 5 {
+			t.Errorf("gathered %d metrics (%v)", n, err)
+		}
 	})
 }
 

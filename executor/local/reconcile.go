@@ -302,6 +302,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if abort {
 		proc.Abort("abort requested")
 	}
+	d.metrics.started.Inc()
 	d.log.Info("attempt started", "action", key.String(), "attempt", n, "pid", id.PID)
 	d.markRunning(ctx, key, e)
 	return nil
@@ -376,6 +377,7 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 	if err != nil {
 		return err
 	}
+	d.metrics.countEnd(dec)
 	d.log.Info("attempt ended", "action", e.key.String(), "attempt", e.n, "exit", st.Code, "signal", st.Signal,
 		"decision", decisionString(dec))
 	d.dropEntry(e)
@@ -472,6 +474,8 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	d.metrics.orphans.Inc()
+	d.metrics.countEnd(dec)
 	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n, "decision", decisionString(dec))
 	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
 		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
