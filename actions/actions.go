@@ -34,9 +34,15 @@ func New(state *runstate.Service) *Service { return &Service{state: state} }
 func (s *Service) Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
 	out := map[string]http.Handler{}
 	for _, mount := range []func() (string, http.Handler){
-		func() (string, http.Handler) { return actionsconnect.NewActionsServiceHandler(&actionsService{s: s}, opts...) },
-		func() (string, http.Handler) { return workflowconnect.NewQueueServiceHandler(&queueService{s: s}, opts...) },
-		func() (string, http.Handler) { return workflowconnect.NewStateServiceHandler(&stateService{s: s}, opts...) },
+		func() (string, http.Handler) {
+			return actionsconnect.NewActionsServiceHandler(&actionsService{s: s}, opts...)
+		},
+		func() (string, http.Handler) {
+			return workflowconnect.NewQueueServiceHandler(&queueService{s: s}, opts...)
+		},
+		func() (string, http.Handler) {
+			return workflowconnect.NewStateServiceHandler(&stateService{s: s}, opts...)
+		},
 	} {
 		path, h := mount()
 		out[path] = h
@@ -166,4 +172,3 @@ func (st *stateService) Watch(ctx context.Context, req *connect.Request[workflow
 			return stream.Send(&workflow.WatchResponse{Message: &workflow.WatchResponse_ControlMessage{ControlMessage: &workflow.ControlMessage{Sentinel: true}}})
 		})
 }
-

@@ -2,64 +2,87 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 
 	"connectrpc.com/connect"
 
-	"fmgr.dev/gen/go/flyteidl2/actions/actionsconnect"
+	"fmgr.dev/actions"
+	"fmgr.dev/dataproxy"
+	"fmgr.dev/executor/local"
 	"fmgr.dev/gen/go/flyteidl2/app/appconnect"
-	"fmgr.dev/gen/go/flyteidl2/auth/authconnect"
 	"fmgr.dev/gen/go/flyteidl2/cacheservice/cacheserviceconnect"
 	cachev2connect "fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
-	"fmgr.dev/gen/go/flyteidl2/cluster/clusterconnect"
-	"fmgr.dev/gen/go/flyteidl2/dataproxy/dataproxyconnect"
-	"fmgr.dev/gen/go/flyteidl2/project/projectconnect"
 	"fmgr.dev/gen/go/flyteidl2/secret/secretconnect"
-	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+	"fmgr.dev/runs"
 )
 
 // services builds every Connect service the manager serves, each with
-// d.server.HandlerOptions() so it gets the shared interceptors and limits.
-// Plain HTTP endpoints go through d.server.Handle; components that must be up
-// for /readyz register d.server.AddReadinessCheck, and whatever must stop at
-// shutdown d.server.AddCloser (closers run in reverse order of registration).
+// d.server.HandlerOptions() so it gets the shared interceptors and limits,
+// and registers the background workers (change fan-out, executor).
 func services(ctx context.Context, d *deps) ([]server.Service, error) {
 	opts := d.server.HandlerOptions()
 	var svcs []server.Service
 	add := func(path string, h http.Handler) { svcs = append(svcs, server.Service{Path: path, Handler: h}) }
 
-	// Services whose behaviour later work items build answer Unimplemented
-	// until then; every procedure is routed, none answers 404.
+	blobs, err := blob.Open(ctx, d.cfg.Storage.URL)
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	d.server.AddCloser("storage", func(context.Context) error { return blobs.Close() })
+	signer, err := blob.NewSigner([]byte(d.cfg.Storage.SigningKey))
+	if err != nil {
+		return nil, err
+	}
+
+	st := store.New(d.db)
+	hub := runstate.NewHub(st.Actions, d.log)
+	state := runstate.New(st, blobs, hub, d.cfg.Projects, d.log)
+	exec := local.New(state, d.cfg.Executor, func() string { return advertisedAddr(d) }, d.log)
+	state.SetExecutor(exec)
+	d.workers = append(d.workers, worker{"change fan-out", hub.Run}, worker{"executor", exec.Run})
+	d.server.AddReadinessCheck("executor", func(context.Context) error { return exec.Ready() })
+
+	add(runs.NewRunService(state).Handler(opts...))
+	tasks := runs.NewTaskService(st, d.cfg.Projects, d.log)
+	add(tasks.Handler(opts...))
+	projects := runs.NewProjectService(st, d.cfg.Projects, d.log)
+	if err := projects.Seed(ctx); err != nil {
+		return nil, err
+	}
+	add(projects.Handler(opts...))
+	for path, h := range runs.NewIdentityServices().Handlers(opts...) {
+		add(path, h)
+	}
+	for path, h := range actions.New(state).Handlers(opts...) {
+		add(path, h)
+	}
+	dp := dataproxy.New(dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.log})
+	for _, r := range dp.Handlers(opts...) {
+		if r.Path == blob.SignedPath {
+			if err := d.server.Handle(server.Route{Pattern: r.Path, Handler: r.Handler}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		add(r.Path, r.Handler)
+	}
+
+	// Services that later work items build answer Unimplemented until then:
+	// every procedure is routed, none answers 404.
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return workflowconnect.NewRunServiceHandler(workflowconnect.UnimplementedRunServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return workflowconnect.NewQueueServiceHandler(workflowconnect.UnimplementedQueueServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return workflowconnect.NewStateServiceHandler(workflowconnect.UnimplementedStateServiceHandler{}, o...)
-		},
 		func(o ...connect.HandlerOption) (string, http.Handler) {
 			return workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, o...)
 		},
 		func(o ...connect.HandlerOption) (string, http.Handler) {
 			return workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return taskconnect.NewTaskServiceHandler(taskconnect.UnimplementedTaskServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return actionsconnect.NewActionsServiceHandler(actionsconnect.UnimplementedActionsServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return dataproxyconnect.NewDataProxyServiceHandler(dataproxyconnect.UnimplementedDataProxyServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return clusterconnect.NewClusterServiceHandler(clusterconnect.UnimplementedClusterServiceHandler{}, o...)
 		},
 		func(o ...connect.HandlerOption) (string, http.Handler) {
 			return cacheserviceconnect.NewCacheServiceHandler(cacheserviceconnect.UnimplementedCacheServiceHandler{}, o...)
@@ -77,19 +100,26 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 			return appconnect.NewAppLogsServiceHandler(appconnect.UnimplementedAppLogsServiceHandler{}, o...)
 		},
 		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return projectconnect.NewProjectServiceHandler(projectconnect.UnimplementedProjectServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
 			return triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return authconnect.NewIdentityServiceHandler(authconnect.UnimplementedIdentityServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return authconnect.NewAuthMetadataServiceHandler(authconnect.UnimplementedAuthMetadataServiceHandler{}, o...)
 		},
 	} {
 		add(mount(opts...))
 	}
 	return svcs, nil
+}
+
+// advertisedAddr is the host:port task processes use to reach the manager.
+func advertisedAddr(d *deps) string {
+	addr := d.server.Addr()
+	if addr == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

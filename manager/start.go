@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,43 @@ type deps struct {
 	db     *gorm.DB
 	log    *slog.Logger
 	server *server.Server
+
+	// workers run in the background once the server listens (the
+	// executor needs the address it advertises to tasks); each must return
+	// when its context ends, which happens at shutdown before the closers.
+	workers []worker
+}
+
+type worker struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// startWorkers runs d's workers and registers one closer that stops them
+// and waits for them to return.
+func (d *deps) startWorkers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, w := range d.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.run(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error("background worker stopped", "worker", w.name, "err", err)
+			}
+		}()
+	}
+	d.server.AddCloser("workers", func(stop context.Context) error {
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-stop.Done():
+			return stop.Err()
+		}
+	})
 }
 
 func newStartCmd(g *globalFlags) *cobra.Command {
@@ -73,7 +111,8 @@ func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
-	svcs, err := services(ctx, &deps{cfg: cfg, db: gdb, log: logger, server: srv})
+	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
+	svcs, err := services(ctx, d)
 	if err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
 	}
@@ -83,6 +122,7 @@ func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	if err := srv.Listen(); err != nil {
 		return closeAfter(srv, err)
 	}
+	d.startWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", version)
 	printBanner(stdout, cfg, srv.Addr())
 	return srv.Serve(ctx)

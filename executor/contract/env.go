@@ -8,6 +8,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/ident"
 )
 
 // Variables the runtime requires or consumes (flyte/_bin/runtime.py,
@@ -34,9 +35,8 @@ const (
 	EnvTaskVersion   = "FLYTE_INTERNAL_TASK_VERSION"
 )
 
-// DefaultOrg is the org a task sees when the run has none (the SDK sends an
-// empty org from a localhost endpoint; the runtime asserts a non-empty one).
-const DefaultOrg = "local"
+// DefaultOrg is the org a task sees when the run has none (see ident.LocalOrg).
+const DefaultOrg = ident.LocalOrg
 
 // FSSpecAutoMkdir makes fsspec's LocalFileSystem create parent directories on
 // write. A parent task writes `<run_base>/<child>/inputs.pb` itself, a path

@@ -18,6 +18,20 @@ import (
 // answers it, so "only mine" filters (flyte get run --only-mine) work.
 const AnonymousSubject = "anonymous"
 
+// LocalOrg is the org a task process runs with when its action's org is
+// empty: the SDK's runtime refuses an empty _U_ORG_NAME and then names that
+// org in every identifier it sends back. Identifiers arriving with LocalOrg
+// therefore mean the empty org, which is what SDKs pointed at localhost use.
+const LocalOrg = "local"
+
+// Org normalizes an incoming org (see LocalOrg).
+func Org(org string) string {
+	if org == LocalOrg {
+		return ""
+	}
+	return org
+}
+
 var (
 	segment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 	// Task names are "<environment>.<function>"; versions may carry dots and '+'.
@@ -59,7 +73,7 @@ func Project(field string, p *common.ProjectIdentifier) (org, project, domain st
 	); err != nil {
 		return "", "", "", err
 	}
-	return p.GetOrganization(), p.GetName(), p.GetDomain(), nil
+	return Org(p.GetOrganization()), p.GetName(), p.GetDomain(), nil
 }
 
 // Run converts a RunIdentifier.
@@ -75,7 +89,7 @@ func Run(field string, r *common.RunIdentifier) (store.RunKey, error) {
 	); err != nil {
 		return store.RunKey{}, err
 	}
-	return store.RunKey{Org: r.GetOrg(), Project: r.GetProject(), Domain: r.GetDomain(), RunName: r.GetName()}, nil
+	return store.RunKey{Org: Org(r.GetOrg()), Project: r.GetProject(), Domain: r.GetDomain(), RunName: r.GetName()}, nil
 }
 
 // Action converts an ActionIdentifier.
@@ -110,7 +124,7 @@ func Task(field string, t *task.TaskIdentifier) (store.TaskID, error) {
 	); err != nil {
 		return store.TaskID{}, err
 	}
-	return store.TaskID{Org: t.GetOrg(), Project: t.GetProject(), Domain: t.GetDomain(), Name: t.GetName(), Version: t.GetVersion()}, nil
+	return store.TaskID{Org: Org(t.GetOrg()), Project: t.GetProject(), Domain: t.GetDomain(), Name: t.GetName(), Version: t.GetVersion()}, nil
 }
 
 func firstErr(es ...error) error {

@@ -86,7 +86,7 @@ func specTask(spec *task.TaskSpec, field string) (*resolvedTask, error) {
 	}
 	id := tmpl.GetId()
 	return &resolvedTask{
-		id:     store.TaskID{Org: id.GetOrg(), Project: id.GetProject(), Domain: id.GetDomain(), Name: id.GetName(), Version: id.GetVersion()},
+		id:     store.TaskID{Org: ident.Org(id.GetOrg()), Project: id.GetProject(), Domain: id.GetDomain(), Name: id.GetName(), Version: id.GetVersion()},
 		spec:   spec,
 		raw:    raw,
 		digest: store.SpecDigest(raw),

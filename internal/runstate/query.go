@@ -85,7 +85,9 @@ func (s *Service) ListActions(ctx context.Context, run store.RunKey, parent stri
 	}
 	list := func() ([]store.Action, string, error) { return s.store.Actions.ListActions(ctx, run, page) }
 	if parent != "" {
-		list = func() ([]store.Action, string, error) { return s.store.Actions.ListChildren(ctx, run.Action(parent), page) }
+		list = func() ([]store.Action, string, error) {
+			return s.store.Actions.ListChildren(ctx, run.Action(parent), page)
+		}
 	}
 	rows, next, err := list()
 	if err != nil {

@@ -34,8 +34,12 @@ type recorder struct {
 	submitted, abort []store.ActionKey
 }
 
-func (r *recorder) Submit(k store.ActionKey) { r.mu.Lock(); r.submitted = append(r.submitted, k); r.mu.Unlock() }
-func (r *recorder) Abort(k store.ActionKey)  { r.mu.Lock(); r.abort = append(r.abort, k); r.mu.Unlock() }
+func (r *recorder) Submit(k store.ActionKey) {
+	r.mu.Lock()
+	r.submitted = append(r.submitted, k)
+	r.mu.Unlock()
+}
+func (r *recorder) Abort(k store.ActionKey) { r.mu.Lock(); r.abort = append(r.abort, k); r.mu.Unlock() }
 
 type env struct {
 	state *runstate.Service

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+
+	"fmgr.dev/dataproxy"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	dataproxypb "fmgr.dev/gen/go/flyteidl2/dataproxy"
+	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// logSource is the executor side of TailLogs.
+type logSource interface {
+	Logs(ctx context.Context, key store.ActionKey, attempt int32, follow bool, emit func([]*dataplane.LogLine) error) error
+}
+
+// runData gives the DataProxy service what it needs of runs: inputs and
+// outputs from the run state, logs from the executor.
+type runData struct {
+	state *runstate.Service
+	logs  logSource
+}
+
+var _ dataproxy.RunData = runData{}
+
+func (r runData) WriteInputs(ctx context.Context, req *dataproxypb.UploadInputsRequest) (*common.OffloadedInputData, error) {
+	return r.state.WriteInputs(ctx, req)
+}
+
+func (r runData) ActionData(ctx context.Context, id *common.ActionIdentifier) (dataproxy.ActionData, error) {
+	d, err := r.state.Data(ctx, id)
+	if err != nil {
+		return dataproxy.ActionData{}, err
+	}
+	return dataproxy.ActionData{Inputs: d.Inputs, Outputs: d.Outputs, InputsURI: d.InputsURI, OutputsURI: d.OutputsURI}, nil
+}
+
+func (r runData) ReportURI(ctx context.Context, id *common.ActionAttemptIdentifier) (string, error) {
+	return r.state.ReportURI(ctx, id)
+}
+
+// Logs serves one attempt's log (the latest when attempt is 0), following
+// it while the attempt runs.
+func (r runData) Logs(ctx context.Context, req *dataproxypb.TailLogsRequest, send func(*dataproxypb.TailLogsResponse) error) error {
+	key, err := ident.Action("action_id", req.GetActionId())
+	if err != nil {
+		return err
+	}
+	a, err := r.state.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	attempt := int32(req.GetAttempt())
+	if attempt == 0 {
+		attempt = a.Attempts
+	}
+	return r.logs.Logs(ctx, key, attempt, true, func(lines []*dataplane.LogLine) error {
+		return send(&dataproxypb.TailLogsResponse{Logs: []*dataproxypb.TailLogsResponse_Logs{{Lines: lines}}})
+	})
+}
