@@ -257,7 +257,7 @@ func TestLogs(t *testing.T) {
 			done <- d.Logs(h.ctx, key, 0, true, func(lines []*dataplane.LogLine) error {
 				for _, l := range lines {
 					if l.GetOriginator() == dataplane.LogLineOriginator_USER {
-						got <- l.GetMessage()
+						got <- strings.TrimSuffix(l.GetMessage(), "\n")
 					}
 				}
 				return nil
@@ -307,7 +307,7 @@ func TestLogs(t *testing.T) {
 					t.Errorf("line without a timestamp: %v", l)
 				}
 				if l.GetOriginator() == dataplane.LogLineOriginator_USER {
-					user = append(user, l.GetMessage())
+					user = append(user, strings.TrimSuffix(l.GetMessage(), "\n"))
 				} else {
 					system = append(system, l.GetMessage())
 				}
