@@ -85,8 +85,10 @@ func (l Line) Originator() dataplane.LogLineOriginator {
 }
 
 // Proto is the line as a TailLogs LogLine.
+// The message keeps its line end: the SDK's log viewers print messages as
+// they come and rely on each carrying its own newline.
 func (l Line) Proto() *dataplane.LogLine {
-	ll := &dataplane.LogLine{Message: l.Message, Originator: l.Originator()}
+	ll := &dataplane.LogLine{Message: l.Message + "\n", Originator: l.Originator()}
 	if !l.Time.IsZero() {
 		ll.Timestamp = timestamppb.New(l.Time)
 	}

@@ -380,7 +380,7 @@ func TestLogsCaptureBothStreams(t *testing.T) {
 		if l.Stream == System {
 			want = dataplane.LogLineOriginator_SYSTEM
 		}
-		if pl.GetOriginator() != want || pl.GetMessage() != l.Message || !pl.GetTimestamp().AsTime().Equal(l.Time) {
+		if pl.GetOriginator() != want || pl.GetMessage() != l.Message+"\n" || !pl.GetTimestamp().AsTime().Equal(l.Time) {
 			t.Errorf("proto %v for %+v", pl, l)
 		}
 		if _, err := proto.Marshal(pl); err != nil {
