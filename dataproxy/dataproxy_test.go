@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"fmgr.dev/dataproxy"
@@ -485,11 +486,15 @@ func TestRunDataCallsWithoutRunsAreUnimplemented(t *testing.T) {
 	check("TailLogs", err)
 }
 
-// reportRuns is a RunData that knows one report location; the other calls
-// are the run service's business.
+// reportRuns is a RunData that knows one report location and one code
+// bundle; the other calls are the run service's business.
 type reportRuns struct {
 	dataproxy.RunData
-	uri string
+	uri, bundle string
+}
+
+func (r reportRuns) CodeBundleURI(context.Context, *common.ActionAttemptIdentifier, *task.TaskIdentifier) (string, error) {
+	return r.bundle, nil
 }
 
 func (r reportRuns) ReportURI(context.Context, *common.ActionAttemptIdentifier) (string, error) {
@@ -550,11 +555,31 @@ func TestCreateDownloadLinkForReport(t *testing.T) {
 		t.Fatalf("outside URI: %v", err)
 	}
 
-	// Unsupported artifact kinds.
+	// The code bundle the attempt ran, by attempt and by deployed task.
+	bundleKey := "uploads/_/p/d/abc/fast123.tar.gz"
+	runs.bundle = h.store.URI(bundleKey)
+	if err := h.store.Put(ctx, bundleKey, []byte("tgz bytes"), nil); err != nil {
+		t.Fatal(err)
+	}
 	req.ArtifactType = dp.ArtifactType_ARTIFACT_TYPE_CODE_BUNDLE
+	byTask := proto.Clone(req).(*dp.CreateDownloadLinkRequest)
+	byTask.Source = &dp.CreateDownloadLinkRequest_TaskId{TaskId: &task.TaskIdentifier{Project: "p", Domain: "d", Name: "env.t", Version: "v1"}}
+	for _, req := range []*dp.CreateDownloadLinkRequest{req, byTask} {
+		resp, err := h.dp.CreateDownloadLink(ctx, connect.NewRequest(req))
+		if err != nil {
+			t.Fatalf("code bundle: %v", err)
+		}
+		code, body := h.do(http.MethodGet, resp.Msg.GetPreSignedUrls().GetSignedUrl()[0], nil, nil)
+		if code != http.StatusOK || body != "tgz bytes" {
+			t.Fatalf("GET code bundle = %d %q", code, body)
+		}
+	}
+
+	// Unsupported artifact kinds.
+	req.ArtifactType = dp.ArtifactType_ARTIFACT_TYPE_UNSPECIFIED
 	_, err = h.dp.CreateDownloadLink(ctx, connect.NewRequest(req))
 	if codeOf(t, err) != connect.CodeInvalidArgument {
-		t.Fatalf("code bundle: %v", err)
+		t.Fatalf("unspecified artifact: %v", err)
 	}
 }
 

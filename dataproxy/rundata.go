@@ -36,6 +36,10 @@ type RunData interface {
 	// attempt's report, for CreateDownloadLink.
 	ReportURI(ctx context.Context, id *common.ActionAttemptIdentifier) (string, error)
 
+	// CodeBundleURI returns the native URI of the code bundle an attempt
+	// ran (attempt set) or a deployed task runs (task set).
+	CodeBundleURI(ctx context.Context, attempt *common.ActionAttemptIdentifier, task *task.TaskIdentifier) (string, error)
+
 	// Logs sends an attempt's log lines (TailLogs): what exists, then, while
 	// the attempt runs, new lines as they come, returning when it ends or
 	// ctx is done. errs.ErrNotFound means "no logs yet" (the SDK retries).
@@ -90,18 +94,10 @@ func (s *Service) GetActionData(ctx context.Context, req *connect.Request[datapr
 	}), nil
 }
 
-// CreateDownloadLink signs a GET URL for an attempt's report. Code bundles
-// and app/task sources are not offered (nor are they by the reference
-// backend).
+// CreateDownloadLink signs a GET URL for an attempt's report or for the
+// code bundle an attempt or a deployed task runs.
 func (s *Service) CreateDownloadLink(ctx context.Context, req *connect.Request[dataproxy.CreateDownloadLinkRequest]) (*connect.Response[dataproxy.CreateDownloadLinkResponse], error) {
 	m := req.Msg
-	if m.GetArtifactType() != dataproxy.ArtifactType_ARTIFACT_TYPE_REPORT {
-		return nil, errs.Invalidf("only artifact_type ARTIFACT_TYPE_REPORT can be downloaded")
-	}
-	attempt := m.GetActionAttemptId()
-	if attempt == nil {
-		return nil, errs.Invalidf("action_attempt_id is required for reports")
-	}
 	if s.Runs == nil {
 		return nil, notYet("CreateDownloadLink")
 	}
@@ -113,21 +109,37 @@ func (s *Service) CreateDownloadLink(ctx context.Context, req *connect.Request[d
 	if err != nil {
 		return nil, err
 	}
-	uri, err := s.Runs.ReportURI(ctx, attempt)
+	var uri, what string
+	switch m.GetArtifactType() {
+	case dataproxy.ArtifactType_ARTIFACT_TYPE_REPORT:
+		if m.GetActionAttemptId() == nil {
+			return nil, errs.Invalidf("action_attempt_id is required for reports")
+		}
+		uri, err = s.Runs.ReportURI(ctx, m.GetActionAttemptId())
+		what = "this attempt has no report"
+	case dataproxy.ArtifactType_ARTIFACT_TYPE_CODE_BUNDLE:
+		if m.GetActionAttemptId() == nil && m.GetTaskId() == nil {
+			return nil, errs.Invalidf("action_attempt_id or task_id is required for code bundles")
+		}
+		uri, err = s.Runs.CodeBundleURI(ctx, m.GetActionAttemptId(), m.GetTaskId())
+		what = "the code bundle is no longer in storage"
+	default:
+		return nil, errs.Invalidf("artifact_type must be ARTIFACT_TYPE_REPORT or ARTIFACT_TYPE_CODE_BUNDLE")
+	}
 	if err != nil {
 		return nil, err
 	}
 	key, err := s.store.Key(uri)
 	if err != nil {
 		// Run state pointing outside the store is our bug, not the caller's.
-		return nil, fmt.Errorf("report location %q: %v", uri, err)
+		return nil, fmt.Errorf("download location %q: %v", uri, err)
 	}
 	ok, err := s.store.Exists(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, errs.NotFoundf("this attempt has no report")
+		return nil, errs.NotFoundf("%s", what)
 	}
 	return connect.NewResponse(&dataproxy.CreateDownloadLinkResponse{
 		PreSignedUrls: &dataproxy.PreSignedURLs{

@@ -7,6 +7,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	dataproxypb "fmgr.dev/gen/go/flyteidl2/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -60,4 +61,8 @@ func (r runData) Logs(ctx context.Context, req *dataproxypb.TailLogsRequest, sen
 	return r.logs.Logs(ctx, key, attempt, true, func(lines []*dataplane.LogLine) error {
 		return send(&dataproxypb.TailLogsResponse{Logs: []*dataproxypb.TailLogsResponse_Logs{{Lines: lines}}})
 	})
+}
+
+func (r runData) CodeBundleURI(ctx context.Context, attempt *common.ActionAttemptIdentifier, id *task.TaskIdentifier) (string, error) {
+	return r.state.CodeBundleURI(ctx, attempt, id)
 }

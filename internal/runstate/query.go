@@ -218,3 +218,43 @@ func (s *Service) DataURIs(ctx context.Context, id *common.ActionIdentifier) (*w
 	}
 	return &workflow.GetActionDataURIsResponse{InputsUri: d.InputsURI, OutputsUri: d.OutputsURI}, nil
 }
+
+// CodeBundleURI finds the code bundle (the SDK's `--tgz` archive) that an
+// attempt ran or a deployed task runs. Pickled bundles are not source and
+// are not offered.
+func (s *Service) CodeBundleURI(ctx context.Context, attempt *common.ActionAttemptIdentifier, id *task.TaskIdentifier) (string, error) {
+	var sp *task.TaskSpec
+	if attempt != nil {
+		key, err := ident.Action("action_attempt_id.action_id", attempt.GetActionId())
+		if err != nil {
+			return "", err
+		}
+		a, err := s.Get(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if sp, err = s.Spec(ctx, a); err != nil {
+			return "", err
+		}
+	} else {
+		t, err := s.resolveTask(ctx, id, nil, "")
+		if err != nil {
+			return "", err
+		}
+		sp = t.spec
+	}
+	tmpl := sp.GetTaskTemplate()
+	if uri := tmpl.GetMetadata().GetCodeBundleUri(); uri != "" {
+		return uri, nil
+	}
+	args := tmpl.GetContainer().GetArgs()
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--tgz":
+			return args[i+1], nil
+		case "--pkl":
+			return "", errs.Invalidf("this task runs a pickled bundle, which is not source and is not offered for download")
+		}
+	}
+	return "", errs.NotFoundf("this task has no code bundle")
+}

@@ -291,3 +291,33 @@ func TestAbortCascades(t *testing.T) {
 		}
 	})
 }
+
+func TestCodeBundleURI(t *testing.T) {
+	suite(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		sp := spec("env.main")
+		sp.TaskTemplate.GetContainer().Args = []string{"a0", "--tgz", "/blobs/uploads/fast1.tar.gz", "--dest", "."}
+		run, err := e.state.CreateRun(ctx, &workflow.CreateRunRequest{
+			Id:   &workflow.CreateRunRequest_RunId{RunId: runID("r5")},
+			Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: sp},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uri, err := e.state.CodeBundleURI(ctx, &common.ActionAttemptIdentifier{ActionId: run.GetAction().GetId(), Attempt: 1}, nil)
+		if err != nil || uri != "/blobs/uploads/fast1.tar.gz" {
+			t.Fatalf("bundle = %q, %v", uri, err)
+		}
+		sp.TaskTemplate.GetContainer().Args = []string{"a0", "--pkl", "/blobs/x.pkl.gz"}
+		run, err = e.state.CreateRun(ctx, &workflow.CreateRunRequest{
+			Id:   &workflow.CreateRunRequest_RunId{RunId: runID("r6")},
+			Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: sp},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.state.CodeBundleURI(ctx, &common.ActionAttemptIdentifier{ActionId: run.GetAction().GetId(), Attempt: 1}, nil); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("pickled bundle: %v, want ErrInvalid", err)
+		}
+	})
+}
