@@ -188,6 +188,7 @@ func TestTimeouts(t *testing.T) {
 		}
 		// The run time: the process tree is stopped.
 		key := h.run("rtime", `echo $$ > "$SHARED/pid"; sleep 60`, taskOpts{retries: 2, timeout: time.Second})
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
 		// Waiting too long for the only slot, held by rtime.
 		queued := h.run("rqueued", `touch "$SHARED/queued-ran"`, taskOpts{queued: 300 * time.Millisecond})
 		check(queued, machine.CodeQueuedTimeout, "queued timeout of 300ms")
