@@ -47,6 +47,9 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 	state := runstate.New(st, blobs, hub, d.cfg.Projects, d.log)
 	exec := local.New(state, d.cfg.Executor, func() string { return advertisedAddr(d) }, d.log)
 	state.SetExecutor(exec)
+	if err := exec.RegisterMetrics(d.server.Registry()); err != nil {
+		return nil, err
+	}
 	d.workers = append(d.workers, worker{"change fan-out", hub.Run}, worker{"executor", exec.Run})
 	d.server.AddReadinessCheck("executor", func(context.Context) error { return exec.Ready() })
 
