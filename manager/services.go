@@ -6,15 +6,11 @@ import (
 	"net"
 	"net/http"
 
-	"connectrpc.com/connect"
-
 	"fmgr.dev/actions"
+	"fmgr.dev/app"
+	"fmgr.dev/cache"
 	"fmgr.dev/dataproxy"
 	"fmgr.dev/executor/local"
-	"fmgr.dev/gen/go/flyteidl2/app/appconnect"
-	"fmgr.dev/gen/go/flyteidl2/cacheservice/cacheserviceconnect"
-	cachev2connect "fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
-	"fmgr.dev/gen/go/flyteidl2/secret/secretconnect"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
 	"fmgr.dev/internal/blob"
@@ -22,6 +18,7 @@ import (
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 	"fmgr.dev/runs"
+	"fmgr.dev/secret"
 )
 
 // services builds every Connect service the manager serves, each with
@@ -80,33 +77,16 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 
 	// Services that later work items build answer Unimplemented until then:
 	// every procedure is routed, none answers 404.
-	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return cacheserviceconnect.NewCacheServiceHandler(cacheserviceconnect.UnimplementedCacheServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return cachev2connect.NewCacheServiceHandler(cachev2connect.UnimplementedCacheServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return secretconnect.NewSecretServiceHandler(secretconnect.UnimplementedSecretServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return appconnect.NewAppServiceHandler(appconnect.UnimplementedAppServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return appconnect.NewAppLogsServiceHandler(appconnect.UnimplementedAppLogsServiceHandler{}, o...)
-		},
-		func(o ...connect.HandlerOption) (string, http.Handler) {
-			return triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, o...)
-		},
-	} {
-		add(mount(opts...))
+	internalRuns, internalRunsHandler := workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, opts...)
+	add(internalRuns, internalRunsHandler)
+	translator, translatorHandler := workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, opts...)
+	add(translator, translatorHandler)
+	triggers, triggersHandler := triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, opts...)
+	add(triggers, triggersHandler)
+	for _, handlers := range []map[string]http.Handler{cache.Handlers(opts...), secret.Handlers(opts...), app.Handlers(opts...)} {
+		for path, h := range handlers {
+			add(path, h)
+		}
 	}
 	return svcs, nil
 }
