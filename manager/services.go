@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
 	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
@@ -39,6 +40,9 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 		return nil, err
 	}
 
+	if d.cfg.Executor.Type != config.ExecutorLocal {
+		return nil, fmt.Errorf("executor.type %q is not available in this build yet; use %q", d.cfg.Executor.Type, config.ExecutorLocal)
+	}
 	st := store.New(d.db)
 	hub := runstate.NewHub(st.Actions, d.log)
 	state := runstate.New(st, blobs, hub, d.cfg.Projects, d.log)
