@@ -1,0 +1,720 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fanoutWidth is how many children the fan-out scenario starts, once per backend.
+const fanoutWidth = 100
+
+// TestSDK runs, for each backend, one manager and the real flyte SDK through
+// every scenario that can share it. The scenarios run in parallel (at most
+// -parallel at a time, GOMAXPROCS by default); each looks only at its own runs.
+func TestSDK(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			m := startSDKManager(t, b.dsn(t))
+			for _, s := range []struct {
+				name string
+				run  func(*testing.T, *manager)
+			}{
+				{"values", testValues},
+				{"tree", testTree},
+				{"retries", testRetries},
+				{"timeout", testTimeout},
+				{"abort", testAbort},
+				{"cli", testCLI},
+				{"quickstart", testQuickStart},
+			} {
+				t.Run(s.name, func(t *testing.T) {
+					t.Parallel()
+					s.run(t, m)
+				})
+			}
+		})
+	}
+}
+
+// Shapes of what the drivers in testdata/sdk report.
+type (
+	actionInfo struct {
+		Name, Parent, Phase, Task string
+	}
+	transition struct {
+		Phase      string
+		Start, End *float64
+	}
+	attemptInfo struct {
+		Attempt     int
+		Phase       string
+		Error       string
+		Start, End  *float64
+		Transitions []transition
+	}
+)
+
+func scenarioContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// checkJSON compares got, as JSON, with the JSON text want.
+func checkJSON(t *testing.T, what string, got any, want string) {
+	t.Helper()
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad expectation %q: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s = %s, want %s", what, raw, want)
+	}
+}
+
+// Scenario 1: values of every kind make the trip client → manager → task →
+// manager → client unchanged (inputs) or as the task derived them (outputs).
+func testValues(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 8*time.Minute)
+	var res struct {
+		Phases          map[string]string
+		Errors          map[string]string
+		AddOne          []any          `json:"add_one"`
+		TransformInputs map[string]any `json:"transform_inputs"`
+		Transform       []any
+		File            struct{ Path, Text string }
+	}
+	driver(t, ctx, &res, "drive_values.py", sdkEndpoint(m), t.TempDir())
+
+	if len(res.Errors) > 0 {
+		t.Fatalf("runs did not succeed: phases %v, errors %v", res.Phases, res.Errors)
+	}
+	checkJSON(t, "phases", res.Phases, `{"add_one":"SUCCEEDED","transform":"SUCCEEDED","write_file":"SUCCEEDED"}`)
+	checkJSON(t, "add_one(x=41) outputs", res.AddOne, `[42]`)
+	checkJSON(t, "transform inputs read back", res.TransformInputs,
+		`{"n":7,"s":"flyte","items":[3,1,2],"mapping":{"a":1,"b":2},"p":{"x":1,"y":2.5,"label":"p","tags":["t"]}}`)
+	checkJSON(t, "transform outputs", res.Transform,
+		`[42,"FLYTE!",[1,2,3,6],{"a":1,"b":2,"total":3},{"x":2,"y":5.0,"label":"P","tags":["t","moved"]}]`)
+	// The manager's storage is a directory under its home (the default the
+	// harness starts it with): the task wrote the file there, not beside itself.
+	if !strings.HasPrefix(res.File.Path, m.Home+"/") && !strings.HasPrefix(res.File.Path, "file://"+m.Home+"/") {
+		t.Errorf("the task's file is at %s, want it in the manager's storage under %s", res.File.Path, m.Home)
+	}
+	if res.File.Text != "hello from a task\n" {
+		t.Errorf("file written by the task (%s) reads back as %q, want %q", res.File.Path, res.File.Text, "hello from a task\n")
+	}
+}
+
+// Scenario 2: tasks calling tasks.
+func testTree(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 12*time.Minute)
+	type treeRun struct {
+		Run, Phase, Error string
+		Output            any
+		Actions           []actionInfo
+	}
+	var res struct{ Fanout, Chain, Catch treeRun }
+	driver(t, ctx, &res, "drive_tree.py", sdkEndpoint(m), fmt.Sprint(fanoutWidth))
+
+	byName := func(r treeRun) map[string]actionInfo {
+		idx := map[string]actionInfo{}
+		for _, a := range r.Actions {
+			if _, dup := idx[a.Name]; dup {
+				t.Errorf("run %s lists action %s twice", r.Run, a.Name)
+			}
+			idx[a.Name] = a
+		}
+		return idx
+	}
+	checkRoot := func(r treeRun, acts map[string]actionInfo) {
+		root, ok := acts["a0"]
+		switch {
+		case !ok:
+			t.Errorf("run %s has no root action a0: %+v", r.Run, r.Actions)
+		case root.Parent != "":
+			t.Errorf("run %s: root a0 has parent %q", r.Run, root.Parent)
+		case root.Phase != "SUCCEEDED":
+			t.Errorf("run %s: root a0 is %s", r.Run, root.Phase)
+		}
+	}
+
+	t.Run("fanout", func(t *testing.T) {
+		r := res.Fanout
+		want := 0
+		for i := range fanoutWidth {
+			want += i * i
+		}
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("fan-out run %s is %s: %s", r.Run, r.Phase, r.Error)
+		}
+		checkJSON(t, "fan-out sum of squares", r.Output, fmt.Sprint(want))
+		acts := byName(r)
+		checkRoot(r, acts)
+		if len(acts) != fanoutWidth+1 {
+			t.Errorf("fan-out run %s has %d actions, want %d (a0 and %d children)", r.Run, len(acts), fanoutWidth+1, fanoutWidth)
+		}
+		for _, a := range r.Actions {
+			if a.Name == "a0" {
+				continue
+			}
+			if a.Parent != "a0" || a.Phase != "SUCCEEDED" || a.Task != "e2e_tree.square" {
+				t.Errorf("fan-out child %+v: want parent a0, phase SUCCEEDED, task e2e_tree.square", a)
+			}
+		}
+	})
+
+	t.Run("chain", func(t *testing.T) {
+		r := res.Chain
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("chain run %s is %s: %s", r.Run, r.Phase, r.Error)
+		}
+		checkJSON(t, "chain output", r.Output, `"parent(child(grandchild(3)))"`)
+		acts := byName(r)
+		checkRoot(r, acts)
+		if len(acts) != 3 {
+			t.Fatalf("chain run %s has %d actions, want 3: %+v", r.Run, len(acts), r.Actions)
+		}
+		var child, grandchild actionInfo
+		for _, a := range r.Actions {
+			switch a.Task {
+			case "e2e_tree.child":
+				child = a
+			case "e2e_tree.grandchild":
+				grandchild = a
+			}
+		}
+		if child.Parent != "a0" || grandchild.Parent == "" || grandchild.Parent != child.Name {
+			t.Errorf("chain run %s: want a0 → child → grandchild, got %+v", r.Run, r.Actions)
+		}
+		for _, a := range r.Actions {
+			if a.Phase != "SUCCEEDED" {
+				t.Errorf("chain action %+v is not SUCCEEDED", a)
+			}
+		}
+	})
+
+	t.Run("catch", func(t *testing.T) {
+		r := res.Catch
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("run %s whose parent catches its child's failure is %s, want SUCCEEDED: %s", r.Run, r.Phase, r.Error)
+		}
+		out, _ := r.Output.(string)
+		if !strings.HasPrefix(out, "caught ") || !strings.Contains(out, "child failure e2e-7f3a") {
+			t.Errorf("parent output %q: want the caught child error with its message %q", out, "child failure e2e-7f3a")
+		}
+		acts := byName(r)
+		checkRoot(r, acts)
+		if len(acts) != 2 {
+			t.Fatalf("catch run %s has %d actions, want 2: %+v", r.Run, len(acts), r.Actions)
+		}
+		for _, a := range r.Actions {
+			if a.Name != "a0" && (a.Phase != "FAILED" || a.Parent != "a0" || a.Task != "e2e_tree.fail") {
+				t.Errorf("failing child %+v: want parent a0, phase FAILED, task e2e_tree.fail", a)
+			}
+		}
+	})
+}
+
+// phaseOrder ranks phases in the order an attempt can pass through them.
+var phaseOrder = map[string]int{
+	"QUEUED": 1, "WAITING_FOR_RESOURCES": 2, "INITIALIZING": 3, "RUNNING": 4,
+	"SUCCEEDED": 5, "FAILED": 5, "ABORTED": 5, "TIMED_OUT": 5,
+}
+
+// checkAttempts checks an action's attempt history: attempts numbered 1..n
+// with the given final phases, each with phase transitions that include
+// RUNNING (the task ran: the scenario's counter file says so), move forward
+// through the lifecycle, and end in the attempt's phase; and attempts that do
+// not overlap in time.
+func checkAttempts(t *testing.T, run string, atts []attemptInfo, phases ...string) {
+	t.Helper()
+	if len(atts) != len(phases) {
+		t.Errorf("run %s: %d attempts in the action details, want %d: %+v", run, len(atts), len(phases), atts)
+		return
+	}
+	var prevEnd *float64
+	for i, a := range atts {
+		if a.Attempt != i+1 {
+			t.Errorf("run %s: attempt #%d is numbered %d", run, i+1, a.Attempt)
+		}
+		if a.Phase != phases[i] {
+			t.Errorf("run %s: attempt %d is %s, want %s", run, i+1, a.Phase, phases[i])
+		}
+		var seen []string
+		rank := 0
+		var last *float64
+		for _, tr := range a.Transitions {
+			seen = append(seen, tr.Phase)
+			r, ok := phaseOrder[tr.Phase]
+			if !ok || r < rank {
+				t.Errorf("run %s attempt %d: phase transitions out of lifecycle order: %+v", run, i+1, a.Transitions)
+				break
+			}
+			rank = r
+			if tr.Start != nil && last != nil && *tr.Start < *last {
+				t.Errorf("run %s attempt %d: transition to %s starts before the previous one", run, i+1, tr.Phase)
+			}
+			last = tr.Start
+		}
+		if !slices.Contains(seen, "RUNNING") {
+			t.Errorf("run %s attempt %d: transitions %v do not include RUNNING", run, i+1, seen)
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != a.Phase {
+			t.Errorf("run %s attempt %d: transitions %v do not end in the attempt's phase %s", run, i+1, seen, a.Phase)
+		}
+		if prevEnd != nil && a.Start != nil && *a.Start < *prevEnd {
+			t.Errorf("run %s: attempt %d starts (%f) before attempt %d ended (%f)", run, i+1, *a.Start, i, *prevEnd)
+		}
+		prevEnd = a.End
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(strings.Split(strings.TrimRight(string(data), "\n"), "\n"))
+}
+
+// Scenario 3: user retries for recoverable errors, none for NonRecoverableError.
+func testRetries(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 8*time.Minute)
+	type retryRun struct {
+		Run, Phase     string
+		StatusAttempts int `json:"status_attempts"`
+		Attempts       []attemptInfo
+		Error          string
+		Output         any
+	}
+	var res struct{ Flaky, Doomed retryRun }
+	flakyDir, doomedDir := t.TempDir(), t.TempDir()
+	driver(t, ctx, &res, "drive_retry.py", sdkEndpoint(m), flakyDir, doomedDir)
+
+	t.Run("recoverable", func(t *testing.T) {
+		r := res.Flaky
+		if n := countLines(t, filepath.Join(flakyDir, "attempts")); n != 3 {
+			t.Errorf("flaky (retries=2) ran %d times, want 3", n)
+		}
+		if r.Phase != "SUCCEEDED" {
+			t.Errorf("run %s is %s, want SUCCEEDED on its third attempt (error: %s)", r.Run, r.Phase, r.Error)
+		}
+		checkJSON(t, "flaky output (its attempt count)", r.Output, `3`)
+		if r.StatusAttempts != 3 {
+			t.Errorf("run %s: status.attempts = %d, want 3", r.Run, r.StatusAttempts)
+		}
+		checkAttempts(t, r.Run, r.Attempts, "FAILED", "FAILED", "SUCCEEDED")
+		for i, a := range r.Attempts[:min(2, len(r.Attempts))] {
+			if !strings.Contains(a.Error, "flaky failure on attempt") {
+				t.Errorf("run %s attempt %d: error %q does not carry the task's error", r.Run, i+1, a.Error)
+			}
+		}
+	})
+
+	t.Run("non-recoverable", func(t *testing.T) {
+		r := res.Doomed
+		if n := countLines(t, filepath.Join(doomedDir, "attempts")); n != 1 {
+			t.Errorf("doomed (NonRecoverableError, retries=3) ran %d times, want 1", n)
+		}
+		if r.Phase != "FAILED" {
+			t.Errorf("run %s is %s, want FAILED", r.Run, r.Phase)
+		}
+		if r.StatusAttempts != 1 {
+			t.Errorf("run %s: status.attempts = %d, want 1", r.Run, r.StatusAttempts)
+		}
+		checkAttempts(t, r.Run, r.Attempts, "FAILED")
+		if !strings.Contains(r.Error, "doomed on attempt 1") {
+			t.Errorf("run %s: error %q does not carry the task's message", r.Run, r.Error)
+		}
+	})
+}
+
+// Scenario 4: a task that outlives its timeout is stopped and ends TIMED_OUT.
+func testTimeout(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 8*time.Minute)
+	pidDir := t.TempDir()
+	marker := fmt.Sprintf("timeout-%d", time.Now().UnixNano())
+	reapRecordedOnCleanup(t, pidDir, func() []string { return []string{"FM_E2E_MARKER=" + marker} })
+	var res struct {
+		Run, Phase     string
+		ClientSeconds  float64 `json:"client_seconds"`
+		StatusAttempts int     `json:"status_attempts"`
+		Attempts       []attemptInfo
+		Error          string
+	}
+	driver(t, ctx, &res, "drive_timeout.py", sdkEndpoint(m), pidDir, marker)
+
+	if res.Phase != "TIMED_OUT" {
+		t.Fatalf("run %s of a task with a 2s timeout sleeping 60s is %s, want TIMED_OUT (error: %s)", res.Run, res.Phase, res.Error)
+	}
+	if res.StatusAttempts != 1 || len(res.Attempts) != 1 {
+		t.Errorf("run %s: %d attempts (%d in the history), want 1: retries=0", res.Run, res.StatusAttempts, len(res.Attempts))
+	}
+	if len(res.Attempts) > 0 {
+		a := res.Attempts[len(res.Attempts)-1]
+		if a.Phase != "TIMED_OUT" {
+			t.Errorf("run %s: last attempt is %s, want TIMED_OUT", res.Run, a.Phase)
+		}
+		// From the start of RUNNING (else of the attempt) to its end, by the
+		// manager's clock: a generous bound, only to catch a timeout that
+		// never fired and a task that slept its full 60 s.
+		start := a.Start
+		for _, tr := range a.Transitions {
+			if tr.Phase == "RUNNING" && tr.Start != nil {
+				start = tr.Start
+			}
+		}
+		if start != nil && a.End != nil && *a.End-*start >= 45 {
+			t.Errorf("run %s: the attempt ran %.1fs after it started, want it stopped well before the task's 60s sleep ended", res.Run, *a.End-*start)
+		}
+	}
+	// The task's process is gone. (The timeout counts from RUNNING, which
+	// includes the runtime's start-up, so on a busy machine the process may be
+	// stopped before the task recorded its pid: look for the run's marker too.)
+	pids := recordedPIDs(t, pidDir)
+	if len(pids) > 1 {
+		t.Errorf("the task recorded %d pids, want at most 1 (one attempt)", len(pids))
+	}
+	// 30s: well past the executor's SIGTERM-to-SIGKILL grace, well before
+	// the task's own 60s sleep would end it.
+	if msg := eventually(30*time.Second, 500*time.Millisecond, func() string {
+		live := append(processesWith("FM_E2E_MARKER", marker), livePIDs(pids, "FM_E2E_MARKER="+marker)...)
+		if len(live) > 0 {
+			return fmt.Sprintf("the timed-out task's process still runs: %v", live)
+		}
+		return ""
+	}); msg != "" {
+		t.Error(msg)
+	}
+}
+
+// Scenario 5: aborting a run stops every action and every process, for good.
+func testAbort(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 8*time.Minute)
+	const children = 3
+	dir := t.TempDir()
+	marker := fmt.Sprintf("abort-%d", time.Now().UnixNano())
+	var runName string
+	reapRecordedOnCleanup(t, dir, func() []string {
+		return []string{"FM_E2E_MARKER=" + marker, "RUN_NAME=" + runName}
+	})
+	type abortReport struct {
+		Run, Phase  string
+		Actions     []actionInfo
+		AbortReason string `json:"abort_reason"`
+	}
+	// The run's processes: those with its marker or its name in their
+	// environment, and those its tasks recorded.
+	runProcesses := func(pids []int) []proc {
+		var found []proc
+		add := func(ps ...proc) {
+			for _, p := range ps {
+				if !slices.ContainsFunc(found, func(q proc) bool { return q.PID == p.PID }) {
+					found = append(found, p)
+				}
+			}
+		}
+		add(processesWith("FM_E2E_MARKER", marker)...)
+		add(processesWith("RUN_NAME", runName)...)
+		add(livePIDs(pids, "RUN_NAME="+runName)...)
+		return found
+	}
+
+	var started abortReport
+	driver(t, ctx, &started, "drive_abort.py", "start", sdkEndpoint(m), dir, marker, fmt.Sprint(children))
+	runName = started.Run
+	// Every child's task code runs (it wrote started-*); the phases may lag
+	// a moment behind the processes.
+	active := 0
+	for _, a := range started.Actions {
+		if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
+			active++
+		}
+	}
+	if active != children+1 {
+		t.Errorf("before the abort, %d of run %s's actions are running, want all %d: %+v", active, runName, children+1, started.Actions)
+	}
+	// Positive control for the check after the abort: while the run holds,
+	// its processes are found (parent, children, their helpers), also by the
+	// marker from the run's env_vars, which every action's process inherits.
+	pids := recordedPIDs(t, dir)
+	if len(pids) != 1+2*children {
+		t.Errorf("tasks recorded %d pids, want %d (parent, and each child with its helper)", len(pids), 1+2*children)
+	}
+	if live := runProcesses(pids); len(live) < 1+2*children {
+		t.Errorf("before the abort, found %d processes of run %s, want %d: %v", len(live), runName, 1+2*children, live)
+	}
+	if withMarker := processesWith("FM_E2E_MARKER", marker); len(withMarker) < 1+2*children {
+		t.Errorf("only %d processes of run %s have FM_E2E_MARKER from the run's env_vars, want all %d: envs must reach every action: %v",
+			len(withMarker), runName, 1+2*children, withMarker)
+	}
+
+	var res abortReport
+	driver(t, ctx, &res, "drive_abort.py", "abort", sdkEndpoint(m), runName)
+	checkAborted := func(r abortReport) {
+		t.Helper()
+		if r.Phase != "ABORTED" {
+			t.Errorf("aborted run %s is %s", r.Run, r.Phase)
+		}
+		if len(r.Actions) != children+1 {
+			t.Errorf("run %s has %d actions, want %d: %+v", r.Run, len(r.Actions), children+1, r.Actions)
+		}
+		for _, a := range r.Actions {
+			if a.Phase != "ABORTED" {
+				t.Errorf("run %s: action %s (parent %q) is %s after the abort, want ABORTED", r.Run, a.Name, a.Parent, a.Phase)
+			}
+		}
+	}
+	checkAborted(res)
+	if !strings.Contains(res.AbortReason, "e2e abort test") {
+		t.Errorf("run %s: abort reason %q, want the one given to AbortRun (%q)", res.Run, res.AbortReason, "e2e abort test")
+	}
+
+	// No process of the run remains: not the tasks, not their helpers.
+	if msg := eventually(60*time.Second, 500*time.Millisecond, func() string {
+		if left := runProcesses(pids); len(left) > 0 {
+			return fmt.Sprintf("processes of aborted run %s still running:\n%v", runName, left)
+		}
+		return ""
+	}); msg != "" {
+		t.Error(msg)
+	}
+
+	// Nothing runs again: released, a surviving or restarted child would
+	// write after-*; a new attempt would write another started-*.
+	startedFiles, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if after, _ := filepath.Glob(filepath.Join(dir, "after-*")); len(after) > 0 {
+		t.Errorf("a child of the aborted run was still running and finished: %v", after)
+	}
+	if later, _ := filepath.Glob(filepath.Join(dir, "started-*")); len(later) != len(startedFiles) {
+		t.Errorf("children started again after the abort: %v, before %v", later, startedFiles)
+	}
+	var again abortReport
+	driver(t, ctx, &again, "drive_abort.py", "inspect", sdkEndpoint(m), runName)
+	checkAborted(again)
+}
+
+var createdRun = regexp.MustCompile(`Created Run: (\S+)`)
+
+// cliRun runs `flyte run ...` in dir and returns the new run's name.
+func cliRun(t *testing.T, ctx context.Context, dir string, args ...string) string {
+	t.Helper()
+	out := mustFlyte(t, ctx, dir, append([]string{"run"}, args...)...)
+	match := createdRun.FindStringSubmatch(out)
+	if match == nil {
+		t.Fatalf("flyte run %s printed no run name:\n%s", strings.Join(args, " "), out)
+	}
+	return match[1]
+}
+
+var terminalPhase = regexp.MustCompile(`ACTION_PHASE_(SUCCEEDED|FAILED|ABORTED|TIMED_OUT|RECOVERED)`)
+
+// cliWait polls `flyte get run <name>` until the run is terminal and returns
+// that output and the phase.
+func cliWait(t *testing.T, ctx context.Context, dir, run string) (string, string) {
+	t.Helper()
+	var out string
+	if msg := eventually(5*time.Minute, 2*time.Second, func() string {
+		var err error
+		out, err = flyteCLI(t, ctx, dir, "get", "run", run)
+		if err != nil {
+			return err.Error()
+		}
+		if terminalPhase.MatchString(out) {
+			return ""
+		}
+		return "not terminal:\n" + out
+	}); msg != "" {
+		t.Fatalf("flyte get run %s: %s", run, msg)
+	}
+	return out, terminalPhase.FindStringSubmatch(out)[1]
+}
+
+// jsonOutput decodes the first line of CLI output that is a JSON document
+// (status lines come before it).
+func jsonOutput(t *testing.T, out string, v any) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if (strings.HasPrefix(line, "[") || strings.HasPrefix(line, "{")) && json.Unmarshal([]byte(line), v) == nil {
+			return
+		}
+	}
+	t.Fatalf("no JSON document in the output:\n%s", out)
+}
+
+// cliConfig writes the SDK config a user would, with `flyte create config`,
+// into dir/.flyte/config.yaml, where the CLI finds it when run in dir.
+func cliConfig(t *testing.T, ctx context.Context, m *manager, dir string) {
+	t.Helper()
+	mustFlyte(t, ctx, dir, "create", "config", "--endpoint", sdkEndpoint(m), "--insecure", "--project", testProject, "--domain", testDomain)
+	cfg, err := os.ReadFile(filepath.Join(dir, ".flyte", "config.yaml"))
+	if err != nil {
+		t.Fatalf("flyte create config wrote no .flyte/config.yaml: %v", err)
+	}
+	if !strings.Contains(string(cfg), sdkEndpoint(m)) || !strings.Contains(string(cfg), "insecure: true") {
+		t.Fatalf("config written by flyte create config:\n%s", cfg)
+	}
+}
+
+// checkLogs checks that `flyte get logs <run>` shows a line the task
+// printed, as a line of its own. The CLI prints each LogLine.message as it
+// is (rich, end=""): the SDK expects every message to end in a newline.
+func checkLogs(t *testing.T, ctx context.Context, dir, run, printed string) {
+	t.Helper()
+	logs := mustFlyte(t, ctx, dir, "get", "logs", run)
+	switch {
+	case !strings.Contains(logs, printed):
+		t.Errorf("flyte get logs %s does not show what the task printed (%q):\n%s", run, printed, logs)
+	case !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(printed) + `\s*$`).MatchString(logs):
+		t.Errorf("flyte get logs %s shows %q, but not on a line of its own: TailLogs must end each LogLine.message with \"\\n\" (the CLI prints messages back to back):\n%s",
+			run, printed, logs)
+	}
+}
+
+// cliRunEntry is a run as `flyte -of json-raw get run` lists it (the Run
+// message as protobuf JSON).
+type cliRunEntry struct {
+	Action struct {
+		ID struct {
+			Run  struct{ Name string }
+			Name string
+		} `json:"id"`
+		Status struct{ Phase string }
+	}
+}
+
+// Scenario 6: the flyte CLI, as a user types it.
+func testCLI(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("testdata", "cli"), dir)
+
+	run := cliRun(t, ctx, dir, "cli_tasks.py", "double", "--x", "1")
+	details, phase := cliWait(t, ctx, dir, run)
+	if phase != "SUCCEEDED" {
+		t.Fatalf("run %s is %s:\n%s", run, phase, details)
+	}
+	if !strings.Contains(details, run) || !strings.Contains(details, "e2e_cli.double") {
+		t.Errorf("flyte get run %s does not name the run and its task:\n%s", run, details)
+	}
+
+	var runs []cliRunEntry
+	jsonOutput(t, mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "run"), &runs)
+	if !slices.ContainsFunc(runs, func(r cliRunEntry) bool {
+		return r.Action.ID.Run.Name == run && r.Action.Status.Phase == "ACTION_PHASE_SUCCEEDED"
+	}) {
+		t.Errorf("flyte get run does not list %s as succeeded: %+v", run, runs)
+	}
+
+	var actions []struct {
+		ID     struct{ Name string } `json:"id"`
+		Status struct{ Phase string }
+	}
+	jsonOutput(t, mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "action", run), &actions)
+	if len(actions) != 1 || actions[0].ID.Name != "a0" || actions[0].Status.Phase != "ACTION_PHASE_SUCCEEDED" {
+		t.Errorf("flyte get action %s: want only a0, succeeded; got %+v", run, actions)
+	}
+
+	checkLogs(t, ctx, dir, run, "double got x=1")
+
+	// Deploy the environment (by its variable name in the file), then run
+	// the deployed task by name.
+	deployed := mustFlyte(t, ctx, dir, "deploy", "cli_tasks.py", "env")
+	if !strings.Contains(deployed, "e2e_cli.double") {
+		t.Errorf("flyte deploy does not report the deployed task e2e_cli.double:\n%s", deployed)
+	}
+	if tasks := mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "task"); !strings.Contains(tasks, `"e2e_cli.double"`) {
+		t.Errorf("flyte get task does not list e2e_cli.double:\n%s", tasks)
+	}
+	if versions := mustFlyte(t, ctx, dir, "get", "task", "e2e_cli.double"); !strings.Contains(versions, "e2e_cli.double") {
+		t.Errorf("flyte get task e2e_cli.double lists no version:\n%s", versions)
+	}
+
+	byName := cliRun(t, ctx, dir, "deployed-task", "e2e_cli.double", "--x", "21")
+	details, phase = cliWait(t, ctx, dir, byName)
+	if phase != "SUCCEEDED" {
+		t.Fatalf("run %s of the deployed task is %s:\n%s", byName, phase, details)
+	}
+	io := mustFlyte(t, ctx, dir, "get", "io", byName, "--outputs-only")
+	if !regexp.MustCompile(`\b42\b`).MatchString(io) {
+		t.Errorf("flyte get io %s: want the output 42:\n%s", byName, io)
+	}
+	t.Logf("flyte get io %s --outputs-only:\n%s", byName, io)
+}
+
+// Scenario 6, continued: the quick start in examples/README.md, command by
+// command, in a copy of the examples folder.
+func testQuickStart(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
+	commands := quickStartCommands(t, filepath.Join("..", "examples", "README.md"))
+
+	wantLog := map[string]string{
+		"examples/hello.py":  "Hello, World!",
+		"examples/fanout.py": "the squares of 0..9 add up to 285",
+	}
+	ran := 0
+	for _, args := range commands {
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "localhost:8090", sdkEndpoint(m))
+		}
+		switch args[0] {
+		case "flyte":
+			if args[1] != "run" {
+				mustFlyte(t, ctx, dir, args[1:]...)
+				continue
+			}
+			run := cliRun(t, ctx, dir, args[2:]...)
+			details, phase := cliWait(t, ctx, dir, run)
+			if phase != "SUCCEEDED" {
+				t.Errorf("%s: run %s is %s:\n%s", strings.Join(args, " "), run, phase, details)
+				continue
+			}
+			if want := wantLog[args[2]]; want != "" {
+				checkLogs(t, ctx, dir, run, want)
+			}
+			ran++
+		case "python":
+			cmd := venvCommand(t, ctx, dir, "python", args[1:]...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: %v\n%s", strings.Join(args, " "), err, tailLines(string(out), 60))
+				continue
+			}
+			if want := wantLog[args[1]]; !strings.Contains(string(out), want) {
+				t.Errorf("%s: output does not show %q:\n%s", strings.Join(args, " "), want, out)
+			}
+			ran++
+		}
+	}
+	if ran < 3 {
+		t.Errorf("the quick start ran %d examples, want hello and fan-out with the CLI and hello from Python", ran)
+	}
+}

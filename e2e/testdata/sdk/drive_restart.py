@@ -1,0 +1,52 @@
+"""Restart scenario.
+
+  drive_restart.py submit <endpoint> <log dir> <seconds>
+      Starts three `slow` runs and one `slow_fanout` run (3 children) without
+      waiting; reports {"runs": {key: run name}}.
+  drive_restart.py wait <endpoint> <run name>...
+      After the manager restarted: waits for every run and reports
+      {"runs": {name: {"phase", "output"}}, "listed": [run names ListRuns shows]}.
+"""
+
+import asyncio
+import sys
+
+import _drive
+import flyte.remote
+import wf_restart
+
+
+async def submit(endpoint: str, log_dir: str, seconds: float) -> dict:
+    _drive.init(endpoint)
+    runs = {}
+    for i in range(3):
+        run = await _drive.runner().run.aio(wf_restart.slow, i=i + 1, log_dir=log_dir, seconds=seconds)
+        runs[f"slow{i + 1}"] = run.name
+    run = await _drive.runner().run.aio(wf_restart.slow_fanout, n=3, log_dir=log_dir, seconds=seconds)
+    runs["fanout"] = run.name
+    return {"runs": runs}
+
+
+async def wait(endpoint: str, names: list[str]) -> dict:
+    _drive.init(endpoint)
+
+    async def one(name: str) -> dict:
+        run = await flyte.remote.Run.get.aio(name=name)
+        phase = await _drive.wait(run, 600)
+        entry = {"phase": phase}
+        if phase == "SUCCEEDED":
+            entry["output"] = (await run.outputs.aio())[0]
+        return entry
+
+    results = await asyncio.gather(*(one(n) for n in names))
+    listed = []
+    async for r in flyte.remote.Run.listall.aio(limit=1000):
+        listed.append(r.name)
+    return {"runs": dict(zip(names, results)), "listed": listed}
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "submit":
+        _drive.main(lambda: submit(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    else:
+        _drive.main(lambda: wait(sys.argv[2], sys.argv[3:]))

@@ -1,0 +1,39 @@
+"""Retry scenario: a task that fails recoverably twice then succeeds, and one
+that raises NonRecoverableError. Reports each run's phase, output and the
+attempt history (with phase transitions) from GetActionDetails.
+
+Usage: drive_retry.py <endpoint> <counter dir for flaky> <counter dir for doomed>
+"""
+
+import asyncio
+import sys
+
+import _drive
+import flyte.remote
+import wf_retry
+
+
+async def describe(run, phase: str) -> dict:
+    details = await flyte.remote.ActionDetails.get.aio(run_name=run.name, name="a0")
+    entry = {
+        "run": run.name,
+        "phase": phase,
+        "status_attempts": details.attempts,
+        "attempts": _drive.attempts_of(details),
+        "error": details.error_info.message if details.error_info else "",
+    }
+    if phase == "SUCCEEDED":
+        entry["output"] = (await run.outputs.aio())[0]
+    return entry
+
+
+async def scenario(endpoint: str, flaky_dir: str, doomed_dir: str) -> dict:
+    _drive.init(endpoint)
+    flaky = await _drive.runner().run.aio(wf_retry.flaky, counter_dir=flaky_dir)
+    doomed = await _drive.runner().run.aio(wf_retry.doomed, counter_dir=doomed_dir)
+    phases = await asyncio.gather(_drive.wait(flaky, 300), _drive.wait(doomed, 300))
+    return {"flaky": await describe(flaky, phases[0]), "doomed": await describe(doomed, phases[1])}
+
+
+if __name__ == "__main__":
+    _drive.main(lambda: scenario(sys.argv[1], sys.argv[2], sys.argv[3]))
