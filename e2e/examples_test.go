@@ -58,7 +58,7 @@ func quickStartCommands(t *testing.T, path string) [][]string {
 var localRunDir = regexp.MustCompile(`/tmp/flyte/metadata/([0-9a-f-]{36})`)
 
 // TestExamplesRunLocally runs the examples the way the quick start in
-// examples/README.md does, but with --local, so they run in the SDK's own
+// the README's quick start does, but with --local, so they run in the SDK's own
 // process and need no manager: the examples are valid Flyte 2 programs and the
 // README's commands are valid CLI syntax for the pinned SDK.
 func TestExamplesRunLocally(t *testing.T) {
@@ -72,7 +72,7 @@ func TestExamplesRunLocally(t *testing.T) {
 		"examples/fanout.py": "the squares of 0..9 add up to 285",
 	}
 	ran := 0
-	for _, args := range quickStartCommands(t, filepath.Join("..", "examples", "README.md")) {
+	for _, args := range quickStartCommands(t, filepath.Join("..", "README.md")) {
 		if len(args) < 3 || args[0] != "flyte" || args[1] != "run" {
 			continue
 		}

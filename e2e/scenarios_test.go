@@ -668,13 +668,13 @@ func testCLI(t *testing.T, m *manager) {
 	t.Logf("flyte get io %s --outputs-only:\n%s", byName, io)
 }
 
-// Scenario 6, continued: the quick start in examples/README.md, command by
+// Scenario 6, continued: the quick start in README.md, command by
 // command, in a copy of the examples folder.
 func testQuickStart(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 10*time.Minute)
 	dir := t.TempDir()
 	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
-	commands := quickStartCommands(t, filepath.Join("..", "examples", "README.md"))
+	commands := quickStartCommands(t, filepath.Join("..", "README.md"))
 
 	wantLog := map[string]string{
 		"examples/hello.py":  "Hello, World!",
