@@ -46,6 +46,16 @@ check-gen: gen
 	@git diff --exit-code -- gen/go || (echo "gen/go is stale: run make gen and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- gen/go)" || (git status --porcelain -- gen/go; echo "gen/go has untracked output: run make gen and commit" && exit 1)
 
+## bench: actions/s and submit→terminal latency through the public API, on
+## SQLite and PostgreSQL, with the no-op runner (control plane only) and the
+## real a0 runner; prints figures, asserts nothing. BENCH_FLAGS passes sizes,
+## e.g. BENCH_FLAGS="-runs 200 -fanout 20 -runners noop" (go run ./bench -h).
+.PHONY: bench
+BENCH_FLAGS ?=
+bench: venv
+	$(GO) build -tags bench -ldflags "$(LDFLAGS)" -o $(BIN)/flyte-manager-bench ./manager
+	$(GO) run ./bench -manager $(BIN)/flyte-manager-bench -venv $(VENV) $(BENCH_FLAGS)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -50,8 +50,15 @@ const (
 	DefaultKillGrace      = 10 * time.Second
 	DefaultStopTimeout    = 20 * time.Second
 	defaultWorkers        = 4
-	defaultQPS            = 100
-	defaultBurst          = 200
+	// The work queue's rate limit, in reconciles per second. An action
+	// takes about 3.4 reconciles (QUEUED, waiting for a slot, started,
+	// ended), so this caps the whole executor near defaultQPS/3.4 actions
+	// per second; at 100 that was ~29 actions/s, the manager's ceiling in
+	// `make bench`. The workers already bound the load on the database
+	// (each does one store call at a time); the limit only has to stop a
+	// runaway requeue loop, so it sits well above what they can do.
+	defaultQPS   = 1000
+	defaultBurst = 1000
 )
 
 // Driver is the local executor. It implements runstate.Executor.
