@@ -134,7 +134,43 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if err := appendChange(tx, rv, ChangeModified, key, db.Now()); err != nil {
 		return nil, err
 	}
-	return getAction(tx, key)
+	applyFields(a, f)
+	return a, nil
+}
+
+// applyFields mirrors the columns just written onto a, sparing every
+// action write a second read of the row (writes are serialized, so this is
+// a hot path).
+func applyFields(a *Action, f map[string]any) {
+	for col, v := range f {
+		switch col {
+		case "updated_at":
+			a.UpdatedAt = v.(time.Time)
+		case "resource_version":
+			a.ResourceVersion = v.(int64)
+		case "phase":
+			a.Phase = v.(Phase)
+		case "started_at":
+			t := v.(time.Time)
+			a.StartedAt = &t
+		case "ended_at":
+			t := v.(time.Time)
+			a.EndedAt = &t
+		case "attempts":
+			a.Attempts = v.(int32)
+		case "error_info":
+			a.ErrorInfo = v.([]byte)
+		case "abort_info":
+			a.AbortInfo = v.([]byte)
+		case "cache_status":
+			a.CacheStatus = v.(int32)
+		case "abort_requested_at":
+			t := v.(time.Time)
+			a.AbortRequestedAt = &t
+		default:
+			panic("store: applyFields does not know column " + col)
+		}
+	}
 }
 
 // updateAttempt applies u to the action's current attempt.
