@@ -107,6 +107,13 @@ func driver(t *testing.T, ctx context.Context, out any, script string, args ...s
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
 	line := resultLine(stdout.String())
+	var exit *exec.ExitError
+	if runErr != nil && line != "" && errors.As(runErr, &exit) && abortedBySignal(exit) {
+		// The driver finished and reported; only the SDK's HTTP client died
+		// at interpreter exit (see flyteCLI).
+		t.Logf("%s aborted at exit after reporting its result", script)
+		runErr = nil
+	}
 	if runErr != nil || line == "" {
 		reason := lastLineWith(stderr.String(), "DRIVER FAILED: ")
 		if reason == "" {
