@@ -76,7 +76,7 @@ func main() {
 	flag.IntVar(&o.realFanout, "real-fanout", 8, "children per run in a0 scenarios")
 	flag.IntVar(&o.warmup, "warmup", 2, "runs submitted (and not measured) before each scenario's measured runs")
 	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once (0: submit all at once)")
-	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: its default, 2 × CPUs)")
+	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: 256 for noop, the manager's default 2 × CPUs for a0)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
 	flag.StringVar(&runners, "runners", "noop,a0", "runners to measure: noop, a0")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
@@ -237,8 +237,8 @@ func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, bac
 	if venvBin != "" {
 		env = append(env, "FLYTE_MANAGER_EXECUTOR_LOCAL_PYTHON="+venvBin)
 	}
-	if o.parallelism > 0 {
-		env = append(env, fmt.Sprintf("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM=%d", o.parallelism))
+	if par := parallelismFor(o, runner); par > 0 {
+		env = append(env, fmt.Sprintf("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM=%d", par))
 	}
 	profile := o.pprofDir != "" && runner == "noop"
 	m, err := startManager(ctx, o.managerBin, home, dsn, env, profile)
@@ -309,9 +309,27 @@ func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, bac
 	return res, nil
 }
 
+// noopParallelism is the executor's slot count for no-op attempts unless
+// -parallelism says otherwise: maxParallelism protects the host from too
+// many task processes, and no-op attempts start none, so the control plane
+// is measured without that limit in the way.
+const noopParallelism = 256
+
+// parallelismFor is the executor.local.maxParallelism a scenario runs with
+// (0: the manager's default, 2 × CPUs).
+func parallelismFor(o options, runner string) int {
+	if o.parallelism > 0 {
+		return o.parallelism
+	}
+	if runner == "noop" {
+		return noopParallelism
+	}
+	return 0
+}
+
 // report prints the table and the ratios.
 func report(out *os.File, o options, results []result, load string) {
-	par := "its default, 2 × CPUs"
+	par := fmt.Sprintf("noop %d, a0 its default (2 × CPUs)", noopParallelism)
 	if o.parallelism > 0 {
 		par = fmt.Sprint(o.parallelism)
 	}
