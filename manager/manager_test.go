@@ -268,7 +268,15 @@ func TestBinary(t *testing.T) {
 		close(done)
 	}()
 	addr := waitForBanner(t, printed.String, done)
-	if status, _ := get(t, "http://"+addr+"/readyz"); status != http.StatusOK {
+	// Ready follows serving: the executor's first scan of unfinished work
+	// may still be running when the banner appears.
+	status := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, _ = get(t, "http://"+addr+"/readyz"); status == http.StatusOK {
+			break
+		}
+	}
+	if status != http.StatusOK {
 		t.Errorf("/readyz = %d", status)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

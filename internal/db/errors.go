@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	sqlitedrv "github.com/glebarez/go-sqlite"
+	sqlitedrv "modernc.org/sqlite"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	sqlite3 "modernc.org/sqlite/lib"

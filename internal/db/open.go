@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -60,7 +59,10 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(sqlitePath(target)), 0o750); err != nil {
 			return nil, fmt.Errorf("create database directory for %s: %w", redact(dsn), err)
 		}
-		dialector = sqlite.Open(target)
+		dialector = sqliteDialector{dsn: target}
+		// modernc.org/sqlite keeps a prepared statement per connection, so
+		// preparing once saves compiling the same SQL on every call.
+		cfg.PrepareStmt = true
 	}
 	gdb, err := gorm.Open(dialector, cfg)
 	if err != nil {
