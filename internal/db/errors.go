@@ -9,9 +9,9 @@ import (
 	"strings"
 	"syscall"
 
-	sqlitedrv "modernc.org/sqlite"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+	sqlitedrv "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"fmgr.dev/internal/errs"
