@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/sdktest"
 )
 
 // sdkUploadScript drives the SDK's own upload path (flyte.remote.upload_file
@@ -38,24 +40,8 @@ out["dir"] = remote.upload_dir(work / "dir")
 print("RESULT " + json.dumps(out))
 `
 
-// sdkPython finds the virtualenv with the pinned flyte SDK: $FM_TEST_VENV,
-// else the repository's .venv. Missing is a skip locally and a failure in
-// CI.
-func sdkPython(t *testing.T) string {
-	t.Helper()
-	venv := os.Getenv("FM_TEST_VENV")
-	if venv == "" {
-		venv, _ = filepath.Abs(filepath.Join("..", ".venv"))
-	}
-	py := filepath.Join(venv, "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the flyte SDK virtualenv is required in CI (FM_TEST_VENV or .venv): %v", err)
-		}
-		t.Skipf("no flyte SDK virtualenv at %s (set FM_TEST_VENV or run make venv)", venv)
-	}
-	return py
-}
+// sdkPython is the interpreter of the flyte SDK virtualenv (sdktest.Venv).
+func sdkPython(t *testing.T) string { return sdktest.Python(t) }
 
 type sdkUpload struct {
 	MD5       string `json:"md5"`

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/sdktest"
 )
 
 var managerBin string
@@ -194,23 +195,8 @@ func (m *manager) metrics() string {
 	return string(body)
 }
 
-// venv returns the project's virtualenv with the pinned flyte SDK. Missing, it
-// fails the test in CI and skips it elsewhere, naming the fix.
-func venv(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("FM_TEST_VENV")
-	if dir == "" {
-		dir, _ = filepath.Abs(filepath.Join("..", ".venv"))
-	}
-	if _, err := os.Stat(filepath.Join(dir, "bin", "python")); err != nil {
-		msg := fmt.Sprintf("no Python virtualenv with the flyte SDK at %s: run `make venv`", dir)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
+// venv is the project's virtualenv with the pinned flyte SDK (sdktest.Venv).
+func venv(t *testing.T) string { return sdktest.Venv(t) }
 
 // python runs a script from testdata with the virtualenv's interpreter and
 // returns its stdout; a non-zero exit fails the test with its output.

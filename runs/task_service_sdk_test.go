@@ -16,6 +16,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/sdktest"
 )
 
 // sdkScript drives the SDK's own deploy and read paths against the
@@ -88,24 +89,8 @@ out["subject"] = remote.User.get().subject()
 print("RESULT " + json.dumps(out))
 `
 
-// sdkPython finds the virtualenv with the pinned flyte SDK: $FM_TEST_VENV,
-// else the repository's .venv. Missing is a skip locally and a failure in
-// CI.
-func sdkPython(t *testing.T) string {
-	t.Helper()
-	venv := os.Getenv("FM_TEST_VENV")
-	if venv == "" {
-		venv, _ = filepath.Abs(filepath.Join("..", ".venv"))
-	}
-	py := filepath.Join(venv, "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the flyte SDK virtualenv is required in CI (FM_TEST_VENV or .venv): %v", err)
-		}
-		t.Skipf("no flyte SDK virtualenv at %s (set FM_TEST_VENV or run make venv)", venv)
-	}
-	return py
-}
+// sdkPython is the interpreter of the flyte SDK virtualenv (sdktest.Venv).
+func sdkPython(t *testing.T) string { return sdktest.Python(t) }
 
 type sdkResult struct {
 	Latest struct {

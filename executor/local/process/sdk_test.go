@@ -17,38 +17,12 @@ import (
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/sdktest"
 	"google.golang.org/protobuf/proto"
 )
 
-// sdkVenv finds the virtualenv with the pinned flyte SDK: $FM_TEST_VENV (set
-// by `make test`), else .venv at the repository root. Without it the test
-// fails under CI and is skipped elsewhere.
-func sdkVenv(t *testing.T) string {
-	t.Helper()
-	venv := os.Getenv("FM_TEST_VENV")
-	if venv == "" {
-		dir, err := os.Getwd()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ; dir != "/"; dir = filepath.Dir(dir) {
-			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module fmgr.dev\n")) {
-				venv = filepath.Join(dir, ".venv")
-				break
-			}
-		}
-	}
-	for _, exe := range []string{"python", "a0"} {
-		if _, err := os.Stat(filepath.Join(venv, "bin", exe)); err != nil {
-			msg := "the flyte SDK virtualenv is missing (" + filepath.Join(venv, "bin", exe) + "): run `make venv` or set FM_TEST_VENV"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-	return venv
-}
+// sdkVenv is the virtualenv with the pinned flyte SDK (see sdktest.Venv).
+func sdkVenv(t *testing.T) string { return sdktest.Venv(t) }
 
 func unusedPort(t *testing.T) int {
 	t.Helper()
