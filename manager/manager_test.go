@@ -82,6 +82,21 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// waitReady polls /readyz until it answers 200 or 30 s pass, and returns
+// the last answer. Ready follows serving: the executor's first scan of
+// unfinished work may still run when the banner appears.
+func waitReady(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	var status int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, body = get(t, "http://"+addr+"/readyz"); status == http.StatusOK {
+			break
+		}
+	}
+	return status, body
+}
+
 func TestStartServesHealthAndReady(t *testing.T) {
 	home := isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,7 +113,7 @@ func TestStartServesHealthAndReady(t *testing.T) {
 	if status, body := get(t, "http://"+addr+"/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz = %d %q", status, body)
 	}
-	if status, body := get(t, "http://"+addr+"/readyz"); status != http.StatusOK || !strings.Contains(body, "database: ok") {
+	if status, body := waitReady(t, addr); status != http.StatusOK || !strings.Contains(body, "database: ok") || !strings.Contains(body, "executor: ok") {
 		t.Errorf("/readyz = %d %q", status, body)
 	}
 	if status, _ := get(t, "http://"+addr+"/metrics"); status != http.StatusOK {
@@ -268,16 +283,8 @@ func TestBinary(t *testing.T) {
 		close(done)
 	}()
 	addr := waitForBanner(t, printed.String, done)
-	// Ready follows serving: the executor's first scan of unfinished work
-	// may still be running when the banner appears.
-	status := 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if status, _ = get(t, "http://"+addr+"/readyz"); status == http.StatusOK {
-			break
-		}
-	}
-	if status != http.StatusOK {
-		t.Errorf("/readyz = %d", status)
+	if status, body := waitReady(t, addr); status != http.StatusOK {
+		t.Errorf("/readyz = %d %q", status, body)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
