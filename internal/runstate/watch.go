@@ -3,12 +3,12 @@ package runstate
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/listreq"
 	"fmgr.dev/internal/store"
 )
 
@@ -267,9 +267,9 @@ func actionFilter(filters []*common.Filter) (func(*store.Action) bool, error) {
 		case f.GetField() == "phase" && (f.GetFunction() == common.Filter_VALUE_IN || f.GetFunction() == common.Filter_EQUAL):
 			set := map[store.Phase]bool{}
 			for _, v := range f.GetValues() {
-				p, ok := parsePhase(v)
-				if !ok {
-					return nil, errs.Invalidf("filter phase: unknown phase %q", v)
+				p, err := listreq.ParsePhase(v)
+				if err != nil {
+					return nil, errs.Invalidf("filter phase: %v", err)
 				}
 				set[p] = true
 			}
@@ -286,17 +286,4 @@ func actionFilter(filters []*common.Filter) (func(*store.Action) bool, error) {
 		}
 		return true
 	}, nil
-}
-
-// parsePhase accepts ACTION_PHASE_SUCCEEDED, SUCCEEDED or 5.
-func parsePhase(v string) (store.Phase, bool) {
-	if n, err := strconv.Atoi(v); err == nil {
-		return store.Phase(n), n >= 0 && n <= int(store.PhaseRecovered)
-	}
-	name := strings.ToUpper(v)
-	if !strings.HasPrefix(name, "ACTION_PHASE_") {
-		name = "ACTION_PHASE_" + name
-	}
-	p, ok := common.ActionPhase_value[name]
-	return store.Phase(p), ok
 }
