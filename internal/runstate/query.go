@@ -149,21 +149,22 @@ func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (Action
 			return ActionData{}, err
 		}
 	}
-	if a.Phase == store.PhaseSucceeded {
-		dir, err := s.outputURI(ctx, a)
-		if err != nil {
-			return ActionData{}, err
-		}
-		if dir != "" {
-			ok, err := s.blobs.Key(dir)
-			if err == nil {
-				out.Outputs = &task.Outputs{}
-				out.OutputsURI = s.blobs.URI(path.Join(ok, "outputs.pb"))
-				if err := s.readProto(ctx, path.Join(ok, "outputs.pb"), out.Outputs); err != nil && !errors.Is(err, errs.ErrNotFound) {
-					return ActionData{}, err
-				}
-			}
-		}
+	if a.Phase != store.PhaseSucceeded {
+		return out, nil
+	}
+	dir, err := s.resultDir(ctx, a)
+	if err != nil {
+		return ActionData{}, err
+	}
+	dirKey, err := s.blobs.Key(dir)
+	if dir == "" || err != nil {
+		return out, nil // a trace may record outputs outside our storage
+	}
+	outKey := path.Join(dirKey, "outputs.pb")
+	out.Outputs = &task.Outputs{}
+	out.OutputsURI = s.blobs.URI(outKey)
+	if err := s.readProto(ctx, outKey, out.Outputs); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return ActionData{}, err
 	}
 	return out, nil
 }

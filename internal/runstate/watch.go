@@ -48,7 +48,7 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 		if a.ParentName == nil || *a.ParentName != parent.Name || sent[a.Name] == a.Phase {
 			return nil
 		}
-		out, err := s.updateOutputURI(ctx, a)
+		out, err := s.resultDir(ctx, a)
 		if err != nil {
 			return err
 		}
@@ -103,9 +103,9 @@ func (s *Service) eachChild(ctx context.Context, parent store.ActionKey, fn func
 	}
 }
 
-// updateOutputURI is the output directory a terminal update carries: the
-// recorded one for traces, the current attempt's for tasks.
-func (s *Service) updateOutputURI(ctx context.Context, a *store.Action) (string, error) {
+// resultDir is where a finished action's outputs are: the recorded
+// directory for traces, the current attempt's output dir for tasks.
+func (s *Service) resultDir(ctx context.Context, a *store.Action) (string, error) {
 	if !a.Phase.Terminal() {
 		return "", nil
 	}
