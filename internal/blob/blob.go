@@ -57,6 +57,11 @@ const (
 // expected MD5; nothing was stored. It is an errs.ErrInvalid.
 var ErrContentMD5Mismatch = fmt.Errorf("content does not match its MD5: %w", errs.ErrInvalid)
 
+// ErrObjectExists is returned by a create-only write (WriteOptions.IfNotExist)
+// when the key already names an object; that object was left untouched. It
+// is an errs.ErrAlreadyExists.
+var ErrObjectExists = fmt.Errorf("an object already exists under this key: %w", errs.ErrAlreadyExists)
+
 // Store is an opened blob store. It is safe for concurrent use.
 type Store struct {
 	bucket *gcblob.Bucket
@@ -256,6 +261,14 @@ type WriteOptions struct {
 	// ContentMD5, when set, must equal the MD5 of the bytes written, or the
 	// write fails with ErrContentMD5Mismatch and nothing becomes visible.
 	ContentMD5 []byte
+	// IfNotExist makes the write create-only: if key names an object when
+	// the write commits, Close fails with ErrObjectExists and the object is
+	// left as it was. The check and the commit are one atomic step, so two
+	// racing writers never both succeed: file stores link the finished
+	// temporary file into place (link(2) refuses an existing name, whoever
+	// created it: this manager, another one or a task), S3 and memory stores
+	// use the driver's conditional write (S3: If-None-Match: *).
+	IfNotExist bool
 }
 
 // Put stores data under key, replacing any existing object.
@@ -422,15 +435,16 @@ func typeByName(key string) string {
 // key until Close succeeds; Abort (or a failed Close) leaves any previous
 // object in place.
 type Writer struct {
-	s      *Store
-	key    string
-	w      *gcblob.Writer
-	cancel context.CancelFunc
-	want   []byte
-	h      hash.Hash
-	n      int64
-	done   bool
-	sum    []byte
+	s   *Store
+	key string
+	out sink
+	// createOnly: the write was opened with IfNotExist.
+	createOnly bool
+	want       []byte
+	h          hash.Hash
+	n          int64
+	done       bool
+	sum        []byte
 }
 
 // NewWriter starts writing key. The caller must call Close (to commit) or
@@ -445,22 +459,34 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (
 	if len(opts.ContentMD5) != 0 && len(opts.ContentMD5) != md5.Size {
 		return nil, errs.Invalidf("content MD5 must be %d bytes, got %d", md5.Size, len(opts.ContentMD5))
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	gopts := &gcblob.WriterOptions{ContentMD5: opts.ContentMD5}
-	if opts.ContentType != "" {
-		if _, _, err := mime.ParseMediaType(opts.ContentType); err == nil {
-			gopts.ContentType = opts.ContentType
+	var out sink
+	if opts.IfNotExist && s.kind == KindFile {
+		// fileblob's own IfNotExist is a stat then a rename, which only
+		// excludes writers in this process.
+		f, err := newExclusiveFile(ctx, s.URI(key))
+		if err != nil {
+			return nil, s.wrap("write", key, err)
 		}
+		out = f
+	} else {
+		ctx, cancel := context.WithCancel(ctx)
+		gopts := &gcblob.WriterOptions{ContentMD5: opts.ContentMD5, IfNotExist: opts.IfNotExist}
+		if opts.ContentType != "" {
+			if _, _, err := mime.ParseMediaType(opts.ContentType); err == nil {
+				gopts.ContentType = opts.ContentType
+			}
+		}
+		if gopts.ContentType == "" {
+			gopts.ContentType = typeByName(key)
+		}
+		w, err := s.bucket.NewWriter(ctx, key, gopts)
+		if err != nil {
+			cancel()
+			return nil, s.wrap("write", key, err)
+		}
+		out = &bucketSink{w: w, cancel: cancel}
 	}
-	if gopts.ContentType == "" {
-		gopts.ContentType = typeByName(key)
-	}
-	w, err := s.bucket.NewWriter(ctx, key, gopts)
-	if err != nil {
-		cancel()
-		return nil, s.wrap("write", key, err)
-	}
-	return &Writer{s: s, key: key, w: w, cancel: cancel, want: bytes.Clone(opts.ContentMD5), h: md5.New()}, nil
+	return &Writer{s: s, key: key, out: out, createOnly: opts.IfNotExist, want: bytes.Clone(opts.ContentMD5), h: md5.New()}, nil
 }
 
 // Write implements io.Writer.
@@ -468,7 +494,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if w.done {
 		return 0, fmt.Errorf("blob write %q: writer already closed", w.key)
 	}
-	n, err := w.w.Write(p)
+	n, err := w.out.Write(p)
 	w.h.Write(p[:n])
 	w.n += int64(n)
 	if err != nil {
@@ -489,8 +515,11 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("object %q: %w", w.key, ErrContentMD5Mismatch)
 	}
 	w.done = true
-	defer w.cancel()
-	return w.s.wrap("write", w.key, w.w.Close())
+	err := w.out.commit()
+	if w.createOnly && (errors.Is(err, ErrObjectExists) || gcerrors.Code(err) == gcerrors.FailedPrecondition) {
+		return fmt.Errorf("object %q: %w", w.key, ErrObjectExists)
+	}
+	return w.s.wrap("write", w.key, err)
 }
 
 // Abort discards everything written; it is a no-op after Close.
@@ -499,8 +528,7 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
-	w.cancel()
-	_ = w.w.Close()
+	w.out.discard()
 }
 
 // Written is the number of bytes written so far.

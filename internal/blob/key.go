@@ -18,9 +18,9 @@ const (
 
 // ValidateKey reports whether key may name an object in any store: a
 // relative, clean, "/"-separated path of at most MaxKeyBytes bytes, valid
-// UTF-8, without "." or ".." segments, backslashes, control characters
-// (NUL included) or the "__0x" sequence the file driver reserves for its
-// own escaping. A bad key is an errs.ErrInvalid whose text says what is
+// UTF-8, without "." or ".." segments, segments ending in '.', backslashes,
+// control characters (NUL included) or the "__0x" sequence the file driver
+// reserves for its own escaping. A bad key is an errs.ErrInvalid whose text says what is
 // wrong. Every Store method and the signed-URL handler use it, so the rules
 // live here and nowhere else.
 func ValidateKey(key string) error {
@@ -81,6 +81,13 @@ func ValidatePath(what, key string) error {
 			return errs.Invalidf("%s %q must not contain empty segments ('//' or a trailing '/')", what, key)
 		case seg == "." || seg == "..":
 			return errs.Invalidf("%s %q must not contain '.' or '..' segments", what, key)
+		case strings.HasSuffix(seg, "."):
+			// A key is also a native path handed to tasks (Store.URI), and
+			// such a segment does not survive as one: the file driver
+			// escapes the '/' after "x.." so the object lands elsewhere
+			// than the path, and Windows drops trailing dots. Leading dots
+			// ("..x", ".env") are ordinary names everywhere.
+			return errs.Invalidf("%s %q has a segment ending in '.' (%q), which is not a portable file name", what, key, seg)
 		case len(seg) > MaxSegmentBytes:
 			return errs.Invalidf("%s %q has a segment longer than %d bytes", what, key, MaxSegmentBytes)
 		}
