@@ -20,12 +20,16 @@ import (
 //   - PUT stores the body under key. If the URL binds an MD5, the request
 //     must send it as Content-MD5 (base64) and the body must match it; a
 //     Content-MD5 sent to a URL without one is checked too. A body that
-//     does not match is never visible, and neither is a partial one.
+//     does not match is never visible, and neither is a partial one. A PUT
+//     never replaces an object: if one exists by the time the body is
+//     committed, the same bytes answer 200 without a write and different
+//     bytes answer 409.
 //   - GET and HEAD (on a GET URL) stream the object, with Range support.
 //
 // Answers: 200 on success; 400 bad key or checksum; 403 "signature
 // invalid", "URL expired" or a URL used with another method; 404 no such
-// object; 405 other methods; 413 body over the limit.
+// object; 405 other methods; 409 a different object exists; 413 body over
+// the limit.
 func (s *Service) serveBlob(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPut, http.MethodGet, http.MethodHead:
@@ -81,9 +85,13 @@ func (s *Service) putBlob(w http.ResponseWriter, r *http.Request, g blob.Grant) 
 		return
 	}
 
+	// Signed PUTs only ever create: the overwrite check CreateUploadLocation
+	// makes when it issues a URL is long stale by the time an old URL is
+	// used, so the store checks again, atomically, as the object commits.
 	bw, err := s.store.NewWriter(r.Context(), g.Key, &blob.WriteOptions{
 		ContentType: r.Header.Get("Content-Type"),
 		ContentMD5:  want,
+		IfNotExist:  true,
 	})
 	if err != nil {
 		s.storageError(w, r, "opening upload", err)
@@ -104,14 +112,35 @@ func (s *Service) putBlob(w http.ResponseWriter, r *http.Request, g blob.Grant) 
 		return
 	}
 	if err := bw.Close(); err != nil {
-		if errors.Is(err, blob.ErrContentMD5Mismatch) {
+		switch {
+		case errors.Is(err, blob.ErrContentMD5Mismatch):
 			plain(w, http.StatusBadRequest, "body does not match its Content-MD5 (BadDigest)")
-			return
+		case errors.Is(err, blob.ErrObjectExists):
+			s.putOverExisting(w, r, g.Key, bw.MD5())
+		default:
+			s.storageError(w, r, "committing upload", err)
 		}
-		s.storageError(w, r, "committing upload", err)
 		return
 	}
 	w.Header().Set("ETag", `"`+hex.EncodeToString(bw.MD5())+`"`)
+	w.WriteHeader(http.StatusOK)
+}
+
+// putOverExisting answers a PUT that found an object at its key: the same
+// bytes again (a retried upload, or the same file from another URL) is a
+// success that changes nothing; anything else is 409 and the object stays.
+func (s *Service) putOverExisting(w http.ResponseWriter, r *http.Request, key string, sent []byte) {
+	have, err := s.store.MD5(r.Context(), key)
+	if err != nil {
+		s.storageError(w, r, "checking the existing object", err)
+		return
+	}
+	if !bytes.Equal(have, sent) {
+		plain(w, http.StatusConflict, "a different file was uploaded to this location after this URL was issued; "+
+			"upload URLs never replace a file: ask for a new location")
+		return
+	}
+	w.Header().Set("ETag", `"`+hex.EncodeToString(sent)+`"`)
 	w.WriteHeader(http.StatusOK)
 }
 

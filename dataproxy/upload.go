@@ -35,7 +35,9 @@ var md5Dir = base32.StdEncoding.WithPadding(base32.NoPadding)
 // dir is filename_root when given, else base32 of content_md5 — so the same
 // content always maps to the same key and asking twice is harmless. When
 // filename_root is given and an object already exists there, the request
-// must carry the same content_md5, or it is AlreadyExists.
+// must carry the same content_md5, or it is AlreadyExists. That check only
+// gives an early answer: the URL itself never replaces a file, whenever it
+// is used (see serveBlob).
 func (s *Service) CreateUploadLocation(ctx context.Context, req *connect.Request[dataproxy.CreateUploadLocationRequest]) (*connect.Response[dataproxy.CreateUploadLocationResponse], error) {
 	m := req.Msg
 	key, err := uploadKey(m)
