@@ -63,37 +63,6 @@ func (s *ProjectService) Seed(ctx context.Context) error {
 	return nil
 }
 
-// EnsureProject returns project (org, name) for a write that targets it.
-// With cfg.AutoCreate an unknown project is created; otherwise it is
-// NotFound. An archived project rejects new work with FailedPrecondition.
-func EnsureProject(ctx context.Context, projects *store.Projects, cfg config.Projects, log *slog.Logger, org, name string) (*store.Project, error) {
-	var p *store.Project
-	if cfg.AutoCreate {
-		var created bool
-		var err error
-		if p, created, err = projects.EnsureExists(ctx, org, name); err != nil {
-			return nil, err
-		}
-		if created && log != nil {
-			log.InfoContext(ctx, "project created on first use", "org", org, "project", name)
-		}
-	} else {
-		var err error
-		p, err = projects.Get(ctx, org, name)
-		if errors.Is(err, errs.ErrNotFound) {
-			return nil, errs.NotFoundf("project %q does not exist; create it (flyte create project --id %s --name %s) "+
-				"or enable projects.autoCreate", name, name, name)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if p.State == store.ProjectArchived || p.State == store.ProjectState(project.ProjectState_PROJECT_STATE_SYSTEM_ARCHIVED) {
-		return nil, fmt.Errorf("project %q is archived; unarchive it to use it: %w", name, errs.ErrPrecondition)
-	}
-	return p, nil
-}
-
 // projectID mirrors ident's rule for one identifier segment (it ends up in
 // storage paths and keys): letters, digits, '-' and '_', at most 63.
 var projectID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)

@@ -74,11 +74,12 @@ func (s *TaskService) DeployTask(ctx context.Context, req *connect.Request[task.
 		return nil, errs.Invalidf("triggers are not supported yet: task %s declares %s; deploy it without triggers",
 			id.Name, strings.Join(names, ", "))
 	}
-	if err := s.checkDomain(ctx, "task_id.domain", id.Domain); err != nil {
+	_, newProject, err := s.st.Projects.AdmitWork(ctx, id.Org, id.Project, "task_id.domain", id.Domain, s.projects.AutoCreate)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := EnsureProject(ctx, s.st.Projects, s.projects, s.log, id.Org, id.Project); err != nil {
-		return nil, err
+	if newProject {
+		s.log.InfoContext(ctx, "project created on first use", "org", id.Org, "project", id.Project)
 	}
 
 	spec := msg.GetSpec()
@@ -133,22 +134,6 @@ func checkSpec(id store.TaskID, spec *task.TaskSpec) error {
 		}
 	}
 	return nil
-}
-
-// checkDomain rejects domains other than the manager's (global) ones.
-func (s *TaskService) checkDomain(ctx context.Context, field, domain string) error {
-	domains, err := s.st.Projects.Domains(ctx)
-	if err != nil {
-		return err
-	}
-	names := make([]string, len(domains))
-	for i, d := range domains {
-		if d.ID == domain {
-			return nil
-		}
-		names[i] = d.ID
-	}
-	return errs.Invalidf("%s %q is not a domain of this manager (domains: %s)", field, domain, strings.Join(names, ", "))
 }
 
 // deployedBy is the subject deploying. Without authentication it is not

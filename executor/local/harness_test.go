@@ -174,7 +174,7 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 		tt = "python"
 	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
-		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "t." + name, Version: "v1"},
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
 		Type:     tt,
 		Metadata: md,
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
@@ -197,14 +197,14 @@ func (h *harness) run(name, script string, o taskOpts) store.ActionKey {
 		}
 	}
 	_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
-		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "d", Name: name}},
+		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
 		Task:    &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
 		RunSpec: rs,
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return store.RunKey{Project: "p", Domain: "d", RunName: name}.Action(store.RootName)
+	return store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName)
 }
 
 // child enqueues a child action of parent that runs script.
@@ -217,7 +217,7 @@ func (h *harness) child(parent store.ActionKey, name, script string, o taskOpts)
 	key := parent.RunKey.Action(name)
 	pn := parent.Name
 	err = h.state.Enqueue(h.ctx, &actions.Action{
-		ActionId:         &common.ActionIdentifier{Run: &common.RunIdentifier{Project: "p", Domain: "d", Name: parent.RunName}, Name: name},
+		ActionId:         &common.ActionIdentifier{Run: &common.RunIdentifier{Project: "p", Domain: "development", Name: parent.RunName}, Name: name},
 		ParentActionName: &pn,
 		InputUri:         p.RunOutputBase + "/" + name + "/inputs.pb",
 		RunOutputBase:    p.RunOutputBase,

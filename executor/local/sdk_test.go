@@ -70,14 +70,14 @@ func TestRealSDKRuntime(t *testing.T) {
 			}
 		}
 		_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
-			Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "d", Name: run}},
+			Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: run}},
 			Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
 			InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: inputs},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store.RunKey{Project: "p", Domain: "d", RunName: run}.Action(store.RootName)
+		return store.RunKey{Project: "p", Domain: "development", RunName: run}.Action(store.RootName)
 	}
 
 	d := h.driver(func(c *config.LocalExecutor) { c.Python = filepath.Join(venv, "bin") })

@@ -25,9 +25,12 @@ import (
 // Storage layout (keys in the blob store; task processes see Store.URI(key)):
 //
 //	runs/<org|_>/<project>/<domain>/<run>/               run base (_U_RUN_BASE)
-//	runs/.../<run>/inputs/inputs.pb                       a run's inline inputs
 //	runs/.../<run>/<action>/<attempt>/                    an attempt's outputs
-//	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   UploadInputs
+//	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   run inputs: UploadInputs'
+//	                                                      and CreateRun's inline ones
+//
+// Inputs live by content hash, outside any run's prefix, so that storing
+// them never touches a run that already exists (see CreateRun).
 const inputsFile = "inputs.pb"
 
 func orgSegment(org string) string {
@@ -132,21 +135,33 @@ func newRunName() string {
 // CreateRun validates everything, stores the inputs, and creates the run's
 // root action QUEUED. Any failure is returned to the caller: a run is either
 // created ready to execute or not created at all.
+//
+// Order matters, for a rejected request must change nothing and a crash
+// must lose nothing: first every check that writes nothing (the request,
+// then whether the run exists, then AdmitWork, which may create the
+// project), then the inputs, stored by content hash outside the run's
+// prefix, then the row that references them. A crash after the inputs and
+// before the row leaves only an unreferenced content-addressed object (the
+// same thing UploadInputs leaves when CreateRun never follows); the row is
+// never written before what it points at, and a duplicate run name can
+// never reach, let alone replace, the existing run's files.
 func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest) (*workflow.Run, error) {
 	var run store.RunKey
+	var scope string // the request field that names the project and domain
+	named := false
 	switch {
 	case req.GetRunId() != nil:
 		k, err := ident.Run("run_id", req.GetRunId())
 		if err != nil {
 			return nil, err
 		}
-		run = k
+		run, scope, named = k, "run_id", true
 	case req.GetProjectId() != nil:
 		org, project, domain, err := ident.Project("project_id", req.GetProjectId())
 		if err != nil {
 			return nil, err
 		}
-		run = store.RunKey{Org: org, Project: project, Domain: domain, RunName: newRunName()}
+		run, scope = store.RunKey{Org: org, Project: project, Domain: domain, RunName: newRunName()}, "project_id"
 	default:
 		return nil, errs.Invalidf("run_id or project_id is required")
 	}
@@ -155,9 +170,6 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	}
 	t, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "")
 	if err != nil {
-		return nil, err
-	}
-	if err := s.ensureProject(ctx, run.Org, run.Project); err != nil {
 		return nil, err
 	}
 
@@ -181,13 +193,32 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if runSpec.GetMaxActionConcurrency() < 0 {
 		return nil, errs.Invalidf("run_spec.max_action_concurrency must not be negative")
 	}
-	inputURI, err := s.runInputs(ctx, run, req)
-	if err != nil {
-		return nil, err
-	}
 	rawRunSpec, err := marshal(runSpec)
 	if err != nil {
 		return nil, err
+	}
+	inputs, err := s.runInputs(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if named {
+		// The insert below decides in the end; asking first keeps the
+		// common duplicate (a retried or repeated submit) from writing
+		// anything at all.
+		if _, err := s.store.Actions.Get(ctx, run.Action(store.RootName)); err == nil {
+			return nil, fmt.Errorf("run %s: %w", run, errs.ErrAlreadyExists)
+		} else if !errors.Is(err, errs.ErrNotFound) {
+			return nil, err
+		}
+	}
+	if err := s.admit(ctx, run.Org, run.Project, scope+".domain", run.Domain); err != nil {
+		return nil, err
+	}
+	inputURI := inputs.uri
+	if inputs.raw != nil {
+		if inputURI, _, err = s.putInputs(ctx, inputsDir(run.Org, run.Project, run.Domain), inputs.raw); err != nil {
+			return nil, err
+		}
 	}
 
 	n := t.newAction(run.Action(store.RootName))
@@ -218,22 +249,28 @@ func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
 	return strings.TrimRight(requested, "/"), nil
 }
 
-// runInputs stores inline inputs (or checks offloaded ones) and returns the
-// directory holding inputs.pb.
-func (s *Service) runInputs(ctx context.Context, run store.RunKey, req *workflow.CreateRunRequest) (string, error) {
+// runInputs is what a CreateRun request says about its inputs: the
+// directory of offloaded ones (checked to exist), or the encoding of inline
+// ones, which CreateRun stores once nothing else can refuse the run.
+type runInputs struct {
+	uri string
+	raw []byte
+}
+
+func (s *Service) runInputs(ctx context.Context, req *workflow.CreateRunRequest) (runInputs, error) {
 	if off := req.GetOffloadedInputData(); off != nil {
 		key, err := s.blobs.Key(strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+inputsFile))
 		if err != nil {
-			return "", errs.Invalidf("offloaded_input_data.uri %q is not in this manager's storage", off.GetUri())
+			return runInputs{}, errs.Invalidf("offloaded_input_data.uri %q is not in this manager's storage", off.GetUri())
 		}
 		ok, err := s.blobs.Exists(ctx, path.Join(key, inputsFile))
 		if err != nil {
-			return "", err
+			return runInputs{}, err
 		}
 		if !ok {
-			return "", errs.Invalidf("offloaded_input_data.uri %q holds no inputs: upload them with UploadInputs first", off.GetUri())
+			return runInputs{}, errs.Invalidf("offloaded_input_data.uri %q holds no inputs: upload them with UploadInputs first", off.GetUri())
 		}
-		return s.blobs.URI(key), nil
+		return runInputs{uri: s.blobs.URI(key)}, nil
 	}
 	inputs := req.GetInputs()
 	if inputs == nil {
@@ -241,31 +278,65 @@ func (s *Service) runInputs(ctx context.Context, run store.RunKey, req *workflow
 	}
 	raw, err := marshal(inputs)
 	if err != nil {
-		return "", errs.Invalidf("inputs cannot be serialized: %v", err)
+		return runInputs{}, errs.Invalidf("inputs cannot be serialized: %v", err)
 	}
-	dir := path.Join(runBaseKey(run), "inputs")
-	if err := s.blobs.Put(ctx, path.Join(dir, inputsFile), raw, nil); err != nil {
-		return "", err
+	return runInputs{raw: raw}, nil
+}
+
+// admit asks the one rule for new work (store.Projects.AdmitWork, with
+// projects.autoCreate) whether the project and domain take it.
+func (s *Service) admit(ctx context.Context, org, project, domainField, domain string) error {
+	_, created, err := s.store.Projects.AdmitWork(ctx, org, project, domainField, domain, s.projects.AutoCreate)
+	if created {
+		s.log.InfoContext(ctx, "project created on first use", "org", org, "project", project)
 	}
-	return s.blobs.URI(dir), nil
+	return err
+}
+
+// inputsDir is the default parent of a project/domain's content-addressed
+// inputs.
+func inputsDir(org, project, domain string) string {
+	return path.Join("offloaded-inputs", orgSegment(org), project, domain)
+}
+
+// putInputs stores encoded inputs at parent/<sha256 of raw>/inputs.pb and
+// returns that directory's URI and the hash. An object already there holds
+// these very bytes (its name is their hash), so it is left as it is.
+func (s *Service) putInputs(ctx context.Context, parent string, raw []byte) (uri, hash string, err error) {
+	sum := sha256.Sum256(raw)
+	hash = hex.EncodeToString(sum[:])
+	dir := path.Join(parent, hash)
+	key := path.Join(dir, inputsFile)
+	ok, err := s.blobs.Exists(ctx, key)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		if err := s.blobs.Put(ctx, key, raw, nil); err != nil {
+			return "", "", err
+		}
+	}
+	return s.blobs.URI(dir), hash, nil
 }
 
 // WriteInputs implements UploadInputs: inputs are stored by content hash so
-// that uploading the same inputs twice yields the same location.
+// that uploading the same inputs twice yields the same location. They are
+// the first half of a run, so the project and domain must admit new work.
 func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRequest) (*common.OffloadedInputData, error) {
-	var org, project, domain string
+	var org, project, domain, scope string
 	switch {
 	case req.GetRunId() != nil:
 		k, err := ident.Run("run_id", req.GetRunId())
 		if err != nil {
 			return nil, err
 		}
-		org, project, domain = k.Org, k.Project, k.Domain
+		org, project, domain, scope = k.Org, k.Project, k.Domain, "run_id"
 	case req.GetProjectId() != nil:
 		var err error
 		if org, project, domain, err = ident.Project("project_id", req.GetProjectId()); err != nil {
 			return nil, err
 		}
+		scope = "project_id"
 	default:
 		return nil, errs.Invalidf("run_id or project_id is required")
 	}
@@ -285,20 +356,22 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 	if err != nil {
 		return nil, errs.Invalidf("inputs cannot be serialized: %v", err)
 	}
-	sum := sha256.Sum256(raw)
-	hash := hex.EncodeToString(sum[:])
-	dir := path.Join("offloaded-inputs", orgSegment(org), project, domain, hash)
+	parent := inputsDir(org, project, domain)
 	if base := req.GetBaseDir(); base != "" {
 		k, err := s.blobs.Key(strings.TrimRight(base, "/"))
 		if err != nil {
 			return nil, errs.Invalidf("base_dir %q is not in this manager's storage", base)
 		}
-		dir = path.Join(k, hash)
+		parent = k
 	}
-	if err := s.blobs.Put(ctx, path.Join(dir, inputsFile), raw, nil); err != nil {
+	if err := s.admit(ctx, org, project, scope+".domain", domain); err != nil {
 		return nil, err
 	}
-	return &common.OffloadedInputData{Uri: s.blobs.URI(dir), InputsHash: hash}, nil
+	uri, hash, err := s.putInputs(ctx, parent, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &common.OffloadedInputData{Uri: uri, InputsHash: hash}, nil
 }
 
 // Enqueue creates a child action (ActionsService.Enqueue,

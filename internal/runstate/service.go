@@ -120,15 +120,3 @@ func (s *Service) RunSpec(ctx context.Context, run store.RunKey) (*task.RunSpec,
 func marshal(m proto.Message) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }
-
-// ensureProject creates the project on first use when configured to.
-func (s *Service) ensureProject(ctx context.Context, org, project string) error {
-	if s.projects.AutoCreate {
-		_, _, err := s.store.Projects.EnsureExists(ctx, org, project)
-		return err
-	}
-	if _, err := s.store.Projects.Get(ctx, org, project); err != nil {
-		return fmt.Errorf("project %q: %w", project, err)
-	}
-	return nil
-}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -19,7 +21,11 @@ const (
 	ProjectActive          ProjectState = 0
 	ProjectArchived        ProjectState = 1
 	ProjectSystemGenerated ProjectState = 2
+	ProjectSystemArchived  ProjectState = 3
 )
+
+// Archived reports whether the state refuses new work.
+func (s ProjectState) Archived() bool { return s == ProjectArchived || s == ProjectSystemArchived }
 
 // Project is a row of projects; (Org, Name) is its identity.
 type Project struct {
@@ -136,4 +142,48 @@ func (r *Projects) Domains(ctx context.Context) ([]Domain, error) {
 		return nil, fmt.Errorf("list domains: %w", db.Translate(err))
 	}
 	return out, nil
+}
+
+// AdmitWork is the one rule for whether new work (a run, a task version, the
+// inputs of a run) may go to project (org, name) in domain. Every entry point
+// that creates work asks it before writing anything.
+//
+//   - domain must be one of the manager's (global) domains, else
+//     errs.ErrInvalid naming domainField and listing the domains;
+//   - the project must exist, else it is created when autoCreate
+//     (projects.autoCreate) and errs.ErrNotFound otherwise;
+//   - it must not be archived, else errs.ErrPrecondition.
+//
+// The domain is checked first so that a request refused for its domain does
+// not create its project. created reports whether this call created it.
+func (r *Projects) AdmitWork(ctx context.Context, org, name, domainField, domain string, autoCreate bool) (p *Project, created bool, err error) {
+	domains, err := r.Domains(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	names := make([]string, len(domains))
+	known := false
+	for i, d := range domains {
+		names[i] = d.ID
+		known = known || d.ID == domain
+	}
+	if !known {
+		return nil, false, errs.Invalidf("%s %q is not a domain of this manager (domains: %s)", domainField, domain, strings.Join(names, ", "))
+	}
+	if autoCreate {
+		p, created, err = r.EnsureExists(ctx, org, name)
+	} else {
+		p, err = r.Get(ctx, org, name)
+		if errors.Is(err, errs.ErrNotFound) {
+			return nil, false, errs.NotFoundf("project %q does not exist; create it (flyte create project --id %s --name %s) "+
+				"or enable projects.autoCreate", name, name, name)
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if p.State.Archived() {
+		return nil, false, fmt.Errorf("project %q is archived; unarchive it to use it: %w", name, errs.ErrPrecondition)
+	}
+	return p, created, nil
 }
