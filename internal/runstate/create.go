@@ -186,8 +186,8 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 		runSpec.RunStartTime = req.GetRunStartTime()
 	}
 	if p := runSpec.GetRawDataStorage().GetRawDataPrefix(); p != "" {
-		if _, err := s.blobs.Key(p); err != nil {
-			return nil, errs.Invalidf("run_spec.raw_data_storage.raw_data_prefix %q is not in this manager's storage", p)
+		if _, err := s.location("run_spec.raw_data_storage.raw_data_prefix", p); err != nil {
+			return nil, err
 		}
 	}
 	if runSpec.GetMaxActionConcurrency() < 0 {
@@ -237,14 +237,25 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	return &workflow.Run{Action: ActionOf(a)}, nil
 }
 
+// location maps a storage location a request names in field to its key. The
+// error says which field and why: outside the store, or not a valid key
+// (blob.ValidateKey's rules, which keep native paths intact).
+func (s *Service) location(field, uri string) (string, error) {
+	key, err := s.blobs.Key(uri)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return key, nil
+}
+
 // runBase is the run's output base: the requested dir when it lies in our
 // storage, else the default layout.
 func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
 	if requested == "" {
 		return s.blobs.URI(runBaseKey(run)), nil
 	}
-	if _, err := s.blobs.Key(requested); err != nil {
-		return "", errs.Invalidf("run_spec.run_base_dir %q is not in this manager's storage", requested)
+	if _, err := s.location("run_spec.run_base_dir", requested); err != nil {
+		return "", err
 	}
 	return strings.TrimRight(requested, "/"), nil
 }
@@ -259,9 +270,9 @@ type runInputs struct {
 
 func (s *Service) runInputs(ctx context.Context, req *workflow.CreateRunRequest) (runInputs, error) {
 	if off := req.GetOffloadedInputData(); off != nil {
-		key, err := s.blobs.Key(strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+inputsFile))
+		key, err := s.location("offloaded_input_data.uri", strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+inputsFile))
 		if err != nil {
-			return runInputs{}, errs.Invalidf("offloaded_input_data.uri %q is not in this manager's storage", off.GetUri())
+			return runInputs{}, err
 		}
 		ok, err := s.blobs.Exists(ctx, path.Join(key, inputsFile))
 		if err != nil {
@@ -358,9 +369,9 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 	}
 	parent := inputsDir(org, project, domain)
 	if base := req.GetBaseDir(); base != "" {
-		k, err := s.blobs.Key(strings.TrimRight(base, "/"))
+		k, err := s.location("base_dir", strings.TrimRight(base, "/"))
 		if err != nil {
-			return nil, errs.Invalidf("base_dir %q is not in this manager's storage", base)
+			return nil, err
 		}
 		parent = k
 	}
@@ -376,7 +387,9 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 
 // Enqueue creates a child action (ActionsService.Enqueue,
 // QueueService.EnqueueAction). Re-submitting the same action is a success;
-// enqueueing under an aborted or finished parent answers ErrAborted.
+// enqueueing under an aborted or finished parent answers ErrAborted. A child
+// belongs to a run its project admitted at CreateRun, so it is not asked
+// again: archiving a project stops new runs, not the runs in flight.
 func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 	key, err := ident.Action("action.action_id", a.GetActionId())
 	if err != nil {
@@ -393,8 +406,8 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 		return errs.Invalidf("action.input_uri and action.run_output_base are required")
 	}
 	for field, uri := range map[string]string{"action.input_uri": a.GetInputUri(), "action.run_output_base": a.GetRunOutputBase()} {
-		if _, err := s.blobs.Key(strings.TrimRight(uri, "/")); err != nil {
-			return errs.Invalidf("%s %q is not in this manager's storage", field, uri)
+		if _, err := s.location(field, strings.TrimRight(uri, "/")); err != nil {
+			return err
 		}
 	}
 	parent, err := s.store.Actions.Get(ctx, key.RunKey.Action(parentName))

@@ -49,7 +49,11 @@ func intInputs(v int64) *task.Inputs {
 		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: v}}}}}}}}}
 }
 
+// codeOf is the Connect code the server answers for err; 0 for success.
 func codeOf(err error) connect.Code {
+	if err == nil {
+		return 0
+	}
 	cerr, _ := errs.ToConnect(err)
 	return cerr.Code()
 }
@@ -253,6 +257,39 @@ func TestNewWorkAdmission(t *testing.T) {
 		}
 		if err := createIn(e.state, inProject("attic", "development")); err != nil {
 			t.Fatalf("CreateRun in the unarchived project: %v", err)
+		}
+	})
+}
+
+// TestStorageLocationsEndingInDot: a location whose key has a segment
+// ending in '.' is refused naming the request field, and nothing is written.
+func TestStorageLocationsEndingInDot(t *testing.T) {
+	suite(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		blobs := e.state.Blobs()
+		_, err := e.state.CreateRun(ctx, &workflow.CreateRunRequest{
+			Id:           &workflow.CreateRunRequest_RunId{RunId: runID("dots")},
+			Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec("env.main")},
+			RunSpec:      &task.RunSpec{RunBaseDir: blobs.URI("runs/x../base")},
+			InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: intInputs(1)},
+		})
+		if codeOf(err) != connect.CodeInvalidArgument || !strings.HasPrefix(err.Error(), "run_spec.run_base_dir: ") ||
+			!strings.Contains(err.Error(), "ending in '.'") {
+			t.Fatalf("run_base_dir with x..: %v, want InvalidArgument naming run_spec.run_base_dir and the reason", err)
+		}
+		_, err = e.state.WriteInputs(ctx, &dataproxy.UploadInputsRequest{
+			Id:      &dataproxy.UploadInputsRequest_ProjectId{ProjectId: &common.ProjectIdentifier{Name: "p", Domain: "development"}},
+			Inputs:  intInputs(1),
+			BaseDir: blobs.URI("inputs/x."),
+		})
+		if codeOf(err) != connect.CodeInvalidArgument || !strings.HasPrefix(err.Error(), "base_dir: ") {
+			t.Fatalf("base_dir with x.: %v, want InvalidArgument naming base_dir", err)
+		}
+		if objects := storeSnapshot(t, blobs); len(objects) != 0 {
+			t.Fatalf("refused requests wrote %q", objects)
+		}
+		if _, err := e.st.Actions.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: "dots"}.Action(store.RootName)); !errors.Is(err, errs.ErrNotFound) {
+			t.Fatalf("the refused run exists: %v", err)
 		}
 	})
 }
