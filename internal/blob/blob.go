@@ -271,7 +271,8 @@ type WriteOptions struct {
 	IfNotExist bool
 }
 
-// Put stores data under key, replacing any existing object.
+// Put stores data under key, replacing any existing object (unless
+// opts.IfNotExist).
 func (s *Store) Put(ctx context.Context, key string, data []byte, opts *WriteOptions) error {
 	w, err := s.NewWriter(ctx, key, opts)
 	if err != nil {
