@@ -90,9 +90,7 @@ func TestWithTxRollsBack(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Fatalf("WithTx = %v, want the fn's error", err)
 		}
-		var n int64
-		g.Raw("SELECT COUNT(*) FROM domains WHERE id = 'qa'").Scan(&n)
-		if n != 0 {
+		if n := scalar[int64](t, g, "SELECT COUNT(*) FROM domains WHERE id = 'qa'"); n != 0 {
 			t.Fatal("rolled-back insert is visible")
 		}
 		// A failed statement inside the tx surfaces translated.
@@ -141,9 +139,7 @@ func TestConcurrentWriters(t *testing.T) {
 		if db.Dialect(g) == db.SQLite {
 			// SQLite's immediate transactions serialize the read too, so no
 			// update was lost.
-			var v int64
-			g.Raw("SELECT value FROM resource_version WHERE id = 1").Scan(&v)
-			if v != workers*each {
+			if v := scalar[int64](t, g, "SELECT value FROM resource_version WHERE id = 1"); v != workers*each {
 				t.Fatalf("value = %d, want %d", v, workers*each)
 			}
 		}

@@ -42,3 +42,19 @@ func migrated(t *testing.T, dsn string) *gorm.DB {
 	}
 	return g
 }
+
+// scalar runs a query returning one value and fails the test if the query
+// fails: an ignored error would leave the zero value, which some checks
+// would take for a correct answer.
+func scalar[T any](t *testing.T, g *gorm.DB, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	res := g.Raw(sql, args...).Scan(&v)
+	if res.Error != nil {
+		t.Fatalf("%s: %v", sql, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		t.Fatalf("%s: %d rows, want 1", sql, res.RowsAffected)
+	}
+	return v
+}

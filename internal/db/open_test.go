@@ -52,11 +52,9 @@ func TestOpenSQLiteSettings(t *testing.T) {
 		if db.Dialect(g) != db.SQLite {
 			t.Fatalf("dialect = %s", db.Dialect(g))
 		}
-		var mode string
-		var fk, busy int
-		g.Raw("PRAGMA journal_mode").Scan(&mode)
-		g.Raw("PRAGMA foreign_keys").Scan(&fk)
-		g.Raw("PRAGMA busy_timeout").Scan(&busy)
+		mode := scalar[string](t, g, "PRAGMA journal_mode")
+		fk := scalar[int](t, g, "PRAGMA foreign_keys")
+		busy := scalar[int](t, g, "PRAGMA busy_timeout")
 		if mode != "wal" || fk != 1 || busy < 1000 {
 			t.Fatalf("journal_mode=%s foreign_keys=%d busy_timeout=%d", mode, fk, busy)
 		}
