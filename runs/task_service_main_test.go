@@ -1,13 +1,11 @@
 package runs_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,7 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/project/projectconnect"
 	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
 	"fmgr.dev/internal/config"
-	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
@@ -45,26 +43,12 @@ type harness struct {
 // eachDatabase runs fn on a migrated SQLite file and on a migrated
 // PostgreSQL database: the services must behave the same on both.
 func eachDatabase(t *testing.T, cfg config.Projects, fn func(t *testing.T, h *harness)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"), cfg))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, newHarness(t, pgtest.NewDatabase(t), cfg))
-	})
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) { fn(t, newHarness(t, dsn, cfg)) })
 }
 
 func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	t.Helper()
-	ctx := context.Background()
-	g, err := db.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn, err)
-	}
-	t.Cleanup(func() { _ = db.Close(g) })
-	if err := db.Migrate(ctx, g); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st := store.New(g)
+	st := store.New(dbtest.Migrated(t, dsn))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	srvCfg := config.Default().Server

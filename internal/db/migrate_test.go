@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		g := open(t, dsn)
 		if err := db.Check(ctx, g); !errors.Is(err, errs.ErrPrecondition) {
@@ -39,7 +40,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 // Several "processes" (separate pools) migrate the same empty database at once.
 func TestMigrateConcurrently(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		const procs = 4
 		var wg sync.WaitGroup
@@ -70,8 +71,8 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 func TestSeedData(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
-		g := migrated(t, dsn)
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
+		g := dbtest.Migrated(t, dsn)
 		var domains []string
 		if err := g.Raw("SELECT id FROM domains ORDER BY position").Scan(&domains).Error; err != nil {
 			t.Fatal(err)
