@@ -3,6 +3,7 @@ package actions_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,10 +35,7 @@ func TestEnqueue(t *testing.T) {
 		if got := h.children(t, "r1", "a0"); !slices.Equal(got, []string{"c1"}) {
 			t.Fatalf("children after the same Enqueue twice = %v, want [c1]", got)
 		}
-		h.exec.mu.Lock()
-		submitted := slices.Clone(h.exec.submitted)
-		h.exec.mu.Unlock()
-		if want := []store.ActionKey{runKey("r1").Action("a0"), runKey("r1").Action("c1")}; !slices.Equal(submitted, want) {
+		if submitted, want := h.exec.submissions(), []store.ActionKey{runKey("r1").Action("a0"), runKey("r1").Action("c1")}; !slices.Equal(submitted, want) {
 			t.Fatalf("executor was given %v, want %v", submitted, want)
 		}
 
@@ -76,6 +74,7 @@ func TestEnqueue(t *testing.T) {
 	})
 }
 
+// runSpec is the spec run was created with, as a client could resend it.
 func (h *harness) runSpec(t *testing.T, run string) *task.RunSpec {
 	t.Helper()
 	s, err := h.state.RunSpec(context.Background(), runKey(run))
@@ -255,7 +254,7 @@ func TestAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := h.exec.aborted()
-		slices.SortFunc(got, func(a, b store.ActionKey) int { return compareNames(a.Name, b.Name) })
+		slices.SortFunc(got, func(a, b store.ActionKey) int { return strings.Compare(a.Name, b.Name) })
 		if want := []store.ActionKey{runKey("r1").Action("c1"), runKey("r1").Action("g1"), runKey("r1").Action("gg1")}; !slices.Equal(got, want) {
 			t.Fatalf("executor told to abort %v, want %v", got, want)
 		}
@@ -279,16 +278,6 @@ func TestAbort(t *testing.T) {
 			t.Fatalf("rejected aborts reached the executor: %d aborts", n)
 		}
 	})
-}
-
-func compareNames(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Every bad field of QueueService.EnqueueAction answers InvalidArgument

@@ -63,6 +63,12 @@ func (r *recorder) Abort(k store.ActionKey) {
 	r.abort = append(r.abort, k)
 }
 
+func (r *recorder) submissions() []store.ActionKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]store.ActionKey(nil), r.submitted...)
+}
+
 func (r *recorder) aborted() []store.ActionKey {
 	r.mu.Lock()
 	defer r.mu.Unlock()
