@@ -36,10 +36,10 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 		runKey := store.RunKey{Project: "p", Domain: "development", RunName: run}
 		createRun(t, e, run)
 		tmpl := child(t, e, run, "a0", "template")
-		for i := 0; i < existing; i++ {
-			if err := e.state.Enqueue(ctx, renamed(tmpl, fmt.Sprintf("c%04d", i))); err != nil {
-				t.Fatal(err)
-			}
+		if err := inParallel(existing, func(i int) error {
+			return e.state.Enqueue(ctx, renamed(tmpl, fmt.Sprintf("c%04d", i)))
+		}); err != nil {
+			t.Fatal(err)
 		}
 
 		updates := make(chan *workflow.ActionUpdate, 1<<16) // never blocks the watcher
@@ -108,39 +108,24 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 		for i := 0; i < added; i++ {
 			wantFinal[fmt.Sprintf("n%04d", i)] = common.ActionPhase_ACTION_PHASE_FAILED
 		}
-		// A few writers at once, as several executor slots would; each
-		// child's own changes stay in order.
-		const writers = 4
-		errc := make(chan error, writers)
-		for w := 0; w < writers; w++ {
-			go func() {
-				errc <- func() error {
-					for i := w; i < existing; i += writers {
-						name := fmt.Sprintf("c%04d", i)
-						if err := update(name, store.Update{Phase: store.PhaseRunning}); err != nil {
-							return err
-						}
-						if err := update(name, store.Update{Phase: store.PhaseSucceeded}); err != nil {
-							return err
-						}
-					}
-					for i := w; i < added; i += writers {
-						name := fmt.Sprintf("n%04d", i)
-						if err := e.state.Enqueue(ctx, renamed(tmpl, name)); err != nil {
-							return err
-						}
-						if err := update(name, store.Update{Phase: store.PhaseFailed, ErrorInfo: failure}); err != nil {
-							return err
-						}
-					}
-					return nil
-				}()
-			}()
-		}
-		for w := 0; w < writers; w++ {
-			if err := <-errc; err != nil {
-				t.Fatal(err)
+		err := inParallel(existing, func(i int) error {
+			name := fmt.Sprintf("c%04d", i)
+			if err := update(name, store.Update{Phase: store.PhaseRunning}); err != nil {
+				return err
 			}
+			return update(name, store.Update{Phase: store.PhaseSucceeded})
+		})
+		if err == nil {
+			err = inParallel(added, func(i int) error {
+				name := fmt.Sprintf("n%04d", i)
+				if err := e.state.Enqueue(ctx, renamed(tmpl, name)); err != nil {
+					return err
+				}
+				return update(name, store.Update{Phase: store.PhaseFailed, ErrorInfo: failure})
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 		rv, err := e.st.Actions.CurrentVersion(ctx)
 		if err != nil {
@@ -252,6 +237,32 @@ func checkTerminal(t *testing.T, e *env, run store.RunKey, u *workflow.ActionUpd
 			t.Fatalf("%s SUCCEEDED with an error %v", a.Name, u.GetError())
 		}
 	}
+}
+
+// inParallel runs fn(0..n-1) on a few goroutines, as several executor
+// slots would write; the calls for one i stay in order. It returns the
+// first error.
+func inParallel(n int, fn func(i int) error) error {
+	const writers = 4
+	errc := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := w; i < n; i += writers {
+				if err := fn(i); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	var first error
+	for w := 0; w < writers; w++ {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // renamed is a copy of child action tmpl under another name.
