@@ -150,7 +150,7 @@ func runScope(req *workflow.ListRunsRequest, f *store.RunFilter) error {
 		}
 		f.Org, f.Project, f.Domain = org, project, domain
 	case *workflow.ListRunsRequest_Org:
-		f.Org = scope.Org
+		f.Org = ident.Org(scope.Org)
 	case *workflow.ListRunsRequest_TaskId:
 		id, err := ident.Task("task_id", scope.TaskId)
 		if err != nil {
@@ -183,7 +183,7 @@ func (s *RunService) WatchRuns(ctx context.Context, req *connect.Request[workflo
 		}
 		f.Org, f.Project, f.Domain = org, project, domain
 	case *workflow.WatchRunsRequest_Org:
-		f.Org = t.Org
+		f.Org = ident.Org(t.Org)
 	case *workflow.WatchRunsRequest_TaskId:
 		id, err := ident.Task("task_id", t.TaskId)
 		if err != nil {

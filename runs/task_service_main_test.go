@@ -16,9 +16,12 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/auth/authconnect"
 	"fmgr.dev/gen/go/flyteidl2/project/projectconnect"
 	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
+	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
-	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 	"fmgr.dev/runs"
@@ -28,13 +31,18 @@ import (
 // package gets a real PostgreSQL through pgtest.
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// harness serves the task, project, identity and auth-metadata services
-// through the manager's real server (interceptors, error mapping, gzip
-// pre-decompression) on an httptest listener, with generated clients.
+// harness serves the run, task, project, identity and auth-metadata
+// services through the manager's real server (interceptors, error mapping,
+// gzip pre-decompression) on an httptest listener, with generated clients.
+// The run state has its change hub running and no executor: tests move
+// actions through their phases with the store.
 type harness struct {
 	st       *store.Store
+	state    *runstate.Service
 	projects *runs.ProjectService
 	srv      *httptest.Server
+
+	runs workflowconnect.RunServiceClient
 
 	tasks    taskconnect.TaskServiceClient
 	project  projectconnect.ProjectServiceClient
@@ -45,36 +53,32 @@ type harness struct {
 // eachDatabase runs fn on a migrated SQLite file and on a migrated
 // PostgreSQL database: the services must behave the same on both.
 func eachDatabase(t *testing.T, cfg config.Projects, fn func(t *testing.T, h *harness)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"), cfg))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, newHarness(t, pgtest.NewDatabase(t), cfg))
-	})
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) { fn(t, newHarness(t, dsn, cfg)) })
 }
 
 func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	t.Helper()
-	ctx := context.Background()
-	g, err := db.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn, err)
-	}
-	t.Cleanup(func() { _ = db.Close(g) })
-	if err := db.Migrate(ctx, g); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st := store.New(g)
+	st := store.New(dbtest.Migrated(t, dsn))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	blobs, err := blob.Open(ctx, "file://"+filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := runstate.NewHub(st.Actions, log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-hubDone })
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
-	h := &harness{st: st, projects: runs.NewProjectService(st, cfg, log)}
+	h := &harness{st: st, state: runstate.New(st, blobs, hub, cfg, log), projects: runs.NewProjectService(st, cfg, log)}
 	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
 		runs.NewTaskService(st, cfg, log).Handler,
+		runs.NewRunService(h.state).Handler,
 		h.projects.Handler,
 	} {
 		path, handler := mount(opts...)
@@ -89,6 +93,7 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	t.Cleanup(h.srv.Close)
 
 	c := h.srv.Client()
+	h.runs = workflowconnect.NewRunServiceClient(c, h.srv.URL)
 	h.tasks = taskconnect.NewTaskServiceClient(c, h.srv.URL)
 	h.project = projectconnect.NewProjectServiceClient(c, h.srv.URL)
 	h.identity = authconnect.NewIdentityServiceClient(c, h.srv.URL)

@@ -24,6 +24,7 @@ import (
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -48,12 +49,7 @@ type harness struct {
 
 // eachDB runs fn on SQLite and on PostgreSQL.
 func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db")))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, newHarness(t, pgtest.NewDatabase(t)))
-	})
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) { fn(t, newHarness(t, dsn)) })
 }
 
 func newHarness(t *testing.T, dsn string) *harness {

@@ -122,12 +122,9 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	}
 
 	// No sidecar files: a task listing the directory sees only its data.
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && p != uri {
-			t.Errorf("unexpected file in store: %s", p)
-		}
-		return nil
-	})
+	if files := filesUnder(t, dir); len(files) != 1 || files[0] != uri {
+		t.Fatalf("files in store = %v, want only %s", files, uri)
+	}
 
 	// A file written directly by a task process is an object.
 	ext := filepath.Join(dir, "runs", "p", "d", "r1", "a1", "1", "outputs.pb")
@@ -224,10 +221,12 @@ func TestStoreRejectsBadKeys(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); !os.IsNotExist(err) {
 		t.Fatalf("a traversal key wrote outside the store: %v", err)
 	}
+	var listed []error
 	for _, err := range s.List(ctx, "../") {
-		if !errors.Is(err, errs.ErrInvalid) {
-			t.Fatalf("List(../) = %v, want ErrInvalid", err)
-		}
+		listed = append(listed, err)
+	}
+	if len(listed) != 1 || !errors.Is(listed[0], errs.ErrInvalid) {
+		t.Fatalf("List(../) yielded errors %v, want exactly one ErrInvalid", listed)
 	}
 }
 
@@ -304,13 +303,10 @@ func TestWriterMD5MismatchStoresNothing(t *testing.T) {
 			}
 
 			if dir != "" {
-				// No temporary files are left behind.
-				_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-					if err == nil && strings.HasSuffix(p, ".tmp") {
-						t.Errorf("leftover temp file %s", p)
-					}
-					return nil
-				})
+				// No temporary files are left behind: only the committed object.
+				if files := filesUnder(t, dir); len(files) != 1 || files[0] != filepath.Join(dir, "a", "obj.bin") {
+					t.Fatalf("files in store = %v, want only a/obj.bin", files)
+				}
 			}
 		})
 	}
@@ -332,4 +328,24 @@ func TestMemStoreURI(t *testing.T) {
 			t.Errorf("Key(%q) = %v, want ErrInvalid", u, err)
 		}
 	}
+}
+
+// filesUnder lists every regular file below dir, failing the test if the
+// walk cannot read a directory (which would otherwise look like "no files").
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return files
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 )
 
@@ -27,9 +28,9 @@ func assertSafe(t *testing.T, err error) {
 }
 
 func TestTranslate(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		g := migrated(t, dsn)
+		g := dbtest.Migrated(t, dsn)
 
 		err := db.Translate(g.Exec("INSERT INTO domains (id, name, position) VALUES ('staging', 'x', 9)").Error)
 		if !errors.Is(err, errs.ErrAlreadyExists) {
@@ -77,9 +78,9 @@ func TestTranslate(t *testing.T) {
 }
 
 func TestWithTxRollsBack(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		g := migrated(t, dsn)
+		g := dbtest.Migrated(t, dsn)
 		boom := errors.New("boom")
 		err := db.WithTx(ctx, g, func(tx *gorm.DB) error {
 			if err := tx.Exec("INSERT INTO domains (id, name, position) VALUES ('qa', 'qa', 4)").Error; err != nil {
@@ -90,9 +91,7 @@ func TestWithTxRollsBack(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Fatalf("WithTx = %v, want the fn's error", err)
 		}
-		var n int64
-		g.Raw("SELECT COUNT(*) FROM domains WHERE id = 'qa'").Scan(&n)
-		if n != 0 {
+		if n := scalar[int64](t, g, "SELECT COUNT(*) FROM domains WHERE id = 'qa'"); n != 0 {
 			t.Fatal("rolled-back insert is visible")
 		}
 		// A failed statement inside the tx surfaces translated.
@@ -108,9 +107,9 @@ func TestWithTxRollsBack(t *testing.T) {
 // Read-modify-write transactions from many goroutines must queue, not fail
 // with "database is locked".
 func TestConcurrentWriters(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		g := migrated(t, dsn)
+		g := dbtest.Migrated(t, dsn)
 		const workers, each = 8, 10
 		var wg sync.WaitGroup
 		errc := make(chan error, workers)
@@ -141,9 +140,7 @@ func TestConcurrentWriters(t *testing.T) {
 		if db.Dialect(g) == db.SQLite {
 			// SQLite's immediate transactions serialize the read too, so no
 			// update was lost.
-			var v int64
-			g.Raw("SELECT value FROM resource_version WHERE id = 1").Scan(&v)
-			if v != workers*each {
+			if v := scalar[int64](t, g, "SELECT value FROM resource_version WHERE id = 1"); v != workers*each {
 				t.Fatalf("value = %d, want %d", v, workers*each)
 			}
 		}

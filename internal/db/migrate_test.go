@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		g := open(t, dsn)
 		if err := db.Check(ctx, g); !errors.Is(err, errs.ErrPrecondition) {
@@ -31,9 +32,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		if v, err := db.Version(ctx, g); err != nil || v != db.LatestVersion() {
 			t.Fatalf("Version = %d, %v; want %d", v, err, db.LatestVersion())
 		}
-		var n int64
-		g.Raw("SELECT COUNT(*) FROM schema_migrations").Scan(&n)
-		if n != db.LatestVersion() {
+		if n := scalar[int64](t, g, "SELECT COUNT(*) FROM schema_migrations"); n != db.LatestVersion() {
 			t.Fatalf("schema_migrations has %d rows, want %d", n, db.LatestVersion())
 		}
 	})
@@ -41,7 +40,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 // Several "processes" (separate pools) migrate the same empty database at once.
 func TestMigrateConcurrently(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		const procs = 4
 		var wg sync.WaitGroup
@@ -65,17 +64,15 @@ func TestMigrateConcurrently(t *testing.T) {
 		if err := db.Check(ctx, g); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
-		var n int64
-		g.Raw("SELECT COUNT(*) FROM domains").Scan(&n)
-		if n != 3 {
+		if n := scalar[int64](t, g, "SELECT COUNT(*) FROM domains"); n != 3 {
 			t.Fatalf("domains seeded %d times over, want 3 rows, got %d", n/3, n)
 		}
 	})
 }
 
 func TestSeedData(t *testing.T) {
-	eachDialect(t, func(t *testing.T, dsn string) {
-		g := migrated(t, dsn)
+	dbtest.EachDSN(t, func(t *testing.T, dsn string) {
+		g := dbtest.Migrated(t, dsn)
 		var domains []string
 		if err := g.Raw("SELECT id FROM domains ORDER BY position").Scan(&domains).Error; err != nil {
 			t.Fatal(err)
@@ -83,9 +80,7 @@ func TestSeedData(t *testing.T) {
 		if len(domains) != 3 || domains[0] != "development" || domains[1] != "staging" || domains[2] != "production" {
 			t.Fatalf("domains = %v", domains)
 		}
-		var n int64
-		g.Raw("SELECT COUNT(*) FROM projects WHERE org = '' AND name = 'flytesnacks'").Scan(&n)
-		if n != 1 {
+		if n := scalar[int64](t, g, "SELECT COUNT(*) FROM projects WHERE org = '' AND name = 'flytesnacks'"); n != 1 {
 			t.Fatalf("seed project flytesnacks missing")
 		}
 	})

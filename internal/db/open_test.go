@@ -3,7 +3,6 @@ package db_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,16 +26,11 @@ func TestOpenRejectsUnknownDSN(t *testing.T) {
 }
 
 func TestOpenUnreachablePostgresHidesPassword(t *testing.T) {
-	// A port nobody listens on.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	// A socket directory of our own that nothing listens in: unlike a port
+	// probed free, no other process can take it meanwhile.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = db.Open(ctx, "postgres://fm:hunter2@"+addr+"/fm?sslmode=disable&connect_timeout=2")
+	_, err := db.Open(ctx, "postgres://fm:hunter2@/fm?host="+t.TempDir()+"&sslmode=disable&connect_timeout=2")
 	if !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("Open = %v, want ErrUnavailable", err)
 	}
@@ -52,11 +46,9 @@ func TestOpenSQLiteSettings(t *testing.T) {
 		if db.Dialect(g) != db.SQLite {
 			t.Fatalf("dialect = %s", db.Dialect(g))
 		}
-		var mode string
-		var fk, busy int
-		g.Raw("PRAGMA journal_mode").Scan(&mode)
-		g.Raw("PRAGMA foreign_keys").Scan(&fk)
-		g.Raw("PRAGMA busy_timeout").Scan(&busy)
+		mode := scalar[string](t, g, "PRAGMA journal_mode")
+		fk := scalar[int](t, g, "PRAGMA foreign_keys")
+		busy := scalar[int](t, g, "PRAGMA busy_timeout")
 		if mode != "wal" || fk != 1 || busy < 1000 {
 			t.Fatalf("journal_mode=%s foreign_keys=%d busy_timeout=%d", mode, fk, busy)
 		}

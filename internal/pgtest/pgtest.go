@@ -1,6 +1,7 @@
 // Package pgtest gives tests a real PostgreSQL: one throwaway server per
-// test binary (the machine's PostgreSQL 15 binaries, started on first use)
-// and a fresh database per test.
+// test binary (the machine's PostgreSQL 15 binaries, started on first use,
+// listening only on a unix socket in its own temporary directory) and a
+// fresh database per test.
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //

@@ -2,6 +2,9 @@ package pgtest_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -34,5 +37,40 @@ func TestNewDatabase(t *testing.T) {
 		if version < 150000 || tables != 0 {
 			t.Fatalf("server version %d, %d tables in a fresh database", version, tables)
 		}
+	}
+}
+
+// A started server listens on no TCP address, only on the socket in its own
+// directory, and its DSN reaches it there: a test can never end up on
+// another test binary's server by a port collision.
+func TestStartListensOnlyOnItsSocket(t *testing.T) {
+	ctx := context.Background()
+	s, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	dsn := s.DSN("postgres")
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", dsn, err)
+	}
+	if cfg.Host != s.SocketDir() {
+		t.Fatalf("DSN %s connects to host %q, want the socket directory %s", dsn, cfg.Host, s.SocketDir())
+	}
+	if fi, err := os.Stat(filepath.Join(s.SocketDir(), fmt.Sprintf(".s.PGSQL.%d", cfg.Port))); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("no socket in %s: %v", s.SocketDir(), err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var listen string
+	if err := conn.QueryRow(ctx, "SHOW listen_addresses").Scan(&listen); err != nil {
+		t.Fatal(err)
+	}
+	if listen != "" {
+		t.Fatalf("listen_addresses = %q, want none (socket only)", listen)
 	}
 }

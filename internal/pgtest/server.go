@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,16 +22,23 @@ import (
 const installHint = "PostgreSQL 15 server binaries are required for these tests: " +
 	"install them with `apt-get install postgresql-15` (or point FM_TEST_POSTGRES_DSN at a running server)"
 
-// Server is a PostgreSQL started for tests in a temporary directory,
-// listening on 127.0.0.1 and on a unix socket inside that directory.
+// Server is a PostgreSQL started for tests in a temporary directory. It
+// listens only on a unix socket inside that directory, never on TCP: a port
+// probed free and then bound could be taken meanwhile by another test
+// binary's server, and this one's tests would then use (and drop databases
+// on) a server they do not own. A socket in a private directory cannot be
+// confused with anyone else's.
 type Server struct {
 	dir  string
-	port int
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 }
 
-// Start initializes a data directory and starts a server on a free port.
+// socketPort only names the socket file (.s.PGSQL.5432) inside the
+// server's own directory; no TCP port is opened.
+const socketPort = 5432
+
+// Start initializes a data directory and starts a server on it.
 func Start() (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
@@ -61,22 +68,14 @@ func Start() (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	// A port can be taken between probing and binding; try a few.
-	for try := 0; try < 3; try++ {
-		if err = s.start(bin, data, asPostgres); err == nil {
-			ok = true
-			return s, nil
-		}
+	if err := s.start(bin, data, asPostgres); err != nil {
+		return nil, err
 	}
-	return nil, err
+	ok = true
+	return s, nil
 }
 
 func (s *Server) start(bin, data string, asPostgres bool) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	s.port = port
 	logPath := filepath.Join(s.dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -84,8 +83,8 @@ func (s *Server) start(bin, data string, asPostgres bool) error {
 	}
 	defer logFile.Close()
 	cmd := command(asPostgres, filepath.Join(bin, "postgres"),
-		"-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
+		"-D", data, "-p", strconv.Itoa(socketPort),
+		"-c", "listen_addresses=",
 		"-c", "unix_socket_directories="+s.dir,
 		// Throwaway data: durability only costs time.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
@@ -136,10 +135,14 @@ func (s *Server) start(bin, data string, asPostgres bool) error {
 	}
 }
 
-// DSN is a superuser DSN for database on this server.
+// DSN is a superuser DSN for database on this server, over its socket.
 func (s *Server) DSN(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, database)
+	q := url.Values{"host": {s.dir}, "port": {strconv.Itoa(socketPort)}, "sslmode": {"disable"}}
+	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Host: "", Path: "/" + database, RawQuery: q.Encode()}).String()
 }
+
+// SocketDir is the directory holding the server's unix socket.
+func (s *Server) SocketDir() string { return s.dir }
 
 // Stop shuts the server down (fast shutdown: sessions are disconnected) and
 // removes its directory.
@@ -219,15 +222,6 @@ func tempBase(asPostgres bool) string {
 		}
 	}
 	return base
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(b []byte, n int) string {

@@ -52,13 +52,15 @@ type resolvedTask struct {
 	digest string
 }
 
-// resolveTask takes an inline spec or looks a deployed task up.
-func (s *Service) resolveTask(ctx context.Context, id *task.TaskIdentifier, spec *task.TaskSpec, field string) (*resolvedTask, error) {
+// resolveTask takes an inline spec or looks a deployed task up. idField and
+// specField name the two request fields in error messages (they differ:
+// CreateRun's task_id/task_spec, a TaskAction's id/spec).
+func (s *Service) resolveTask(ctx context.Context, id *task.TaskIdentifier, spec *task.TaskSpec, idField, specField string) (*resolvedTask, error) {
 	switch {
 	case spec != nil:
-		return specTask(spec, field+"task_spec")
+		return specTask(spec, specField)
 	case id != nil:
-		tid, err := ident.Task(field+"task_id", id)
+		tid, err := ident.Task(idField, id)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +74,7 @@ func (s *Service) resolveTask(ctx context.Context, id *task.TaskIdentifier, spec
 		}
 		return &resolvedTask{id: tid, spec: sp, digest: t.SpecDigest}, nil
 	}
-	return nil, errs.Invalidf("%stask_spec or %stask_id is required", field, field)
+	return nil, errs.Invalidf("%s or %s is required", specField, idField)
 }
 
 func specTask(spec *task.TaskSpec, field string) (*resolvedTask, error) {
@@ -168,7 +170,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if req.GetTriggerName() != nil {
 		return nil, errs.Invalidf("trigger_name: runs from triggers are not supported yet; send task_id or task_spec")
 	}
-	t, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "")
+	t, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "task_id", "task_spec")
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +357,7 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 		return nil, errs.Invalidf("trigger_name: trigger inputs are not supported yet")
 	}
 	if req.GetTaskId() != nil || req.GetTaskSpec() != nil {
-		if _, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), ""); err != nil {
+		if _, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "task_id", "task_spec"); err != nil {
 			return nil, err
 		}
 	}
@@ -421,7 +423,7 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 	var n store.NewAction
 	switch spec := a.GetSpec().(type) {
 	case *actions.Action_Task:
-		t, err := s.resolveTask(ctx, spec.Task.GetId(), spec.Task.GetSpec(), "action.task.")
+		t, err := s.resolveTask(ctx, spec.Task.GetId(), spec.Task.GetSpec(), "action.task.id", "action.task.spec")
 		if err != nil {
 			return err
 		}

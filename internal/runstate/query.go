@@ -238,7 +238,7 @@ func (s *Service) CodeBundleURI(ctx context.Context, attempt *common.ActionAttem
 			return "", err
 		}
 	} else {
-		t, err := s.resolveTask(ctx, id, nil, "")
+		t, err := s.resolveTask(ctx, id, nil, "task_id", "task_spec")
 		if err != nil {
 			return "", err
 		}

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"gorm.io/gorm"
 
 	"fmgr.dev/gen/go/flyteidl2/actions"
 	"fmgr.dev/gen/go/flyteidl2/common"
@@ -19,7 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
-	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/runstate"
@@ -49,38 +49,22 @@ type env struct {
 
 // suite runs fn on SQLite and on PostgreSQL.
 func suite(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, b := range []struct {
-		name string
-		dsn  func() string
-	}{
-		{"sqlite", func() string { return "sqlite://" + filepath.Join(t.TempDir(), "fm.db") }},
-		{"postgres", func() string { return pgtest.NewDatabase(t) }},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			t.Cleanup(cancel)
-			g, err := db.Open(ctx, b.dsn())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close(g) })
-			if err := db.Migrate(ctx, g); err != nil {
-				t.Fatal(err)
-			}
-			blobs, err := blob.Open(ctx, "file://"+t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			st := store.New(g)
-			hub := runstate.NewHub(st.Actions, log)
-			go func() { _ = hub.Run(ctx) }()
-			state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
-			rec := &recorder{}
-			state.SetExecutor(rec)
-			fn(t, &env{state: state, st: st, exec: rec})
-		})
-	}
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		blobs, err := blob.Open(ctx, "file://"+t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		st := store.New(g)
+		hub := runstate.NewHub(st.Actions, log)
+		go func() { _ = hub.Run(ctx) }()
+		state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
+		rec := &recorder{}
+		state.SetExecutor(rec)
+		fn(t, &env{state: state, st: st, exec: rec})
+	})
 }
 
 func spec(name string) *task.TaskSpec {

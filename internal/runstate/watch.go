@@ -174,11 +174,15 @@ func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.A
 }
 
 // WatchRuns streams the runs of a scope: the newest page first, then every
-// change to a run's root.
+// change to a run's root. The scope is ListRuns': the org always (empty is
+// the default org, not any org), project, domain and task when set.
 func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]*workflow.Run) error) error {
 	match := func(c store.Change) bool {
-		return c.Key.Name == store.RootName && (f.Org == "" || c.Key.Org == f.Org) &&
+		return c.Key.Name == store.RootName && c.Key.Org == f.Org &&
 			(f.Project == "" || c.Key.Project == f.Project) && (f.Domain == "" || c.Key.Domain == f.Domain)
+	}
+	ofTask := func(a *store.Action) bool {
+		return (f.TaskName == "" || a.Task.Name == f.TaskName) && (f.TaskVersion == "" || a.Task.Version == f.TaskVersion)
 	}
 	for {
 		sub := s.hub.Subscribe(match)
@@ -193,7 +197,7 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 				break
 			}
 			var a *store.Action
-			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil && ofTask(a) {
 				err = send([]*workflow.Run{{Action: ActionOf(a)}})
 			}
 		}

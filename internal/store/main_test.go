@@ -1,15 +1,13 @@
 package store_test
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"gorm.io/gorm"
 
-	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/store"
 )
@@ -19,28 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // suite runs fn once on a migrated SQLite file and once on a migrated
 // PostgreSQL database: the same assertions must hold on both.
 func suite(t *testing.T, fn func(t *testing.T, s *store.Store, g *gorm.DB)) {
-	t.Run("sqlite", func(t *testing.T) {
-		g := openMigrated(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"))
-		fn(t, store.New(g), g)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		g := openMigrated(t, pgtest.NewDatabase(t))
-		fn(t, store.New(g), g)
-	})
-}
-
-func openMigrated(t *testing.T, dsn string) *gorm.DB {
-	t.Helper()
-	ctx := context.Background()
-	g, err := db.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close(g) })
-	if err := db.Migrate(ctx, g); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return g
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) { fn(t, store.New(g), g) })
 }
 
 // wantErr fails unless err wraps want and its message shows no driver text.

@@ -1,0 +1,194 @@
+package actions_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"gorm.io/gorm"
+
+	"fmgr.dev/actions"
+	actionspb "fmgr.dev/gen/go/flyteidl2/actions"
+	"fmgr.dev/gen/go/flyteidl2/actions/actionsconnect"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness serves ActionsService, QueueService and StateService through the
+// manager's real server (interceptors, error mapping) over a real database
+// and file blob store; a recorder stands in for the executor.
+type harness struct {
+	state *runstate.Service
+	st    *store.Store
+	exec  *recorder
+
+	actions actionsconnect.ActionsServiceClient
+	queue   workflowconnect.QueueServiceClient
+}
+
+// recorder remembers what the executor was told.
+type recorder struct {
+	mu               sync.Mutex
+	submitted, abort []store.ActionKey
+}
+
+func (r *recorder) Submit(k store.ActionKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.submitted = append(r.submitted, k)
+}
+
+func (r *recorder) Abort(k store.ActionKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.abort = append(r.abort, k)
+}
+
+func (r *recorder) submissions() []store.ActionKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]store.ActionKey(nil), r.submitted...)
+}
+
+func (r *recorder) aborted() []store.ActionKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]store.ActionKey(nil), r.abort...)
+}
+
+func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) { fn(t, newHarness(t, g)) })
+}
+
+func newHarness(t *testing.T, g *gorm.DB) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	blobs, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st := store.New(g)
+	hub := runstate.NewHub(st.Actions, log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-hubDone })
+	state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
+	h := &harness{state: state, st: st, exec: &recorder{}}
+	state.SetExecutor(h.exec)
+
+	srvCfg := config.Default().Server
+	srvCfg.Port = 0
+	srv := server.New(srvCfg, log)
+	for path, handler := range actions.New(state).Handlers(srv.HandlerOptions()...) {
+		if err := srv.Mount(server.Service{Path: path, Handler: handler}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	h.actions = actionsconnect.NewActionsServiceClient(hs.Client(), hs.URL)
+	h.queue = workflowconnect.NewQueueServiceClient(hs.Client(), hs.URL)
+	return h
+}
+
+const project, domain = "p", "development"
+
+func runKey(name string) store.RunKey {
+	return store.RunKey{Project: project, Domain: domain, RunName: name}
+}
+
+func runID(name string) *common.RunIdentifier {
+	return &common.RunIdentifier{Project: project, Domain: domain, Name: name}
+}
+
+func taskSpec(name string) *task.TaskSpec {
+	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+		Id:        &core.Identifier{ResourceType: core.ResourceType_TASK, Project: project, Domain: domain, Name: name, Version: "v1"},
+		Type:      "python",
+		Interface: &core.TypedInterface{},
+		Target:    &core.TaskTemplate_Container{Container: &core.Container{Args: []string{"a0", "--inputs", "{{.input}}"}}},
+	}}
+}
+
+// createRun starts a run and returns its storage base directory.
+func (h *harness) createRun(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := h.state.CreateRun(ctx, &workflow.CreateRunRequest{
+		Id:   &workflow.CreateRunRequest_RunId{RunId: runID(name)},
+		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: taskSpec("env.main")},
+	}); err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	d, err := h.state.RunDetails(ctx, runKey(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.GetRunSpec().GetRunBaseDir()
+}
+
+// child is the Action the SDK's controller enqueues for a task child.
+func child(base, run, parent, name string) *actionspb.Action {
+	return &actionspb.Action{
+		ActionId:         &common.ActionIdentifier{Run: runID(run), Name: name},
+		ParentActionName: proto.String(parent),
+		InputUri:         base + "/" + name + "/inputs.pb",
+		RunOutputBase:    base,
+		Spec:             &actionspb.Action_Task{Task: &workflow.TaskAction{Spec: taskSpec("env.child")}},
+	}
+}
+
+// children lists the children of parent in the database.
+func (h *harness) children(t *testing.T, run, parent string) []string {
+	t.Helper()
+	var names []string
+	page := store.Page{Limit: store.MaxPageSize}
+	for {
+		rows, next, err := h.st.Actions.ListChildren(context.Background(), runKey(run).Action(parent), page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			names = append(names, r.Name)
+		}
+		if next == "" {
+			return names
+		}
+		page.Token = next
+	}
+}
+
+// wantCode fails unless err is a Connect error with code whose message
+// mentions every fragment.
+func wantCode(t *testing.T, err error, code connect.Code, fragments ...string) {
+	t.Helper()
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) || cerr.Code() != code {
+		t.Fatalf("error = %v, want code %v", err, code)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(cerr.Message(), f) {
+			t.Fatalf("error message %q does not mention %q", cerr.Message(), f)
+		}
+	}
+}
