@@ -1,0 +1,294 @@
+package main
+
+// The fuzz harness's fixture and every procedure's valid request.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// blobsPlaceholder stands for the manager's storage root (a temporary
+// directory) in requests: a string that starts with it is rewritten before
+// the request is sent, so the committed corpus can name valid blob URIs.
+const blobsPlaceholder = "@BLOBS@"
+
+// JSON building blocks of the requests below.
+const (
+	fxProject  = `"project":"flytesnacks","domain":"development"`
+	fxProjID   = `{"name":"flytesnacks","domain":"development"}`
+	fxRun      = `{` + fxProject + `,"name":"fuzzrun"}`
+	fxAbortRun = `{` + fxProject + `,"name":"fuzzabort"}`
+	fxRoot     = `{"run":` + fxRun + `,"name":"a0"}`
+	fxAbortA0  = `{"run":` + fxAbortRun + `,"name":"a0"}`
+	fxTaskID   = `{` + fxProject + `,"name":"fuzz.task","version":"v1"}`
+	fxInputs   = `{"literals":[{"name":"x","value":{"scalar":{"primitive":{"integer":"7"}}}}]}`
+)
+
+// fxSpec is a TaskSpec of task name/version whose container would run
+// args (never run here: the harness has no executor).
+func fxSpec(name, version string) string {
+	return `{"taskTemplate":{"id":{"resourceType":"TASK",` + fxProject + `,"name":"` + name + `","version":"` + version + `"},` +
+		`"type":"python","interface":{"inputs":{"variables":[{"key":"x","value":{"type":{"simple":"INTEGER"}}}]}},` +
+		`"metadata":{"retries":{"retries":1}},` +
+		`"container":{"image":"python:3.12","args":["a0","--inputs","{{.input}}","--outputs-path","{{.outputPrefix}}"]}}}`
+}
+
+// fxChild is an Action that enqueues child name under fuzzrun's root.
+func fxChild(name string) string {
+	return `"actionId":{"run":` + fxRun + `,"name":"` + name + `"},"parentActionName":"a0",` +
+		`"inputUri":"` + blobsPlaceholder + `/fuzz/` + name + `/inputs.pb","runOutputBase":"` + blobsPlaceholder + `/fuzz/out",` +
+		`"task":{"id":` + fxTaskID + `,"spec":` + fxSpec("fuzz.task", "v1") + `}`
+}
+
+// fixture is created before fuzzing, in this order, through the procedures
+// themselves: a deployed task, a run with a child action the other requests
+// read, and a run that the abort requests abort.
+var fixture = []struct{ procedure, request string }{
+	{"flyteidl2.task.TaskService/DeployTask", `{"taskId":` + fxTaskID + `,"spec":` + fxSpec("fuzz.task", "v1") + `}`},
+	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxRun + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`},
+	{"flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + fxChild("fuzzchild") + `}}`},
+	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxAbortRun + `,"taskId":` + fxTaskID + `,"inputs":` + fxInputs + `}`},
+}
+
+// seedRequest is a procedure's valid request and the code it answers when
+// it is the first request after the fixture: "ok", or the precise code of a
+// procedure that cannot succeed here (Unimplemented; NotFound for data the
+// executor would have produced).
+type seedRequest struct {
+	request string
+	want    string
+}
+
+// unimplemented is the seed of a procedure this build does not implement:
+// any well-formed request answers Unimplemented.
+var unimplemented = seedRequest{`{}`, "unimplemented"}
+
+// seeds has one entry per served procedure; TestFuzzProcedures fails when a
+// served procedure has none, so a new procedure cannot go unfuzzed.
+var seeds = map[string]seedRequest{
+	"flyteidl2.actions.ActionsService/Abort":           {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
+	"flyteidl2.actions.ActionsService/Enqueue":         {`{"action":{` + fxChild("fuzzchild-enqueue") + `}}`, "ok"},
+	"flyteidl2.actions.ActionsService/Signal":          {`{"actionId":` + fxRoot + `,"parentActionName":"a0","value":{"scalar":{"primitive":{"boolean":true}}}}`, "unimplemented"},
+	"flyteidl2.actions.ActionsService/Update":          {`{"actionId":` + fxRoot + `,"attempt":1,"status":{"phase":"ACTION_PHASE_RUNNING"}}`, "unimplemented"},
+	"flyteidl2.actions.ActionsService/WatchForUpdates": {`{"parentActionId":` + fxRoot + `}`, "ok"},
+
+	"flyteidl2.app.AppLogsService/TailLogs": unimplemented,
+	"flyteidl2.app.AppService/Create":       unimplemented,
+	"flyteidl2.app.AppService/Delete":       unimplemented,
+	"flyteidl2.app.AppService/Get":          unimplemented,
+	"flyteidl2.app.AppService/Lease":        unimplemented,
+	"flyteidl2.app.AppService/List":         unimplemented,
+	"flyteidl2.app.AppService/Update":       unimplemented,
+	"flyteidl2.app.AppService/UpdateStatus": unimplemented,
+	"flyteidl2.app.AppService/Watch":        unimplemented,
+
+	// Authentication is not configured: the SDK is told so with Unimplemented.
+	"flyteidl2.auth.AuthMetadataService/GetOAuth2Metadata":     unimplemented,
+	"flyteidl2.auth.AuthMetadataService/GetPublicClientConfig": unimplemented,
+	"flyteidl2.auth.IdentityService/UserInfo":                  {`{}`, "ok"},
+
+	"flyteidl2.cacheservice.CacheService/Delete":                 unimplemented,
+	"flyteidl2.cacheservice.CacheService/Get":                    unimplemented,
+	"flyteidl2.cacheservice.CacheService/GetOrExtendReservation": unimplemented,
+	"flyteidl2.cacheservice.CacheService/Put":                    unimplemented,
+	"flyteidl2.cacheservice.CacheService/ReleaseReservation":     unimplemented,
+
+	"flyteidl2.cacheservice.v2.CacheService/Delete":                 unimplemented,
+	"flyteidl2.cacheservice.v2.CacheService/Get":                    unimplemented,
+	"flyteidl2.cacheservice.v2.CacheService/GetOrExtendReservation": unimplemented,
+	"flyteidl2.cacheservice.v2.CacheService/Put":                    unimplemented,
+	"flyteidl2.cacheservice.v2.CacheService/ReleaseReservation":     unimplemented,
+
+	"flyteidl2.cluster.ClusterService/SelectCluster": {`{"projectId":` + fxProjID + `,"operation":"OPERATION_UPLOAD_INPUTS"}`, "ok"},
+
+	// No attempt ran (no executor), so there is no report and no log yet.
+	"flyteidl2.dataproxy.DataProxyService/CreateDownloadLink":   {`{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":` + fxRoot + `,"attempt":1}}`, "not_found"},
+	"flyteidl2.dataproxy.DataProxyService/CreateUploadLocation": {`{` + fxProject + `,"filename":"data.txt","contentMd5":"1B2M2Y8AsgTpgAmY7PhCfg==","contentLength":"0"}`, "ok"},
+	"flyteidl2.dataproxy.DataProxyService/GetActionData":        {`{"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.dataproxy.DataProxyService/TailLogs":             {`{"actionId":` + fxRoot + `}`, "not_found"},
+	"flyteidl2.dataproxy.DataProxyService/UploadInputs":         {`{"projectId":` + fxProjID + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "ok"},
+
+	"flyteidl2.project.ProjectService/CreateProject": {`{"project":{"id":"fuzzproject","name":"Fuzz project","description":"made by the fuzzer"}}`, "ok"},
+	"flyteidl2.project.ProjectService/GetProject":    {`{"id":"flytesnacks"}`, "ok"},
+	"flyteidl2.project.ProjectService/ListProjects":  {`{"limit":10}`, "ok"},
+	"flyteidl2.project.ProjectService/UpdateProject": {`{"project":{"id":"flytesnacks","name":"flytesnacks","description":"updated by the fuzzer"}}`, "ok"},
+
+	"flyteidl2.secret.SecretService/CreateSecret": unimplemented,
+	"flyteidl2.secret.SecretService/DeleteSecret": unimplemented,
+	"flyteidl2.secret.SecretService/GetSecret":    unimplemented,
+	"flyteidl2.secret.SecretService/ListSecrets":  unimplemented,
+	"flyteidl2.secret.SecretService/UpdateSecret": unimplemented,
+
+	"flyteidl2.task.TaskService/DeployTask":     {`{"taskId":{` + fxProject + `,"name":"fuzz.task","version":"v2"},"spec":` + fxSpec("fuzz.task", "v2") + `}`, "ok"},
+	"flyteidl2.task.TaskService/GetTaskDetails": {`{"taskId":` + fxTaskID + `}`, "ok"},
+	"flyteidl2.task.TaskService/ListTasks":      {`{"projectId":` + fxProjID + `,"request":{"limit":10}}`, "ok"},
+	"flyteidl2.task.TaskService/ListVersions":   {`{"taskName":{` + fxProject + `,"name":"fuzz.task"},"request":{"limit":10}}`, "ok"},
+
+	"flyteidl2.trigger.TriggerService/DeleteTriggers":            unimplemented,
+	"flyteidl2.trigger.TriggerService/DeployTrigger":             unimplemented,
+	"flyteidl2.trigger.TriggerService/GetTriggerDetails":         unimplemented,
+	"flyteidl2.trigger.TriggerService/GetTriggerRevisionDetails": unimplemented,
+	"flyteidl2.trigger.TriggerService/GetTriggerRevisionHistory": unimplemented,
+	"flyteidl2.trigger.TriggerService/ListTriggers":              unimplemented,
+	"flyteidl2.trigger.TriggerService/UpdateTriggers":            unimplemented,
+
+	"flyteidl2.workflow.InternalRunService/RecordAction":             unimplemented,
+	"flyteidl2.workflow.InternalRunService/RecordActionEventStream":  unimplemented,
+	"flyteidl2.workflow.InternalRunService/RecordActionEvents":       unimplemented,
+	"flyteidl2.workflow.InternalRunService/RecordActionStream":       unimplemented,
+	"flyteidl2.workflow.InternalRunService/UpdateActionStatus":       unimplemented,
+	"flyteidl2.workflow.InternalRunService/UpdateActionStatusStream": unimplemented,
+
+	"flyteidl2.workflow.QueueService/AbortQueuedAction": {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
+	"flyteidl2.workflow.QueueService/AbortQueuedRun":    {`{"runId":` + fxAbortRun + `,"reason":"fuzz"}`, "ok"},
+	"flyteidl2.workflow.QueueService/EnqueueAction":     {`{` + fxChild("fuzzchild-queue") + `}`, "ok"},
+
+	"flyteidl2.workflow.RunService/AbortAction":         {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
+	"flyteidl2.workflow.RunService/AbortRun":            {`{"runId":` + fxAbortRun + `,"reason":"fuzz"}`, "ok"},
+	"flyteidl2.workflow.RunService/CreateRun":           {`{"projectId":` + fxProjID + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `,"runSpec":{"labels":{"values":{"k":"v"}},"envs":{"values":[{"key":"A","value":"b"}]}}}`, "ok"},
+	"flyteidl2.workflow.RunService/GetActionData":       {`{"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.workflow.RunService/GetActionDataURIs":   {`{"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.workflow.RunService/GetActionDetails":    {`{"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.workflow.RunService/GetActionLogContext": unimplemented,
+	"flyteidl2.workflow.RunService/GetRunDetails":       {`{"runId":` + fxRun + `}`, "ok"},
+	"flyteidl2.workflow.RunService/ListActions":         {`{"runId":` + fxRun + `,"request":{"limit":10}}`, "ok"},
+	"flyteidl2.workflow.RunService/ListRuns":            {`{"projectId":` + fxProjID + `,"request":{"limit":10,"sortBy":{"key":"created_at","direction":"DESCENDING"}}}`, "ok"},
+	"flyteidl2.workflow.RunService/SignalEvent":         unimplemented,
+	"flyteidl2.workflow.RunService/WatchActionDetails":  {`{"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.workflow.RunService/WatchActions":        {`{"runId":` + fxRun + `}`, "ok"},
+	"flyteidl2.workflow.RunService/WatchClusterEvents":  unimplemented,
+	"flyteidl2.workflow.RunService/WatchGroups":         unimplemented,
+	"flyteidl2.workflow.RunService/WatchRunDetails":     {`{"runId":` + fxRun + `}`, "ok"},
+	"flyteidl2.workflow.RunService/WatchRuns":           {`{"projectId":` + fxProjID + `}`, "ok"},
+
+	// Put and Get carry controller state no SDK path uses.
+	"flyteidl2.workflow.StateService/Get":   unimplemented,
+	"flyteidl2.workflow.StateService/Put":   unimplemented,
+	"flyteidl2.workflow.StateService/Watch": {`{"parentActionId":` + fxRoot + `}`, "ok"},
+
+	"flyteidl2.workflow.TranslatorService/JsonValuesToLiterals":     unimplemented,
+	"flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": unimplemented,
+	"flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": unimplemented,
+	"flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": unimplemented,
+}
+
+// badSeeds are known-bad requests kept in the corpus: each must be refused
+// with a precise code and change nothing.
+var badSeeds = []struct{ name, procedure, request string }{
+	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`},
+	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`},
+	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`},
+	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`},
+	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`},
+	{"upload-location-negative", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"f","filenameRoot":"r","contentLength":"-1","expiresIn":"-5s"}`},
+	{"listruns-bad-token", "flyteidl2.workflow.RunService/ListRuns", `{"projectId":` + fxProjID + `,"request":{"limit":4294967295,"token":"%%%not-a-token"}}`},
+	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`},
+	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`},
+	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`},
+}
+
+// nestedLiteral is a Literal nested depth collections deep.
+func nestedLiteral(depth int) string {
+	return strings.Repeat(`{"collection":{"literals":[`, depth) + `{"scalar":{"primitive":{"integer":"1"}}}` + strings.Repeat(`]}}`, depth)
+}
+
+// parseRequest decodes a JSON request for p.
+func parseRequest(p *fuzzProc, js string) (*dynamicpb.Message, error) {
+	msg := dynamicpb.NewMessage(p.method.Input())
+	if err := protojson.Unmarshal([]byte(js), msg); err != nil {
+		return nil, fmt.Errorf("request for %s: %w", p.name, err)
+	}
+	return msg, nil
+}
+
+// wireOf is the deterministic wire form of msg (the corpus stores it).
+func wireOf(msg proto.Message) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// seedFixture creates the fixture through the procedures themselves.
+func (m *fuzzManager) seedFixture(context.Context) error {
+	for _, f := range fixture {
+		p := m.byName[f.procedure]
+		if p == nil {
+			return fmt.Errorf("fixture procedure %s is not served", f.procedure)
+		}
+		msg, err := parseRequest(p, f.request)
+		if err != nil {
+			return err
+		}
+		m.expand(msg)
+		if out := m.exercise(p, msg); out.code != "ok" || len(out.failures) > 0 {
+			return fmt.Errorf("fixture %s: %s %s %v", f.procedure, out.code, out.message, out.failures)
+		}
+	}
+	return nil
+}
+
+// expand rewrites every string that starts with blobsPlaceholder to name
+// the manager's storage root instead, in msg and everything it holds.
+func (m *fuzzManager) expand(msg protoreflect.Message) {
+	fix := func(s string) (string, bool) {
+		if rest, ok := strings.CutPrefix(s, blobsPlaceholder); ok {
+			return m.blobsURL + rest, true
+		}
+		return s, false
+	}
+	type set struct {
+		fd protoreflect.FieldDescriptor
+		v  protoreflect.Value
+	}
+	var sets []set
+	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			mp := v.Map()
+			var keys []protoreflect.MapKey
+			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				keys = append(keys, k)
+				return true
+			})
+			for _, k := range keys {
+				mv := mp.Get(k)
+				if fd.MapValue().Message() != nil {
+					m.expand(mv.Message())
+				} else if fd.MapValue().Kind() == protoreflect.StringKind {
+					if s, ok := fix(mv.String()); ok {
+						mp.Set(k, protoreflect.ValueOfString(s))
+					}
+				}
+			}
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				if fd.Message() != nil {
+					m.expand(l.Get(i).Message())
+				} else if fd.Kind() == protoreflect.StringKind {
+					if s, ok := fix(l.Get(i).String()); ok {
+						l.Set(i, protoreflect.ValueOfString(s))
+					}
+				}
+			}
+		case fd.Message() != nil:
+			m.expand(v.Message())
+		case fd.Kind() == protoreflect.StringKind:
+			if s, ok := fix(v.String()); ok {
+				sets = append(sets, set{fd, protoreflect.ValueOfString(s)})
+			}
+		}
+		return true
+	})
+	for _, s := range sets {
+		msg.Set(s.fd, s.v)
+	}
+}

@@ -1,0 +1,678 @@
+package main
+
+// Fuzzing every procedure the manager serves, through the real server, the
+// real SQLite database and the real file blob store.
+//
+// Two fuzz targets share one harness (fuzzManager):
+//
+//   - FuzzProcedureWire feeds (procedure, wire bytes): the bytes are decoded
+//     with proto.Unmarshal into the procedure's request type, so the mutator
+//     can reach every field of every request type.
+//   - FuzzProcedureGenerated feeds (procedure, entropy): the entropy drives a
+//     descriptor-driven generator (fuzz_gen_test.go) that starts from the
+//     procedure's valid request and fills fields with boundary values, so
+//     requests get past parsing into semantic validation.
+//
+// A procedure name the mutator garbled still picks a procedure (by hash), so
+// no input is wasted. The properties checked for every request:
+//
+//   - no panic and no Internal or Unknown answer, neither seen by the client
+//     nor logged by the server for a stream the client cancelled;
+//   - a rejected request changes nothing: a digest of every table's rows and
+//     every file under the data directory is the same before and after.
+//
+// TestFuzzProcedures runs every procedure's valid request (checking its
+// expected answer), then FM_FUZZ_N generated requests (default 300), and
+// prints the requests tried and the codes seen per procedure.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/server"
+)
+
+// streamWait is how long a server stream may take to send its first message
+// before the client cancels it. A stream that legitimately waits (a watch
+// with nothing to report yet) is then counted as "waiting", never as a
+// failure, so a slow machine can only make the figures less precise.
+const streamWait = 3 * time.Second
+
+// codeWaiting is the outcome of a stream the client cancelled.
+const codeWaiting = "waiting"
+
+// fuzzProc is one served procedure and a client for it built from its
+// descriptor.
+type fuzzProc struct {
+	name   string // "flyteidl2.workflow.RunService/CreateRun"
+	method protoreflect.MethodDescriptor
+	client *connect.Client[dynamicpb.Message, dynamicpb.Message]
+}
+
+// fuzzManager is a manager built like `flyte-manager start` builds it,
+// serving on a loopback port, without its executor.
+type fuzzManager struct {
+	home     string
+	blobsURL string // the storage root blobsPlaceholder stands for
+	db       *gorm.DB
+	procs    []*fuzzProc
+	byName   map[string]*fuzzProc
+	log      *serverLog
+
+	mu     sync.Mutex // serializes requests: the digest compares one request's effect
+	digest map[string]string
+	nextID int
+}
+
+// startFuzzManager starts the manager for tb and stops it when tb ends.
+//
+// The background workers run except the executor: the fuzzer sends valid
+// task specs whose containers name any command, and the executor would run
+// them; it would also change the database on its own, which defeats the
+// digest comparison. Accepted runs therefore stay queued.
+func startFuzzManager(tb testing.TB) *fuzzManager {
+	tb.Helper()
+	home := filepath.Join(tb.TempDir(), "home")
+	cfg, err := config.Load(config.Sources{Overrides: map[string]any{
+		"home":         home,
+		"server.host":  "127.0.0.1",
+		"server.port":  0,
+		"database.dsn": "sqlite://" + filepath.ToSlash(filepath.Join(home, "flyte-manager.db")),
+		"storage.url":  "file://" + filepath.ToSlash(filepath.Join(home, "blobs")),
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cfg.Prepare(); err != nil {
+		tb.Fatal(err)
+	}
+	slog := &serverLog{internal: map[string]string{}, finished: map[string]string{}}
+	logger := slogLogger(slog)
+	srv := server.New(cfg.Server, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	gdb, err := openDatabase(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
+	if err := db.Migrate(ctx, gdb); err != nil {
+		tb.Fatal(err)
+	}
+	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
+	svcs, err := services(ctx, d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.Mount(svcs...); err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		tb.Fatal(err)
+	}
+	workers := slices.DeleteFunc(d.workers, func(w worker) bool { return w.name == "executor" })
+	if len(workers) == len(d.workers) {
+		tb.Fatal(`no worker named "executor": the fuzz harness must not run task processes; update startFuzzManager`)
+	}
+	d.workers = workers
+	d.startWorkers()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			tb.Errorf("serve: %v", err)
+		}
+	})
+
+	m := &fuzzManager{home: home, blobsURL: cfg.Storage.URL, db: gdb, log: slog, byName: map[string]*fuzzProc{}}
+	base := "http://" + srv.Addr().String()
+	httpClient := h2cClient()
+	tb.Cleanup(httpClient.CloseIdleConnections)
+	for _, svc := range svcs {
+		name := strings.Trim(svc.Path, "/")
+		desc, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			tb.Fatalf("served service %s has no registered descriptor: %v", name, err)
+		}
+		sd, ok := desc.(protoreflect.ServiceDescriptor)
+		if !ok {
+			tb.Fatalf("%s is not a service", name)
+		}
+		for i := range sd.Methods().Len() {
+			md := sd.Methods().Get(i)
+			p := &fuzzProc{name: name + "/" + string(md.Name()), method: md}
+			p.client = connect.NewClient[dynamicpb.Message, dynamicpb.Message](httpClient, base+"/"+p.name,
+				connect.WithSchema(md), connect.WithResponseInitializer(initDynamic))
+			m.procs = append(m.procs, p)
+			m.byName[p.name] = p
+		}
+	}
+	slices.SortFunc(m.procs, func(a, b *fuzzProc) int { return strings.Compare(a.name, b.name) })
+	if err := m.seedFixture(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if m.digest, err = m.takeDigest(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// h2cClient speaks HTTP/2 without TLS, as the SDK does, so bidirectional
+// streams work too.
+func h2cClient() *http.Client {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+}
+
+// initDynamic makes the client decode responses into the method's output type.
+func initDynamic(spec connect.Spec, msg any) error {
+	dyn, ok := msg.(*dynamicpb.Message)
+	md, ok2 := spec.Schema.(protoreflect.MethodDescriptor)
+	if !ok || !ok2 {
+		return fmt.Errorf("unexpected message %T or schema %T", msg, spec.Schema)
+	}
+	if spec.IsClient {
+		*dyn = *dynamicpb.NewMessage(md.Output())
+	} else {
+		*dyn = *dynamicpb.NewMessage(md.Input())
+	}
+	return nil
+}
+
+// pick returns the procedure named, or for a name that is none (a mutated
+// one) the procedure its hash selects.
+func (m *fuzzManager) pick(name string) *fuzzProc {
+	if p := m.byName[name]; p != nil {
+		return p
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return m.procs[int(h.Sum32()%uint32(len(m.procs)))]
+}
+
+// outcome is what one request did.
+type outcome struct {
+	code     string // "ok", a Connect code, or codeWaiting
+	message  string // the error's message, for the report
+	failures []string
+}
+
+// exercise sends req to p and checks the properties; it returns the outcome
+// with every property violated listed in failures.
+func (m *fuzzManager) exercise(p *fuzzProc, req *dynamicpb.Message) outcome {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nextID++
+	id := fmt.Sprintf("fuzz-%d", m.nextID)
+	ctx := context.Background()
+	var out outcome
+	out.code, out.message = m.call(ctx, p, req, id)
+	if out.code == codeWaiting {
+		// The handler ends when it sees the cancellation; wait for the
+		// server to log the call, so anything it logs is attributed here.
+		if !m.log.waitFinished(id, 2*time.Minute) {
+			out.failures = append(out.failures, "the server did not finish the stream within 2m of the client cancelling it")
+		}
+	}
+	switch out.code {
+	case connect.CodeInternal.String(), connect.CodeUnknown.String():
+		out.failures = append(out.failures, fmt.Sprintf("answered %s: %s", out.code, out.message))
+	}
+	if text, ok := m.log.internalError(id); ok {
+		out.failures = append(out.failures, "server logged an internal error: "+firstLine(text, 400))
+	}
+	after, err := m.takeDigest(ctx)
+	if err != nil {
+		out.failures = append(out.failures, "digest: "+err.Error())
+		return out
+	}
+	if out.code != "ok" {
+		if diff := diffDigest(m.digest, after); diff != "" {
+			out.failures = append(out.failures, "a rejected request changed state: "+diff)
+		}
+	}
+	m.digest = after
+	return out
+}
+
+// call sends one request and returns its code.
+func (m *fuzzManager) call(ctx context.Context, p *fuzzProc, req *dynamicpb.Message, id string) (code, message string) {
+	result := func(err error) (string, string) {
+		if err == nil {
+			return "ok", ""
+		}
+		return connect.CodeOf(err).String(), connectMessage(err)
+	}
+	switch {
+	case p.method.IsStreamingClient() && p.method.IsStreamingServer():
+		ctx, cancel := context.WithTimeout(ctx, streamWait)
+		defer cancel()
+		s := p.client.CallBidiStream(ctx)
+		s.RequestHeader().Set(server.RequestIDHeader, id)
+		if err := s.Send(req); err == nil {
+			_ = s.CloseRequest()
+		}
+		_, err := s.Receive()
+		_ = s.CloseResponse()
+		if ctx.Err() != nil {
+			return codeWaiting, ""
+		}
+		if err != nil && connectMessage(err) == "EOF" {
+			err = nil
+		}
+		return result(err)
+	case p.method.IsStreamingClient():
+		s := p.client.CallClientStream(ctx)
+		s.RequestHeader().Set(server.RequestIDHeader, id)
+		_ = s.Send(req)
+		_, err := s.CloseAndReceive()
+		return result(err)
+	case p.method.IsStreamingServer():
+		ctx, cancel := context.WithTimeout(ctx, streamWait)
+		defer cancel()
+		r := connect.NewRequest(req)
+		r.Header().Set(server.RequestIDHeader, id)
+		s, err := p.client.CallServerStream(ctx, r)
+		if err != nil {
+			return result(err)
+		}
+		defer s.Close()
+		if s.Receive() {
+			return "ok", ""
+		}
+		if ctx.Err() != nil {
+			return codeWaiting, ""
+		}
+		return result(s.Err())
+	default:
+		r := connect.NewRequest(req)
+		r.Header().Set(server.RequestIDHeader, id)
+		_, err := p.client.CallUnary(ctx, r)
+		return result(err)
+	}
+}
+
+func connectMessage(err error) string {
+	if ce, ok := err.(*connect.Error); ok {
+		return ce.Message()
+	}
+	return err.Error()
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}
+
+// takeDigest hashes every row of every table and every file under the data
+// directory except the database's own files, keyed by table or path.
+func (m *fuzzManager) takeDigest(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	sqlDB, err := m.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	var tables []string
+	if err := m.db.WithContext(ctx).Raw(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).Scan(&tables).Error; err != nil {
+		return nil, err
+	}
+	for _, table := range tables {
+		rows, err := sqlDB.QueryContext(ctx, `SELECT * FROM "`+table+`"`)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", table, err)
+		}
+		cols, _ := rows.Columns()
+		var lines []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			lines = append(lines, fmt.Sprintf("%q", vals))
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", table, err)
+		}
+		slices.Sort(lines) // row order is not part of the state
+		out["table "+table] = fmt.Sprintf("%d rows %s", len(lines), hashOf(strings.Join(lines, "\n")))
+	}
+	err = filepath.WalkDir(m.home, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(m.home, path)
+		if e.IsDir() || strings.HasPrefix(rel, "flyte-manager.db") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out["file "+rel] = hashOf(string(data))
+		return nil
+	})
+	return out, err
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// diffDigest names what differs between two digests, or "".
+func diffDigest(before, after map[string]string) string {
+	var diffs []string
+	for k, v := range after {
+		if w, ok := before[k]; !ok {
+			diffs = append(diffs, "new "+k)
+		} else if w != v {
+			diffs = append(diffs, "changed "+k+" ("+w+" -> "+v+")")
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			diffs = append(diffs, "removed "+k)
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+// describe renders req for a failure report (protojson, bounded).
+func describe(p *fuzzProc, req *dynamicpb.Message) string {
+	js, err := protojson.Marshal(req)
+	if err != nil {
+		js = []byte(err.Error())
+	}
+	wire, _ := proto.Marshal(req)
+	s := string(js)
+	if len(s) > 2000 {
+		s = s[:2000] + "...(truncated)"
+	}
+	return fmt.Sprintf("%s %s (wire %d bytes)", p.name, s, len(wire))
+}
+
+// serverLog is the server's slog handler in the harness: it keeps, by
+// request id, the calls the server finished and the internal errors it
+// logged (a panic becomes one too), and drops everything else.
+type serverLog struct {
+	mu       sync.Mutex
+	changed  chan struct{}     // closed and replaced on every record kept
+	internal map[string]string // request id -> error text
+	finished map[string]string // request id -> code
+}
+
+func slogLogger(l *serverLog) *slog.Logger { return slog.New(&logHandler{log: l}) }
+
+func (l *serverLog) internalError(id string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	text, ok := l.internal[id]
+	return text, ok
+}
+
+// waitFinished waits until the server logged the call id, or timeout passed.
+func (l *serverLog) waitFinished(id string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		l.mu.Lock()
+		_, done := l.finished[id]
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func (l *serverLog) keep(msg string, attrs map[string]string) {
+	id := attrs["request_id"]
+	if id == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch msg {
+	case "internal error":
+		l.internal[id] = attrs["procedure"] + ": " + attrs["error"]
+	case "rpc":
+		l.finished[id] = attrs["code"]
+	default:
+		return
+	}
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+type logHandler struct {
+	log   *serverLog
+	attrs []slog.Attr
+}
+
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "internal error" && r.Message != "rpc" {
+		return nil
+	}
+	attrs := map[string]string{}
+	for _, a := range h.attrs {
+		attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.log.keep(r.Message, attrs)
+	return nil
+}
+
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logHandler{log: h.log, attrs: append(slices.Clip(h.attrs), attrs...)}
+}
+
+func (h *logHandler) WithGroup(string) slog.Handler { return h }
+
+// FuzzProcedureWire decodes body as the wire form of the request of the
+// procedure named (or picked by hash).
+func FuzzProcedureWire(f *testing.F) {
+	m := startFuzzManager(f)
+	f.Fuzz(func(t *testing.T, procedure string, body []byte) {
+		p := m.pick(procedure)
+		msg := dynamicpb.NewMessage(p.method.Input())
+		if err := proto.Unmarshal(body, msg); err != nil {
+			return // not a request of this type: the server's decoder is connect's, not ours
+		}
+		m.expand(msg)
+		m.check(t, p, msg)
+	})
+}
+
+// FuzzProcedureGenerated turns entropy into boundary mutations of the
+// procedure's valid request (fuzz_gen_test.go).
+func FuzzProcedureGenerated(f *testing.F) {
+	m := startFuzzManager(f)
+	templates := m.templates(f)
+	f.Fuzz(func(t *testing.T, procedure string, choices []byte) {
+		p := m.pick(procedure)
+		msg := generate(templates[p.name], &entropy{b: choices})
+		m.expand(msg)
+		m.check(t, p, msg)
+	})
+}
+
+// check exercises one fuzz input and fails t on any violated property.
+func (m *fuzzManager) check(t *testing.T, p *fuzzProc, msg *dynamicpb.Message) {
+	if _, err := proto.Marshal(msg); err != nil {
+		return // the client could not send it
+	}
+	out := m.exercise(p, msg)
+	for _, f := range out.failures {
+		t.Errorf("%s\n  request: %s", f, describe(p, msg))
+	}
+}
+
+// templates parses every procedure's valid request; tb fails when a served
+// procedure has none or a seed names a procedure not served.
+func (m *fuzzManager) templates(tb testing.TB) map[string]*dynamicpb.Message {
+	tb.Helper()
+	out := map[string]*dynamicpb.Message{}
+	for _, p := range m.procs {
+		s, ok := seeds[p.name]
+		if !ok {
+			tb.Errorf("served procedure %s has no seed request in fuzz_seed_test.go", p.name)
+			continue
+		}
+		msg, err := parseRequest(p, s.request)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[p.name] = msg
+	}
+	for name := range seeds {
+		if m.byName[name] == nil {
+			tb.Errorf("seed for %s, which the manager does not serve", name)
+		}
+	}
+	return out
+}
+
+// TestFuzzProcedures sends every procedure's valid request, then FM_FUZZ_N
+// generated ones (default 300; FM_FUZZ_SEED picks the sequence), and
+// prints the requests tried and the codes seen per procedure.
+func TestFuzzProcedures(t *testing.T) {
+	n := envInt(t, "FM_FUZZ_N", 300)
+	seed := envInt(t, "FM_FUZZ_SEED", 1)
+	m := startFuzzManager(t)
+	templates := m.templates(t)
+	codes := map[string]map[string]int{}
+	reported := 0
+	record := func(p *fuzzProc, msg *dynamicpb.Message, out outcome) {
+		if codes[p.name] == nil {
+			codes[p.name] = map[string]int{}
+		}
+		codes[p.name][out.code]++
+		for _, f := range out.failures {
+			if reported++; reported <= 30 {
+				t.Errorf("%s\n  request: %s", f, describe(p, msg))
+			}
+		}
+	}
+
+	for _, p := range m.procs {
+		msg := proto.Clone(templates[p.name]).(*dynamicpb.Message)
+		m.expand(msg)
+		out := m.exercise(p, msg)
+		if want := seeds[p.name].want; out.code != want {
+			t.Errorf("%s: the seed request answered %s (%s), want %s", p.name, out.code, out.message, want)
+		}
+		record(p, msg, out)
+	}
+
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	sent := 0
+	for i := range n {
+		p := m.procs[i%len(m.procs)]
+		choices := make([]byte, 4+rng.IntN(60))
+		for j := range choices {
+			choices[j] = byte(rng.Uint32())
+		}
+		msg := generate(templates[p.name], &entropy{b: choices})
+		m.expand(msg)
+		if _, err := proto.Marshal(msg); err != nil {
+			t.Fatalf("generated an unsendable request: %v", err)
+		}
+		record(p, msg, m.exercise(p, msg))
+		sent++
+	}
+	if reported > 30 {
+		t.Errorf("... and %d more failures", reported-30)
+	}
+	t.Logf("fuzz: %d seed requests + %d generated (FM_FUZZ_N=%d FM_FUZZ_SEED=%d) over %d procedures\n%s",
+		len(m.procs), sent, n, seed, len(m.procs), codeTable(m.procs, codes))
+}
+
+// codeTable renders codes seen per procedure.
+func codeTable(procs []*fuzzProc, codes map[string]map[string]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-70s %6s  %s\n", "procedure", "tried", "codes seen")
+	total := map[string]int{}
+	for _, p := range procs {
+		var parts []string
+		tried := 0
+		for _, c := range slices.Sorted(maps.Keys(codes[p.name])) {
+			parts = append(parts, fmt.Sprintf("%s=%d", c, codes[p.name][c]))
+			tried += codes[p.name][c]
+			total[c] += codes[p.name][c]
+		}
+		fmt.Fprintf(&b, "%-70s %6d  %s\n", p.name, tried, strings.Join(parts, " "))
+	}
+	var parts []string
+	sum := 0
+	for _, c := range slices.Sorted(maps.Keys(total)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", c, total[c]))
+		sum += total[c]
+	}
+	fmt.Fprintf(&b, "%-70s %6d  %s\n", "all", sum, strings.Join(parts, " "))
+	return b.String()
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, v)
+	}
+	return n
+}
