@@ -6,7 +6,9 @@ package main
 // parsing and reach the handlers' semantic checks.
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -93,6 +95,8 @@ func mutate(m protoreflect.Message, e *entropy, depth int) {
 		set = append(set, fd)
 		return true
 	})
+	// dynamicpb ranges in map order; sort so that entropy replays exactly.
+	slices.SortFunc(set, func(a, b protoreflect.FieldDescriptor) int { return cmp.Compare(a.Number(), b.Number()) })
 	var fd protoreflect.FieldDescriptor
 	if len(set) > 0 && e.intn(3) > 0 {
 		fd = set[e.intn(len(set))]

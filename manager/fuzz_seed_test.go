@@ -3,13 +3,19 @@ package main
 // The fuzz harness's fixture and every procedure's valid request.
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -290,5 +296,83 @@ func (m *fuzzManager) expand(msg protoreflect.Message) {
 	})
 	for _, s := range sets {
 		msg.Set(s.fd, s.v)
+	}
+}
+
+// corpusFiles is the committed seed corpus (testdata/fuzz/<Target>/<name>)
+// as it must be: for FuzzProcedureWire every seed request and bad seed in
+// wire form; for FuzzProcedureGenerated every procedure with no choices
+// (its valid request) and with a few fixed ones. Placeholders stay as
+// they are (the targets expand them).
+func corpusFiles(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	out := map[string][]byte{}
+	entry := func(procedure string, data []byte) []byte {
+		return fmt.Appendf(nil, "go test fuzz v1\nstring(%q)\n[]byte(%q)\n", procedure, data)
+	}
+	proc := func(name string) *fuzzProc {
+		service, method, _ := strings.Cut(name, "/")
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+		if err != nil {
+			tb.Fatalf("seed for %s: %v", name, err)
+		}
+		md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(method))
+		if md == nil {
+			tb.Fatalf("seed for %s: no such method", name)
+		}
+		return &fuzzProc{name: name, method: md}
+	}
+	slug := strings.NewReplacer(".", "_", "/", "-").Replace
+	for name, s := range seeds {
+		msg, err := parseRequest(proc(name), s.request)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out["FuzzProcedureWire/seed-"+slug(name)] = entry(name, wireOf(msg))
+		out["FuzzProcedureGenerated/seed-"+slug(name)] = entry(name, nil)
+		if s.want != "unimplemented" {
+			for i := range 3 {
+				sum := sha256.Sum256(fmt.Appendf(nil, "%s %d", name, i))
+				out[fmt.Sprintf("FuzzProcedureGenerated/gen%d-%s", i, slug(name))] = entry(name, sum[:4+4*i])
+			}
+		}
+	}
+	for _, b := range badSeeds {
+		msg, err := parseRequest(proc(b.procedure), b.request)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out["FuzzProcedureWire/bad-"+b.name] = entry(b.procedure, wireOf(msg))
+	}
+	return out
+}
+
+// TestFuzzCorpus checks that the committed corpus is the one corpusFiles
+// describes; FM_FUZZ_WRITE_CORPUS=1 rewrites it.
+func TestFuzzCorpus(t *testing.T) {
+	want := corpusFiles(t)
+	dir := filepath.Join("testdata", "fuzz")
+	if os.Getenv("FM_FUZZ_WRITE_CORPUS") == "1" {
+		for _, target := range []string{"FuzzProcedureWire", "FuzzProcedureGenerated"} {
+			if err := os.RemoveAll(filepath.Join(dir, target)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, data := range want {
+			path := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	for name, data := range want {
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("corpus file %s is missing or stale (%v); run FM_FUZZ_WRITE_CORPUS=1 go test ./manager -run TestFuzzCorpus", name, err)
+		}
 	}
 }

@@ -28,6 +28,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -86,7 +87,7 @@ type fuzzManager struct {
 	log      *serverLog
 
 	mu     sync.Mutex // serializes requests: the digest compares one request's effect
-	digest map[string]string
+	digest *stateDigest
 	nextID int
 }
 
@@ -334,44 +335,34 @@ func firstLine(s string, max int) string {
 	return s
 }
 
-// takeDigest hashes every row of every table and every file under the data
-// directory except the database's own files, keyed by table or path.
-func (m *fuzzManager) takeDigest(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{}
+// stateDigest is the database and storage state: every table's rows and
+// every file under the data directory except the database's own files.
+type stateDigest struct {
+	hashes map[string]string   // "table t" or "file path" -> hash
+	rows   map[string][]string // table -> its rows, rendered and sorted, for the report
+}
+
+func (m *fuzzManager) takeDigest(ctx context.Context) (*stateDigest, error) {
+	out := &stateDigest{hashes: map[string]string{}, rows: map[string][]string{}}
 	sqlDB, err := m.db.DB()
 	if err != nil {
 		return nil, err
 	}
+	// sqlite_sequence is left out: it holds the surrogate-key counters,
+	// which an INSERT ... ON CONFLICT DO NOTHING that inserts nothing still
+	// advances (as PostgreSQL sequences do, outside any transaction); no
+	// procedure exposes them.
 	var tables []string
-	if err := m.db.WithContext(ctx).Raw(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).Scan(&tables).Error; err != nil {
+	if err := m.db.WithContext(ctx).Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_sequence' ORDER BY name`).Scan(&tables).Error; err != nil {
 		return nil, err
 	}
 	for _, table := range tables {
-		rows, err := sqlDB.QueryContext(ctx, `SELECT * FROM "`+table+`"`)
+		lines, err := tableRows(ctx, sqlDB, table)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", table, err)
 		}
-		cols, _ := rows.Columns()
-		var lines []string
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			lines = append(lines, fmt.Sprintf("%q", vals))
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", table, err)
-		}
-		slices.Sort(lines) // row order is not part of the state
-		out["table "+table] = fmt.Sprintf("%d rows %s", len(lines), hashOf(strings.Join(lines, "\n")))
+		out.rows[table] = lines
+		out.hashes["table "+table] = fmt.Sprintf("%d rows %s", len(lines), hashOf(strings.Join(lines, "\n")))
 	}
 	err = filepath.WalkDir(m.home, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -385,10 +376,37 @@ func (m *fuzzManager) takeDigest(ctx context.Context) (map[string]string, error)
 		if err != nil {
 			return err
 		}
-		out["file "+rel] = hashOf(string(data))
+		out.hashes["file "+rel] = hashOf(string(data))
 		return nil
 	})
 	return out, err
+}
+
+// tableRows renders every row of table, sorted: row order is not state.
+func tableRows(ctx context.Context, sqlDB *sql.DB, table string) ([]string, error) {
+	rows, err := sqlDB.QueryContext(ctx, `SELECT * FROM "`+table+`"`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		lines = append(lines, fmt.Sprintf("%q", vals))
+	}
+	slices.Sort(lines)
+	return lines, rows.Err()
 }
 
 func hashOf(s string) string {
@@ -396,23 +414,44 @@ func hashOf(s string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// diffDigest names what differs between two digests, or "".
-func diffDigest(before, after map[string]string) string {
+// diffDigest says what differs between two digests, or "".
+func diffDigest(before, after *stateDigest) string {
 	var diffs []string
-	for k, v := range after {
-		if w, ok := before[k]; !ok {
+	for _, k := range slices.Sorted(maps.Keys(after.hashes)) {
+		w, ok := before.hashes[k]
+		switch {
+		case !ok:
 			diffs = append(diffs, "new "+k)
-		} else if w != v {
-			diffs = append(diffs, "changed "+k+" ("+w+" -> "+v+")")
+		case w != after.hashes[k]:
+			d := "changed " + k
+			if table, isTable := strings.CutPrefix(k, "table "); isTable {
+				d += rowDiff(before.rows[table], after.rows[table])
+			}
+			diffs = append(diffs, d)
 		}
 	}
-	for k := range before {
-		if _, ok := after[k]; !ok {
+	for _, k := range slices.Sorted(maps.Keys(before.hashes)) {
+		if _, ok := after.hashes[k]; !ok {
 			diffs = append(diffs, "removed "+k)
 		}
 	}
-	slices.Sort(diffs)
 	return strings.Join(diffs, "; ")
+}
+
+// rowDiff shows a few rows that one side has and the other has not.
+func rowDiff(before, after []string) string {
+	var gone, added []string
+	for _, r := range before {
+		if _, found := slices.BinarySearch(after, r); !found {
+			gone = append(gone, firstLine(r, 300))
+		}
+	}
+	for _, r := range after {
+		if _, found := slices.BinarySearch(before, r); !found {
+			added = append(added, firstLine(r, 300))
+		}
+	}
+	return fmt.Sprintf(" (-%v +%v)", gone[:min(len(gone), 3)], added[:min(len(added), 3)])
 }
 
 // describe renders req for a failure report (protojson, bounded).
@@ -616,10 +655,22 @@ func TestFuzzProcedures(t *testing.T) {
 		record(p, msg, out)
 	}
 
+	// Unimplemented procedures answer before reading the request; give
+	// the generated budget mostly to the others.
+	var schedule []*fuzzProc
+	for _, p := range m.procs {
+		weight := 8
+		if seeds[p.name].want == "unimplemented" {
+			weight = 1
+		}
+		for range weight {
+			schedule = append(schedule, p)
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	sent := 0
 	for i := range n {
-		p := m.procs[i%len(m.procs)]
+		p := schedule[i%len(schedule)]
 		choices := make([]byte, 4+rng.IntN(60))
 		for j := range choices {
 			choices[j] = byte(rng.Uint32())
