@@ -189,6 +189,9 @@ var seeds = map[string]seedRequest{
 var badSeeds = []struct{ name, procedure, request string }{
 	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`},
 	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`},
+	// A new project name, then a check that fails: no project may be left behind.
+	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`},
+	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`},
 	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`},
 	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`},
 	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`},

@@ -157,8 +157,13 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureProject(ctx, run.Org, run.Project); err != nil {
-		return nil, err
+	// A missing project is refused before anything is written, but one is
+	// auto-created only after every check below has passed: a rejected
+	// request must not leave a new project behind.
+	if !s.projects.AutoCreate {
+		if err := s.ensureProject(ctx, run.Org, run.Project); err != nil {
+			return nil, err
+		}
 	}
 
 	runSpec := proto.Clone(req.GetRunSpec()).(*task.RunSpec)
@@ -188,6 +193,11 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	rawRunSpec, err := marshal(runSpec)
 	if err != nil {
 		return nil, err
+	}
+	if s.projects.AutoCreate {
+		if err := s.ensureProject(ctx, run.Org, run.Project); err != nil {
+			return nil, err
+		}
 	}
 
 	n := t.newAction(run.Action(store.RootName))
