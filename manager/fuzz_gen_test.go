@@ -7,6 +7,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/base64"
 	"math"
 	"slices"
 	"strings"
@@ -55,12 +56,26 @@ var (
 		"file:///etc/passwd", "s3://bucket/key", blobsPlaceholder + "/fuzz/x", blobsPlaceholder + "/../x",
 		"http://[::1]:1/", strings.Repeat("a", 64), strings.Repeat("b", 256), strings.Repeat("c", 1025),
 		strings.Repeat("é", 40000), strings.Repeat("x/", 600),
+		// Words the handlers give meaning to: filter fields, sort keys,
+		// phases, times, and page tokens that decode but point anywhere.
+		"phase", "task_name", "task_version", "created_by", "created_at", "updated_at", "name", "id",
+		"RUNNING", "ACTION_PHASE_SUCCEEDED", "ACTION_PHASE_UNSPECIFIED", "999", "2024-01-01T00:00:00Z",
+		"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2024-13-45T25:61:61Z", "1e400",
+		pageToken(`{"q":"runs:desc","t":-9223372036854775808,"i":-9223372036854775808}`),
+		pageToken(`{"q":"runs:asc","t":9223372036854775807,"i":9223372036854775807}`),
+		pageToken(`{"q":"actions","t":253402300800000000,"i":1}`),
+		pageToken(`{"q":"tasks","t":-62135596800000001,"s":"\u0000","i":0}`),
+		pageToken(`{"q":"projects","s":"\uffff","i":-1}`),
+		pageToken(`{"q":"children","t":"x"}`), pageToken(`[]`), pageToken(`null`),
 	}
 	boundaryInts   = []int64{0, 1, -1, 2, 100, math.MaxInt32, math.MinInt32, math.MaxInt64, math.MinInt64, 1 << 31, -1 << 40}
 	boundaryUints  = []uint64{0, 1, 2, 100, math.MaxUint32, math.MaxUint64, 1 << 31}
 	boundaryFloats = []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), math.MaxFloat64, math.SmallestNonzeroFloat64}
 	unknownEnums   = []protoreflect.EnumNumber{-1, 9999, math.MaxInt32, math.MinInt32}
 )
+
+// pageToken encodes a cursor the way the store's page tokens are encoded.
+func pageToken(cursor string) string { return base64.RawURLEncoding.EncodeToString([]byte(cursor)) }
 
 // maxGenDepth bounds how deep the generator descends into set fields
 // (nesting by recursion is built separately, see nest).
@@ -133,13 +148,19 @@ func mutateList(m protoreflect.Message, fd protoreflect.FieldDescriptor, e *entr
 	switch c := e.intn(6); {
 	case c == 0:
 		m.Clear(fd)
-	case c == 1: // many elements
+	case c == 1: // many elements, each small: the point is the count, not the size
 		n := []int{100, 1000, 10000}[e.intn(3)]
+		v := scalar(fd, protoreflect.Value{}, e)
+		if str, ok := v.Interface().(string); ok && len(str) > 16 {
+			v = protoreflect.ValueOfString(strings.ToValidUTF8(str[:16], ""))
+		} else if b, ok := v.Interface().([]byte); ok && len(b) > 16 {
+			v = protoreflect.ValueOfBytes(b[:16])
+		}
 		for range n {
 			if fd.Message() != nil {
 				l.AppendMutable()
 			} else {
-				l.Append(scalar(fd, protoreflect.Value{}, e))
+				l.Append(v)
 			}
 		}
 	case c == 2 || l.Len() == 0:
