@@ -184,22 +184,27 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": unimplemented,
 }
 
-// badSeeds are known-bad requests kept in the corpus: each must be refused
-// with a precise code and change nothing.
-var badSeeds = []struct{ name, procedure, request string }{
-	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`},
-	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`},
+// badSeeds are known-bad (and a few edge) requests kept in the corpus: each
+// must answer its precise code (want; TestFuzzProcedures checks it, and that
+// the message contains wantText) and, when refused, change nothing.
+var badSeeds = []struct{ name, procedure, request, want, wantText string }{
+	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`, "invalid_argument", "run_id"},
+	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`, "invalid_argument", "project"},
 	// A new project name, then a check that fails: no project may be left behind.
-	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`},
-	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`},
-	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`},
-	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`},
-	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`},
-	{"upload-location-negative", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"f","filenameRoot":"r","contentLength":"-1","expiresIn":"-5s"}`},
-	{"listruns-bad-token", "flyteidl2.workflow.RunService/ListRuns", `{"projectId":` + fxProjID + `,"request":{"limit":4294967295,"token":"%%%not-a-token"}}`},
-	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`},
-	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`},
-	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`},
+	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`, "invalid_argument", "offloaded_input_data.uri"},
+	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "invalid_argument", "__0x"},
+	// Not bad: a literal nested 200 collections deep is a valid input.
+	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`, "ok", ""},
+	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`, "invalid_argument", "run_output_base"},
+	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`, "invalid_argument", "filename"},
+	{"upload-location-negative", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"f","filenameRoot":"r","contentLength":"-1","expiresIn":"-5s"}`, "invalid_argument", "must not be negative"},
+	{"listruns-bad-token", "flyteidl2.workflow.RunService/ListRuns", `{"projectId":` + fxProjID + `,"request":{"limit":4294967295,"token":"%%%not-a-token"}}`, "invalid_argument", "token"},
+	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`, "invalid_argument", "run_id"},
+	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`, "invalid_argument", "nope"},
+	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`, "invalid_argument", "other"},
+	// uint32 attempts past int32: once wrapped to -1 ("the latest attempt").
+	{"taillogs-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/TailLogs", `{"actionId":` + fxRoot + `,"attempt":4294967295}`, "invalid_argument", "4294967295"},
+	{"downloadlink-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":` + fxRoot + `,"attempt":4294967295}}`, "invalid_argument", "4294967295"},
 }
 
 // nestedLiteral is a Literal nested depth collections deep.

@@ -663,6 +663,20 @@ func TestFuzzProcedures(t *testing.T) {
 		record(p, msg, out)
 	}
 
+	for _, b := range badSeeds {
+		p := m.byName[b.procedure]
+		msg, err := parseRequest(p, b.request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.expand(msg)
+		out := m.exercise(p, msg)
+		if out.code != b.want || !strings.Contains(out.message, b.wantText) {
+			t.Errorf("bad seed %s: %s answered %s (%s), want %s containing %q", b.name, p.name, out.code, out.message, b.want, b.wantText)
+		}
+		record(p, msg, out)
+	}
+
 	// Unimplemented procedures answer before reading the request; give
 	// the generated budget mostly to the others.
 	var schedule []*fuzzProc
@@ -694,10 +708,10 @@ func TestFuzzProcedures(t *testing.T) {
 	if reported > 30 {
 		t.Errorf("... and %d more failures", reported-30)
 	}
-	t.Logf("fuzz: %d seed requests + %d generated (FM_FUZZ_N=%d FM_FUZZ_SEED=%d) over %d procedures, every one served; "+
+	t.Logf("fuzz: %d seed requests + %d known-bad + %d generated (FM_FUZZ_N=%d FM_FUZZ_SEED=%d) over %d procedures, every one served; "+
 		"not a procedure, so not here: the signed-URL blob route; the executor does not run (accepted runs stay queued); "+
 		"%q = a stream that sent nothing within %s and was cancelled by the client\n%s",
-		len(m.procs), sent, n, seed, len(m.procs), codeWaiting, streamWait, codeTable(m.procs, codes))
+		len(m.procs), len(badSeeds), sent, n, seed, len(m.procs), codeWaiting, streamWait, codeTable(m.procs, codes))
 }
 
 // codeTable renders codes seen per procedure.
