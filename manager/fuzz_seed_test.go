@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"fmgr.dev/gen/go/flyteidl2/task"
 )
 
 // blobsPlaceholder stands for the manager's storage root (a temporary
@@ -35,6 +38,17 @@ const (
 	fxTaskID   = `{` + fxProject + `,"name":"fuzz.task","version":"v1"}`
 	fxInputs   = `{"literals":[{"name":"x","value":{"scalar":{"primitive":{"integer":"7"}}}}]}`
 )
+
+// fxFile is the inputs.pb the fixture's UploadInputs stores (under the
+// hash of fxInputs, as UploadInputs names it).
+var fxFile = func() string {
+	var in task.Inputs
+	if err := protojson.Unmarshal([]byte(fxInputs), &in); err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(wireOf(&in))
+	return blobsPlaceholder + "/fuzz/file/" + hex.EncodeToString(sum[:]) + "/inputs.pb"
+}()
 
 // fxSpec is a TaskSpec of task name/version whose container would run
 // args (never run here: the harness has no executor).
@@ -59,6 +73,11 @@ var fixture = []struct{ procedure, request string }{
 	{"flyteidl2.task.TaskService/DeployTask", `{"taskId":` + fxTaskID + `,"spec":` + fxSpec("fuzz.task", "v1") + `}`},
 	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxRun + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`},
 	{"flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + fxChild("fuzzchild") + `}}`},
+	// A blob (fxFile), and a child whose storage lies under it, where no
+	// object can be.
+	{"flyteidl2.dataproxy.DataProxyService/UploadInputs", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":` + fxInputs + `,"baseDir":"` + blobsPlaceholder + `/fuzz/file"}`},
+	{"flyteidl2.actions.ActionsService/Enqueue", `{"action":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"parentActionName":"a0",` +
+		`"inputUri":"` + fxFile + `/deeper","runOutputBase":"` + fxFile + `","task":{"id":` + fxTaskID + `}}}`},
 	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxAbortRun + `,"taskId":` + fxTaskID + `,"inputs":` + fxInputs + `}`},
 }
 
@@ -202,6 +221,11 @@ var badSeeds = []struct{ name, procedure, request, want, wantText string }{
 	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`, "invalid_argument", "run_id"},
 	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`, "invalid_argument", "nope"},
 	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`, "invalid_argument", "other"},
+	// Storage under an object (fxFile): nothing there to read, nothing can be written.
+	{"createrun-offload-under-object", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"offloadedInputData":{"uri":"` + fxFile + `/x"}}`, "invalid_argument", "holds no inputs"},
+	{"uploadinputs-under-object", "flyteidl2.dataproxy.DataProxyService/UploadInputs", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"baseDir":"` + fxFile + `"}`, "failed_precondition", "cannot be stored"},
+	{"actiondata-inputs-under-object", "flyteidl2.workflow.RunService/GetActionData", `{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"}}`, "ok", ""},
+	{"downloadlink-report-under-object", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"attempt":1}}`, "not_found", "report"},
 	// uint32 attempts past int32: once wrapped to -1 ("the latest attempt").
 	{"taillogs-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/TailLogs", `{"actionId":` + fxRoot + `,"attempt":4294967295}`, "invalid_argument", "4294967295"},
 	{"downloadlink-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":` + fxRoot + `,"attempt":4294967295}}`, "invalid_argument", "4294967295"},
