@@ -54,6 +54,8 @@ var (
 		"flytesnacks", "development", "fuzz.task", "名前😀", "\u202eevil", "\x00", "a\x00b", "\t\n", "%2e%2e",
 		"__0x2f", `a\b`, "'; DROP TABLE actions;--", `{{.input}}`, "UPPER", "0", "-1", "9223372036854775808",
 		"file:///etc/passwd", "s3://bucket/key", blobsPlaceholder + "/fuzz/x", blobsPlaceholder + "/../x",
+		// Storage the fixture made: an object, a path under it, directories, the root.
+		fxFile, fxFile + "/x", blobsPlaceholder + "/fuzz", blobsPlaceholder + "/runs", blobsPlaceholder, blobsPlaceholder + "/",
 		"http://[::1]:1/", strings.Repeat("a", 64), strings.Repeat("b", 256), strings.Repeat("c", 1025),
 		strings.Repeat("é", 40000), strings.Repeat("x/", 600),
 		// Words the handlers give meaning to: filter fields, sort keys,
@@ -61,6 +63,8 @@ var (
 		"phase", "task_name", "task_version", "created_by", "created_at", "updated_at", "name", "id",
 		"RUNNING", "ACTION_PHASE_SUCCEEDED", "ACTION_PHASE_UNSPECIFIED", "999", "2024-01-01T00:00:00Z",
 		"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2024-13-45T25:61:61Z", "1e400",
+		"eq(state,0)", "eq(state,2)", "ne(state,-1)", "eq(state,99999999999)", "eq(state,", "value_in(state,0;1)",
+		"eq(name,x)+eq(state,1)", "gte(created_at,2024-01-01T00:00:00Z)", "contains(name,%)",
 		pageToken(`{"q":"runs:desc","t":-9223372036854775808,"i":-9223372036854775808}`),
 		pageToken(`{"q":"runs:asc","t":9223372036854775807,"i":9223372036854775807}`),
 		pageToken(`{"q":"actions","t":253402300800000000,"i":1}`),
