@@ -206,34 +206,70 @@ var seeds = map[string]seedRequest{
 // badSeeds are known-bad (and a few edge) requests kept in the corpus: each
 // must answer its precise code (want; TestFuzzProcedures checks it, and that
 // the message contains wantText) and, when refused, change nothing.
-var badSeeds = []struct{ name, procedure, request, want, wantText string }{
-	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`, "invalid_argument", "run_id"},
-	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`, "invalid_argument", "project"},
+var badSeeds = []struct {
+	name, procedure, request, want, wantText string
+	// wire sets fields to values JSON cannot carry: field path -> value
+	wire map[string]protoreflect.Value
+}{
+	{"createrun-dotdot", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{` + fxProject + `,"name":".."},"taskId":` + fxTaskID + `}`, "invalid_argument", "run_id", nil},
+	{"createrun-unknown-project", "flyteidl2.workflow.RunService/CreateRun", `{"runId":{"project":"../etc","domain":"development","name":"r"},"taskId":` + fxTaskID + `}`, "invalid_argument", "project", nil},
 	// A new project name, then a check that fails: no project may be left behind.
-	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`, "invalid_argument", "offloaded_input_data.uri"},
-	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "invalid_argument", "__0x"},
+	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`, "invalid_argument", "offloaded_input_data.uri", nil},
+	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "invalid_argument", "__0x", nil},
 	// Not bad: a literal nested 200 collections deep is a valid input.
-	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`, "ok", ""},
-	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`, "invalid_argument", "run_output_base"},
-	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`, "invalid_argument", "filename"},
-	{"upload-location-negative", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"f","filenameRoot":"r","contentLength":"-1","expiresIn":"-5s"}`, "invalid_argument", "must not be negative"},
-	{"listruns-bad-token", "flyteidl2.workflow.RunService/ListRuns", `{"projectId":` + fxProjID + `,"request":{"limit":4294967295,"token":"%%%not-a-token"}}`, "invalid_argument", "token"},
-	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`, "invalid_argument", "run_id"},
-	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`, "invalid_argument", "nope"},
-	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`, "invalid_argument", "other"},
+	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`, "ok", "", nil},
+	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`, "invalid_argument", "run_output_base", nil},
+	{"upload-location-traversal", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"../../signing.key","filenameRoot":"../.."}`, "invalid_argument", "filename", nil},
+	{"upload-location-negative", "flyteidl2.dataproxy.DataProxyService/CreateUploadLocation", `{` + fxProject + `,"filename":"f","filenameRoot":"r","contentLength":"-1","expiresIn":"-5s"}`, "invalid_argument", "must not be negative", nil},
+	{"listruns-bad-token", "flyteidl2.workflow.RunService/ListRuns", `{"projectId":` + fxProjID + `,"request":{"limit":4294967295,"token":"%%%not-a-token"}}`, "invalid_argument", "token", nil},
+	{"getrun-unicode", "flyteidl2.workflow.RunService/GetRunDetails", `{"runId":{` + fxProject + `,"name":"名前😀"}}`, "invalid_argument", "run_id", nil},
+	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`, "invalid_argument", "nope", nil},
+	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`, "invalid_argument", "other", nil},
 	// Storage under an object (fxFile): nothing there to read, nothing can be written.
-	{"createrun-offload-under-object", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"offloadedInputData":{"uri":"` + fxFile + `/x"}}`, "invalid_argument", "holds no inputs"},
-	{"uploadinputs-under-object", "flyteidl2.dataproxy.DataProxyService/UploadInputs", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"baseDir":"` + fxFile + `"}`, "failed_precondition", "cannot be stored"},
-	{"actiondata-inputs-under-object", "flyteidl2.workflow.RunService/GetActionData", `{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"}}`, "ok", ""},
-	{"downloadlink-report-under-object", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"attempt":1}}`, "not_found", "report"},
+	{"createrun-offload-under-object", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"offloadedInputData":{"uri":"` + fxFile + `/x"}}`, "invalid_argument", "holds no inputs", nil},
+	{"uploadinputs-under-object", "flyteidl2.dataproxy.DataProxyService/UploadInputs", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"baseDir":"` + fxFile + `"}`, "failed_precondition", "cannot be stored", nil},
+	{"actiondata-inputs-under-object", "flyteidl2.workflow.RunService/GetActionData", `{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"}}`, "ok", "", nil},
+	{"downloadlink-report-under-object", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"attempt":1}}`, "not_found", "report", nil},
+	// Trace times outside years 1..9999 were stored, then broke every read of the run.
+	{"enqueue-trace-time-out-of-range", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{"actionId":{"run":` + fxRun + `,"name":"fuzztrace-late"},"parentActionName":"a0",` +
+		`"inputUri":"` + blobsPlaceholder + `/fuzz/in","runOutputBase":"` + blobsPlaceholder + `/fuzz/out","trace":{"name":"t","phase":"ACTION_PHASE_SUCCEEDED"}}}`,
+		"invalid_argument", "action.trace.start_time", map[string]protoreflect.Value{"action.trace.start_time.seconds": protoreflect.ValueOfInt64(253402300800)}},
+	{"enqueue-trace-end-before-year-1", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{"actionId":{"run":` + fxRun + `,"name":"fuzztrace-early"},"parentActionName":"a0",` +
+		`"inputUri":"` + blobsPlaceholder + `/fuzz/in","runOutputBase":"` + blobsPlaceholder + `/fuzz/out","trace":{"name":"t","phase":"ACTION_PHASE_FAILED"}}}`,
+		"invalid_argument", "action.trace.end_time", map[string]protoreflect.Value{"action.trace.end_time.seconds": protoreflect.ValueOfInt64(-62135596801)}},
 	// uint32 attempts past int32: once wrapped to -1 ("the latest attempt").
-	{"taillogs-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/TailLogs", `{"actionId":` + fxRoot + `,"attempt":4294967295}`, "invalid_argument", "4294967295"},
-	{"downloadlink-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":` + fxRoot + `,"attempt":4294967295}}`, "invalid_argument", "4294967295"},
+	{"taillogs-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/TailLogs", `{"actionId":` + fxRoot + `,"attempt":4294967295}`, "invalid_argument", "4294967295", nil},
+	{"downloadlink-attempt-overflow", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":` + fxRoot + `,"attempt":4294967295}}`, "invalid_argument", "4294967295", nil},
 }
 
 // nestedLiteral is a Literal nested depth collections deep.
 func nestedLiteral(depth int) string {
 	return strings.Repeat(`{"collection":{"literals":[`, depth) + `{"scalar":{"primitive":{"integer":"1"}}}` + strings.Repeat(`]}}`, depth)
+}
+
+// parseBad is a bad seed's request: its JSON, then its wire values.
+func parseBad(p *fuzzProc, js string, wire map[string]protoreflect.Value) (*dynamicpb.Message, error) {
+	msg, err := parseRequest(p, js)
+	if err != nil {
+		return nil, err
+	}
+	for path, v := range wire {
+		var m protoreflect.Message = msg
+		names := strings.Split(path, ".")
+		for _, name := range names[:len(names)-1] {
+			fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
+			if fd == nil || fd.Message() == nil {
+				return nil, fmt.Errorf("%s: no message field %q in %s", path, name, m.Descriptor().FullName())
+			}
+			m = m.Mutable(fd).Message()
+		}
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(names[len(names)-1]))
+		if fd == nil {
+			return nil, fmt.Errorf("%s: no field %q in %s", path, names[len(names)-1], m.Descriptor().FullName())
+		}
+		m.Set(fd, v)
+	}
+	return msg, nil
 }
 
 // parseRequest decodes a JSON request for p.
@@ -370,7 +406,7 @@ func corpusFiles(tb testing.TB) map[string][]byte {
 		}
 	}
 	for _, b := range badSeeds {
-		msg, err := parseRequest(proc(b.procedure), b.request)
+		msg, err := parseBad(proc(b.procedure), b.request, b.wire)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -665,7 +665,7 @@ func TestFuzzProcedures(t *testing.T) {
 
 	for _, b := range badSeeds {
 		p := m.byName[b.procedure]
-		msg, err := parseRequest(p, b.request)
+		msg, err := parseBad(p, b.request, b.wire)
 		if err != nil {
 			t.Fatal(err)
 		}
