@@ -56,6 +56,7 @@ import (
 
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/server"
 )
 
@@ -84,6 +85,7 @@ type fuzzProc struct {
 // serving on a loopback port, without its executor.
 type fuzzManager struct {
 	home     string
+	postgres bool
 	blobsURL string // the storage root blobsPlaceholder stands for
 	db       *gorm.DB
 	procs    []*fuzzProc
@@ -101,14 +103,22 @@ type fuzzManager struct {
 // task specs whose containers name any command, and the executor would run
 // them; it would also change the database on its own, which defeats the
 // digest comparison. Accepted runs therefore stay queued.
-func startFuzzManager(tb testing.TB) *fuzzManager {
+func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	tb.Helper()
 	home := filepath.Join(tb.TempDir(), "home")
+	dsn := "sqlite://" + filepath.ToSlash(filepath.Join(home, "flyte-manager.db"))
+	switch database {
+	case "sqlite":
+	case "postgres":
+		dsn = pgtest.NewDatabase(tb)
+	default:
+		tb.Fatalf("database %q: want sqlite or postgres", database)
+	}
 	cfg, err := config.Load(config.Sources{Overrides: map[string]any{
 		"home":         home,
 		"server.host":  "127.0.0.1",
 		"server.port":  0,
-		"database.dsn": "sqlite://" + filepath.ToSlash(filepath.Join(home, "flyte-manager.db")),
+		"database.dsn": dsn,
 		"storage.url":  "file://" + filepath.ToSlash(filepath.Join(home, "blobs")),
 	}})
 	if err != nil {
@@ -155,7 +165,7 @@ func startFuzzManager(tb testing.TB) *fuzzManager {
 		}
 	})
 
-	m := &fuzzManager{home: home, blobsURL: cfg.Storage.URL, db: gdb, log: slog, byName: map[string]*fuzzProc{}}
+	m := &fuzzManager{home: home, postgres: database == "postgres", blobsURL: cfg.Storage.URL, db: gdb, log: slog, byName: map[string]*fuzzProc{}}
 	base := "http://" + srv.Addr().String()
 	httpClient := h2cClient()
 	tb.Cleanup(httpClient.CloseIdleConnections)
@@ -358,10 +368,14 @@ func (m *fuzzManager) takeDigest(ctx context.Context) (*stateDigest, error) {
 	}
 	// sqlite_sequence is left out: it holds the surrogate-key counters,
 	// which an INSERT ... ON CONFLICT DO NOTHING that inserts nothing still
-	// advances (as PostgreSQL sequences do, outside any transaction); no
-	// procedure exposes them.
+	// advances (as PostgreSQL sequences do, outside any transaction, and
+	// they are not tables); no procedure exposes them.
+	list := `SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_sequence' ORDER BY name`
+	if m.postgres {
+		list = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+	}
 	var tables []string
-	if err := m.db.WithContext(ctx).Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_sequence' ORDER BY name`).Scan(&tables).Error; err != nil {
+	if err := m.db.WithContext(ctx).Raw(list).Scan(&tables).Error; err != nil {
 		return nil, err
 	}
 	for _, table := range tables {
@@ -377,7 +391,7 @@ func (m *fuzzManager) takeDigest(ctx context.Context) (*stateDigest, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(m.home, path)
-		if e.IsDir() || strings.HasPrefix(rel, "flyte-manager.db") {
+		if e.IsDir() || strings.HasPrefix(rel, "flyte-manager.db") { // SQLite's own files
 			return nil
 		}
 		data, err := os.ReadFile(path)
@@ -570,7 +584,7 @@ func (h *logHandler) WithGroup(string) slog.Handler { return h }
 // FuzzProcedureWire decodes body as the wire form of the request of the
 // procedure named (or picked by hash).
 func FuzzProcedureWire(f *testing.F) {
-	m := startFuzzManager(f)
+	m := startFuzzManager(f, fuzzDatabase())
 	f.Fuzz(func(t *testing.T, procedure string, body []byte) {
 		p := m.pick(procedure)
 		msg := dynamicpb.NewMessage(p.method.Input())
@@ -585,7 +599,7 @@ func FuzzProcedureWire(f *testing.F) {
 // FuzzProcedureGenerated turns entropy into boundary mutations of the
 // procedure's valid request (fuzz_gen_test.go).
 func FuzzProcedureGenerated(f *testing.F) {
-	m := startFuzzManager(f)
+	m := startFuzzManager(f, fuzzDatabase())
 	templates := m.templates(f)
 	f.Fuzz(func(t *testing.T, procedure string, choices []byte) {
 		p := m.pick(procedure)
@@ -637,7 +651,25 @@ func (m *fuzzManager) templates(tb testing.TB) map[string]*dynamicpb.Message {
 func TestFuzzProcedures(t *testing.T) {
 	n := envInt(t, "FM_FUZZ_N", 300)
 	seed := envInt(t, "FM_FUZZ_SEED", 1)
-	m := startFuzzManager(t)
+	for _, database := range []string{"sqlite", "postgres"} {
+		t.Run(database, func(t *testing.T) { fuzzBatch(t, database, n, seed) })
+	}
+}
+
+// fuzzDatabase is the database the fuzz targets use: FM_FUZZ_DATABASE,
+// sqlite by default (the fuzzing engine runs every input on one).
+func fuzzDatabase() string {
+	if d := os.Getenv("FM_FUZZ_DATABASE"); d != "" {
+		return d
+	}
+	return "sqlite"
+}
+
+// TestMain lets the harness use pgtest's PostgreSQL.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func fuzzBatch(t *testing.T, database string, n, seed int) {
+	m := startFuzzManager(t, database)
 	templates := m.templates(t)
 	codes := map[string]map[string]int{}
 	reported := 0
@@ -708,10 +740,10 @@ func TestFuzzProcedures(t *testing.T) {
 	if reported > 30 {
 		t.Errorf("... and %d more failures", reported-30)
 	}
-	t.Logf("fuzz: %d seed requests + %d known-bad + %d generated (FM_FUZZ_N=%d FM_FUZZ_SEED=%d) over %d procedures, every one served; "+
+	t.Logf("fuzz on %s: %d seed requests + %d known-bad + %d generated (FM_FUZZ_N=%d FM_FUZZ_SEED=%d) over %d procedures, every one served; "+
 		"not a procedure, so not here: the signed-URL blob route; the executor does not run (accepted runs stay queued); "+
 		"%q = a stream that sent nothing within %s and was cancelled by the client\n%s",
-		len(m.procs), len(badSeeds), sent, n, seed, len(m.procs), codeWaiting, streamWait, codeTable(m.procs, codes))
+		database, len(m.procs), len(badSeeds), sent, n, seed, len(m.procs), codeWaiting, streamWait, codeTable(m.procs, codes))
 }
 
 // codeTable renders codes seen per procedure.
