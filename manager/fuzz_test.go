@@ -1,7 +1,7 @@
 package main
 
 // Fuzzing every procedure the manager serves, through the real server, the
-// real SQLite database and the real file blob store.
+// real database (SQLite, or PostgreSQL) and the real file blob store.
 //
 // Two fuzz targets share one harness (fuzzManager):
 //
@@ -19,11 +19,21 @@ package main
 //   - no panic and no Internal or Unknown answer, neither seen by the client
 //     nor logged by the server for a stream the client cancelled;
 //   - a rejected request changes nothing: a digest of every table's rows and
-//     every file under the data directory is the same before and after.
+//     every file under the data directory (fuzz_observe_test.go) is the same
+//     before and after.
 //
-// TestFuzzProcedures runs every procedure's valid request (checking its
-// expected answer), then FM_FUZZ_N generated requests (default 300), and
-// prints the requests tried and the codes seen per procedure.
+// The seed corpus (testdata/fuzz, written from fuzz_seed_test.go) holds a
+// valid request of every procedure and known-bad ones, so plain `go test`
+// runs each procedure's happy path. TestFuzzProcedures, on SQLite and on
+// PostgreSQL, checks the code each of those answers, then sends FM_FUZZ_N
+// generated requests (default 300) and prints the requests tried and the
+// codes seen per procedure.
+//
+// Long runs (opt-in; one target per run):
+//
+//	go test ./manager -run '^$' -fuzz '^FuzzProcedureGenerated$' -fuzztime 10m
+//	go test ./manager -run '^$' -fuzz '^FuzzProcedureWire$' -fuzztime 10m
+//	FM_FUZZ_N=20000 FM_FUZZ_SEED=2 go test ./manager -run TestFuzzProcedures -v
 
 import (
 	"context"
