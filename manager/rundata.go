@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"math"
 
 	"fmgr.dev/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	dataproxypb "fmgr.dev/gen/go/flyteidl2/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -53,6 +55,10 @@ func (r runData) Logs(ctx context.Context, req *dataproxypb.TailLogsRequest, sen
 	a, err := r.state.Get(ctx, key)
 	if err != nil {
 		return err
+	}
+	if req.GetAttempt() > math.MaxInt32 {
+		// int32 would wrap it to a negative number, which means "the latest".
+		return errs.Invalidf("attempt %d is out of range", req.GetAttempt())
 	}
 	attempt := int32(req.GetAttempt())
 	if attempt == 0 {

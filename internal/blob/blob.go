@@ -33,6 +33,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	gcblob "gocloud.dev/blob"
@@ -189,8 +190,19 @@ func (s *Store) wrap(op, key string, err error) error {
 	case gcerrors.DeadlineExceeded:
 		return fmt.Errorf("blob %s %q: %w", op, key, context.DeadlineExceeded)
 	}
-	if s.kind == KindFile && errors.Is(err, os.ErrNotExist) {
-		return errs.NotFoundf("object %q", key)
+	if s.kind == KindFile {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return errs.NotFoundf("object %q", key)
+		case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
+			// A part of key's path is an object (ENOTDIR), or key is a
+			// prefix of other objects (EISDIR): on disk neither can be an
+			// object, so there is none to read, and none can be written.
+			if op == "write" {
+				return fmt.Errorf("object %q cannot be stored: a prefix of it is an object, or other objects are under it: %w", key, errs.ErrPrecondition)
+			}
+			return errs.NotFoundf("object %q", key)
+		}
 	}
 	return fmt.Errorf("blob %s %q: %w", op, key, err)
 }
@@ -300,7 +312,10 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	ok, err := s.bucket.Exists(ctx, key)
-	return ok, s.wrap("stat", key, err)
+	if err = s.wrap("stat", key, err); errors.Is(err, errs.ErrNotFound) {
+		return false, nil
+	}
+	return ok, err
 }
 
 // Delete removes the object; a missing object is an errs.ErrNotFound.

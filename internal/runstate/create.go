@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"fmgr.dev/gen/go/flyteidl2/actions"
 	"fmgr.dev/gen/go/flyteidl2/common"
@@ -435,6 +436,9 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 		}
 		n = t.newAction(key)
 	case *actions.Action_Trace:
+		if err := checkTraceTimes(spec.Trace); err != nil {
+			return err
+		}
 		n = traceAction(key, spec.Trace)
 	case *actions.Action_Condition:
 		return errs.Invalidf("action.condition: condition actions are not supported yet")
@@ -473,6 +477,21 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 
 // traceAction records a @flyte.trace call: it ran inside its parent and
 // arrives already finished.
+// checkTraceTimes refuses a trace's times that are not valid timestamps
+// (years 1 to 9999): the database would store them, and then every read of
+// the run would fail to scan them back.
+func checkTraceTimes(tr *workflow.TraceAction) error {
+	for _, t := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+	}{{"action.trace.start_time", tr.GetStartTime()}, {"action.trace.end_time", tr.GetEndTime()}} {
+		if t.ts != nil && t.ts.CheckValid() != nil {
+			return errs.Invalidf("%s is not a valid timestamp (years 1 to 9999, nanos under a second)", t.field)
+		}
+	}
+	return nil
+}
+
 func traceAction(key store.ActionKey, tr *workflow.TraceAction) store.NewAction {
 	n := store.NewAction{Key: key, ActionType: store.ActionTypeTrace, ShortName: tr.GetName(), Phase: store.Phase(tr.GetPhase())}
 	if !n.Phase.Terminal() {

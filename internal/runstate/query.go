@@ -193,11 +193,12 @@ func (s *Service) ReportURI(ctx context.Context, id *common.ActionAttemptIdentif
 	if err != nil {
 		return "", err
 	}
-	attempt := int32(id.GetAttempt())
-	if attempt <= 0 || attempt > a.Attempts {
-		return "", errs.Invalidf("action_attempt_id.attempt %d: %s has attempts 1..%d", attempt, key.Name, a.Attempts)
+	// Compare as sent (uint32): converting first would turn 4294967295 into -1.
+	n := id.GetAttempt()
+	if n == 0 || a.Attempts <= 0 || n > uint32(a.Attempts) {
+		return "", errs.Invalidf("action_attempt_id.attempt %d: %s has attempts 1..%d", n, key.Name, a.Attempts)
 	}
-	return OutputDir(a, attempt) + "/report.html", nil
+	return OutputDir(a, int32(n)) + "/report.html", nil
 }
 
 func (s *Service) readProto(ctx context.Context, key string, m proto.Message) error {
