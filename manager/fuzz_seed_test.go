@@ -216,6 +216,8 @@ var badSeeds = []struct {
 	// A new project name, then a check that fails: no project may be left behind.
 	{"createrun-new-project-bad-offload", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"offloadedInputData":{"uri":"created_at"}}`, "invalid_argument", "offloaded_input_data.uri", nil},
 	{"createrun-new-project-bad-base", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":{"name":"fuzz-new-project__0x2f","domain":"development"},"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "invalid_argument", "__0x", nil},
+	// A duplicate run name with other inputs: refused, and the first run's inputs stay as they were.
+	{"createrun-existing-run-other-inputs", "flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxRun + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":{"literals":[{"name":"x","value":{"scalar":{"primitive":{"integer":"8"}}}}]}}`, "already_exists", "", nil},
 	// Not bad: a literal nested 200 collections deep is a valid input.
 	{"createrun-deep-literal", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"inputs":{"literals":[{"name":"x","value":` + nestedLiteral(200) + `}]}}`, "ok", "", nil},
 	{"enqueue-outside-storage", "flyteidl2.actions.ActionsService/Enqueue", `{"action":{` + strings.ReplaceAll(fxChild("fuzzchild-out"), blobsPlaceholder+"/fuzz/out", "file:///etc") + `}}`, "invalid_argument", "run_output_base", nil},

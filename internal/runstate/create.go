@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/store"
@@ -167,6 +168,11 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 		run, scope = store.RunKey{Org: org, Project: project, Domain: domain, RunName: newRunName()}, "project_id"
 	default:
 		return nil, errs.Invalidf("run_id or project_id is required")
+	}
+	// The run's names become storage keys (its base, its inputs' directory):
+	// names the store cannot hold are refused before anything is written.
+	if err := blob.ValidatePath(scope, runBaseKey(run)); err != nil {
+		return nil, err
 	}
 	if req.GetTriggerName() != nil {
 		return nil, errs.Invalidf("trigger_name: runs from triggers are not supported yet; send task_id or task_spec")
