@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -269,14 +270,12 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			Code: CodeLaunchFailed, Message: err.Error()})
 	}
 	if err := freshAttemptDir(dir); err != nil {
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-			Message: "could not create the attempt's directory: " + err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, "could not create the attempt's directory: "+err.Error()))
 	}
 	if filepath.IsAbs(e.outDir) {
 		// Local storage: the runtime writes into the directory directly.
 		if err := os.MkdirAll(e.outDir, 0o755); err != nil {
-			return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-				Message: "could not create the output directory: " + err.Error()})
+			return d.launchFailed(ctx, a, e, platformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
 	if benchStart != nil {
@@ -306,15 +305,14 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
 				Code: CodeRuntimeNotFound, Message: err.Error() + " (set executor.local.python to the bin directory of a Python environment with the flyte SDK)"})
 		}
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-			Message: "could not start the task process: " + err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, "could not start the task process: "+err.Error()))
 	}
 	id := proc.Identity()
 	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1, Message: err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, err.Error()))
 	}
 	d.mu.Lock()
 	e.proc = proc
@@ -362,6 +360,13 @@ func (d *Driver) waitFor(e *attempt) {
 	e.status = &st
 	d.mu.Unlock()
 	d.q.add(e.key)
+}
+
+// platformFailure is the event for an attempt the platform could not launch
+// (no directory, no process): a recoverable system failure, paid from the
+// system budget, not the task's.
+func platformFailure(n int32, msg string) machine.Failed {
+	return machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem, Recoverable: true, Code: CodeLaunchFailed, Message: msg}
 }
 
 // launchFailed records that a claimed attempt could not be launched.
@@ -427,7 +432,7 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 		}
 		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s; it runs again as a new attempt", n, why)}, rec, nil
 	}
-	res, err := d.classify(ctx, e.outDir, st.Contract())
+	res, err := d.classify(ctx, e.key, e.n, e.spec, e.outDir, st.Contract())
 	if err != nil {
 		return nil, rec, err
 	}
@@ -447,35 +452,65 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 	return res.Event(n), rec, nil
 }
 
-// classify reads what the attempt left in its output directory.
-func (d *Driver) classify(ctx context.Context, outDir string, exit contract.Exit) (contract.Result, error) {
+// classify reads what the attempt left in its output directory and
+// classifies its end. A warning in the result (the outputs or error file
+// were complete when the process, or its manager, died) goes to the
+// manager's log and to the attempt's log, where the user sees it.
+func (d *Driver) classify(ctx context.Context, key store.ActionKey, n int32, spec *task.TaskSpec, outDir string, exit contract.Exit) (contract.Result, error) {
+	names := contract.OutputNames(spec.GetTaskTemplate().GetInterface())
+	var res contract.Result
 	if filepath.IsAbs(outDir) {
-		return contract.ClassifyDir(outDir, exit)
+		var err error
+		if res, err = contract.ClassifyDir(outDir, exit, names...); err != nil {
+			return res, err
+		}
+	} else {
+		blobs := d.state.Blobs()
+		prefix, err := blobs.Key(outDir)
+		if err != nil {
+			return contract.Result{}, err
+		}
+		f := contract.Files{OutputNames: names}
+		if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
+			return contract.Result{}, err
+		}
+		if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+contract.OutputsFile); err != nil {
+			return contract.Result{}, err
+		}
+		res = contract.ClassifyFiles(exit, f)
 	}
-	blobs := d.state.Blobs()
-	key, err := blobs.Key(outDir)
-	if err != nil {
-		return contract.Result{}, err
+	if res.Warning != "" {
+		d.log.Warn("attempt ended abnormally after writing its result", "action", key.String(), "attempt", n, "warning", res.Warning)
+		if dir, err := attemptDir(d.cfg.WorkDir, key, n); err == nil {
+			if err := process.AppendSystemLine(filepath.Join(dir, logFile), "warning: "+res.Warning); err != nil {
+				d.log.Warn("writing a warning to the attempt's log", "action", key.String(), "attempt", n, "err", err)
+			}
+		}
 	}
-	doc, err := blobs.Get(ctx, key+"/"+contract.ErrorFile)
+	return res, nil
+}
+
+// getIfExists reads a blob: nil when it does not exist, never nil when it
+// does.
+func getIfExists(ctx context.Context, blobs *blob.Store, key string) ([]byte, error) {
+	b, err := blobs.Get(ctx, key)
 	switch {
 	case errors.Is(err, errs.ErrNotFound):
-		doc = nil
+		return nil, nil
 	case err != nil:
-		return contract.Result{}, err
-	case doc == nil:
-		doc = []byte{}
+		return nil, err
+	case b == nil:
+		b = []byte{}
 	}
-	found, err := blobs.Exists(ctx, key+"/"+contract.OutputsFile)
-	if err != nil {
-		return contract.Result{}, err
-	}
-	return contract.Classify(exit, doc, found), nil
+	return b, nil
 }
 
 // recoverOrphan handles an attempt found active that this driver did not
-// start: a previous manager ran it. Whatever is left of it is stopped, and
-// only then is the attempt recorded as orphaned (a system retry).
+// start: a previous manager (or the previous lease holder) ran it. Whatever
+// is left of it is stopped first. An attempt that had completely written its
+// outputs or its error file has ended, and is recorded from that file (not
+// run again, which would repeat its side effects); any other is recorded as
+// orphaned, a system retry.
 func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	what, err := d.stopLeftovers(a)
 	if err != nil {
@@ -490,16 +525,29 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 		spec = nil // the default policy still retries system failures
 	}
 	n := a.Attempts
-	ev := machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
+	outDir := runstate.OutputDir(a, n)
+	res, err := d.classify(ctx, a.ActionKey, n, spec, outDir, contract.Exit{Unobserved: true})
+	if err != nil {
+		return err
+	}
+	var ev machine.Event = machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
 		"the manager restarted while attempt %d was %s; %s; it runs again as a new attempt",
 		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
-	updated, dec, err := d.apply(ctx, a, spec, ev, record{})
+	rec := record{}
+	if res.Outcome != contract.Lost {
+		ev, rec.outDir = res.Event(uint32(n)), outDir
+		if res.Document != nil {
+			rec.errorURI = contract.JoinURI(outDir, contract.ErrorFile)
+		}
+	}
+	updated, dec, err := d.apply(ctx, a, spec, ev, rec)
 	if err != nil {
 		return err
 	}
 	d.metrics.orphans.Inc()
 	d.metrics.countEnd(dec)
-	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n, "decision", decisionString(dec))
+	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n,
+		"found", res.Outcome.String(), "decision", decisionString(dec))
 	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
 		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
 	}

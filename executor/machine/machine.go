@@ -176,12 +176,11 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 		}
 		return fail(s, p, Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Recoverable: e.Recoverable}, false)
 	case Crashed:
-		// Launch failures are reported as crashes too, so a pending phase is fine.
 		msg := e.Message
 		if msg == "" {
 			msg = crashMessage(e)
 		}
-		return fail(s, p, Error{Kind: KindSystem, Code: CodeCrashed, Message: msg, Recoverable: true}, false)
+		return fail(s, p, Error{Kind: KindUser, Code: CodeCrashed, Message: msg, Recoverable: true}, false)
 	case Orphaned:
 		if s.Phase.Active() {
 			msg := e.Message
