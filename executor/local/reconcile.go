@@ -67,7 +67,18 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	// recorded state.
 	d.mu.Lock()
 	e := d.running[key]
+	ended := e != nil && e.status != nil
 	d.mu.Unlock()
+	if d.lease.fence() == 0 {
+		// Standby, or the lease was lost: nothing is started or recorded.
+		// An attempt of ours that ended is forgotten unrecorded; the
+		// holder recovers it from the store (an orphan, or the result its
+		// process left).
+		if ended {
+			d.dropEntry(e)
+		}
+		return nil
+	}
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
@@ -638,6 +649,10 @@ func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s of %s: %w", ev.Name(), a.ActionKey, err)
 	}
+	fence := d.lease.fence()
+	if fence == 0 {
+		return nil, nil, errStandby
+	}
 	var u store.Update
 	switch dec := dec.(type) {
 	case *machine.Ignored:
@@ -661,6 +676,10 @@ func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec
 		if rec.logs {
 			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
 		}
+	}
+	u.Fence = fence
+	if _, claim := ev.(machine.Start); claim {
+		u.Owner = fence
 	}
 	updated, err := d.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {
