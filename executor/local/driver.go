@@ -89,19 +89,19 @@ type Driver struct {
 	notBefore map[store.ActionKey]time.Time
 	runs      map[store.RunKey]*runInfo
 
-	life     sync.Mutex
-	status   lifeStatus
+	life   sync.Mutex
+	status lifeStatus
 	// servedStandby: the driver was ready on standby before it took the
 	// lease.
 	servedStandby bool
-	stopCh   chan struct{} // closed when the driver stops taking work
-	done     chan struct{} // closed when the driver has stopped
-	lockF    *os.File
-	workCtx  context.Context
-	stopWork context.CancelFunc
-	wg       sync.WaitGroup // workers and the resync loop
-	stopOnce sync.Once
-	stopErr  error
+	stopCh        chan struct{} // closed when the driver stops taking work
+	done          chan struct{} // closed when the driver has stopped
+	lockF         *os.File
+	workCtx       context.Context
+	stopWork      context.CancelFunc
+	wg            sync.WaitGroup // workers and the resync loop
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 type lifeStatus int

@@ -9,8 +9,8 @@ import (
 // metrics are the driver's Prometheus collectors; RegisterMetrics hands
 // them to a registry.
 type metrics struct {
-	started prometheus.Counter
-	ended   *prometheus.CounterVec
+	started   prometheus.Counter
+	ended     *prometheus.CounterVec
 	orphans   prometheus.Counter
 	takeovers prometheus.Counter
 	gauges    []prometheus.Collector
