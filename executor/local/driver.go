@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -80,6 +81,7 @@ type Driver struct {
 	metrics *metrics
 	lease   *lease
 	rescan  chan struct{} // asks the resync loop for a scan now
+	scans   atomic.Int64  // completed resync scans (tests wait on it)
 	q       *queue
 	lim     *limiter
 	slots   *slots
@@ -430,6 +432,7 @@ func (d *Driver) resync() {
 				d.log.Warn("scanning unfinished actions", "err", err)
 				wait = time.Second
 			case err == nil:
+				d.scans.Add(1)
 				d.life.Lock()
 				if d.status == lifeRecovering && d.lease.fence() == tok {
 					d.status = lifeReady

@@ -346,8 +346,10 @@ func TestLogs(t *testing.T) {
 		select {
 		case err := <-done:
 			t.Fatalf("follow ended while the attempt runs: %v", err)
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
+		// The third line is printed only after "go": receiving it proves
+		// the follow outlived the first two lines.
 		writeFile(t, h.sharedFile("go"), "", 0o644)
 		select {
 		case m := <-got:
