@@ -125,10 +125,9 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 	if a.AbortRequestedAt != nil {
 		d.slots.forget(key)
 		if machine.Phase(a.Phase).Active() {
-			// Not ours: whatever is left of the attempt goes first.
-			if _, err := d.stopLeftovers(a); err != nil {
-				return err
-			}
+			// Not ours: whatever is left of the attempt goes first, and a
+			// success it reached before the abort still counts.
+			return d.recoverOrphan(ctx, a)
 		}
 		updated, dec, err := d.apply(ctx, a, nil, machine.AbortRequested{Reason: abortReason(a)}, record{})
 		if err != nil {
@@ -441,7 +440,7 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 		if !shutdown {
 			why = "it was stopped (" + st.AbortReason + ")"
 		}
-		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s; it runs again as a new attempt", n, why)}, rec, nil
+		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s", n, why)}, rec, nil
 	}
 	res, err := d.classify(ctx, e.key, e.n, e.spec, e.outDir, st.Contract())
 	if err != nil {
@@ -521,7 +520,7 @@ func getIfExists(ctx context.Context, blobs *blob.Store, key string) ([]byte, er
 // is left of it is stopped first. An attempt that had completely written its
 // outputs or its error file has ended, and is recorded from that file (not
 // run again, which would repeat its side effects); any other is recorded as
-// orphaned, a system retry.
+// orphaned, a system retry, or ABORTED when an abort was requested.
 func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	what, err := d.stopLeftovers(a)
 	if err != nil {
@@ -542,10 +541,15 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 		return err
 	}
 	var ev machine.Event = machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
-		"the manager restarted while attempt %d was %s; %s; it runs again as a new attempt",
+		"the manager restarted while attempt %d was %s; %s",
 		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
 	rec := record{}
-	if res.Outcome != contract.Lost {
+	switch {
+	case res.Outcome != contract.Succeeded && a.AbortRequestedAt != nil:
+		// An abort wins over everything but a success, as for attempts
+		// of ours (see outcome).
+		ev = machine.AbortRequested{Reason: abortReason(a)}
+	case res.Outcome != contract.Lost:
 		ev, rec.outDir = res.Event(uint32(n)), outDir
 		if res.Document != nil {
 			rec.errorURI = contract.JoinURI(outDir, contract.ErrorFile)

@@ -227,6 +227,11 @@ func fail(s State, p Policy, cause Error, stop bool) (State, Decision, error) {
 		used, limit, budget = &s.SystemRetries, p.MaxSystemRetries, "system"
 	}
 	if *used >= limit {
+		if system {
+			// The cause is the platform's, so it says nothing of the
+			// budget: the user must learn why it was not retried.
+			cause.Message += fmt.Sprintf(" (not retried: the system retry budget is spent, %d of %d used)", *used, limit)
+		}
 		return terminal(fmt.Sprintf("%s retries exhausted (%d of %d used)", budget, *used, limit))
 	}
 	n := *used

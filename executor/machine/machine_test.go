@@ -394,3 +394,14 @@ func TestHistory(t *testing.T) {
 		t.Errorf("late change reopened attempt 2: %+v", h)
 	}
 }
+
+// A system failure that is not retried says why: its cause alone (a restart,
+// a launch failure) would read as if it were.
+func TestSpentSystemBudgetIsExplained(t *testing.T) {
+	_, d, err := Transition(st(PhaseRunning, 2, 0, 1), Orphaned{Message: "the manager restarted"}, Policy{MaxSystemRetries: 1})
+	term, ok := d.(*Terminal)
+	if err != nil || !ok || term.Phase != PhaseFailed ||
+		term.Error.Message != "the manager restarted (not retried: the system retry budget is spent, 1 of 1 used)" {
+		t.Fatalf("%v %+v %v", d, term, err)
+	}
+}
