@@ -81,10 +81,14 @@ type Driver struct {
 	metrics *metrics
 	lease   *lease
 	rescan  chan struct{} // asks the resync loop for a scan now
-	scans   atomic.Int64  // completed resync scans (tests wait on it)
-	q       *queue
-	lim     *limiter
-	slots   *slots
+	// leaseStop stops keepLease, which outlives the workers at shutdown
+	// (the lease must hold while running attempts are recorded); leaseDone
+	// is closed when it returned.
+	leaseStop, leaseDone chan struct{}
+	scans                atomic.Int64 // completed resync scans (tests wait on it)
+	q                    *queue
+	lim                  *limiter
+	slots                *slots
 
 	mu        sync.Mutex
 	running   map[store.ActionKey]*attempt
@@ -162,6 +166,8 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
 		rescan:         make(chan struct{}, 1),
+		leaseStop:      make(chan struct{}),
+		leaseDone:      make(chan struct{}),
 		lease:          newLease(local.WorkDir, local.LeaseTTL),
 	}
 	d.metrics = newMetrics(d)
@@ -259,10 +265,10 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.wg.Add(1)
 		go d.work()
 	}
-	d.wg.Add(3)
+	d.wg.Add(2)
 	go d.resync()
-	go d.keepLease()
 	go d.followChanges()
+	go d.keepLease()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -339,8 +345,13 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 	}
 	var err error
 	if graceful {
+		// The lease is still renewed here, so the attempts' ends are
+		// recorded under it; then it is released for a standby.
 		err = d.stopAttempts(ctx)
+		d.stopLease()
 		d.releaseLease(ctx)
+	} else {
+		d.stopLease()
 	}
 	d.stopWork()
 	if d.lockF != nil {
@@ -349,6 +360,15 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 	}
 	d.log.Info("executor stopped", "graceful", graceful)
 	return err
+}
+
+// stopLease stops keepLease (started with the work directory's lock).
+func (d *Driver) stopLease() {
+	if d.lockF == nil {
+		return
+	}
+	close(d.leaseStop)
+	<-d.leaseDone
 }
 
 // stopAttempts ends every running attempt and records how it ended.

@@ -99,12 +99,12 @@ func (l *lease) expired(row store.Lease, now time.Time) bool {
 	return now.Sub(l.seenAt) >= l.ttl
 }
 
-// keepLease takes, renews and gives up the lease until the driver stops.
+// keepLease takes, renews and gives up the lease until shutdown stops it.
 func (d *Driver) keepLease() {
-	defer d.wg.Done()
+	defer close(d.leaseDone)
 	for {
 		select {
-		case <-d.stopCh:
+		case <-d.leaseStop:
 			return
 		case <-time.After(d.lease.ttl / 5):
 		}
@@ -134,7 +134,7 @@ func (d *Driver) leaseStep(ctx context.Context) {
 			d.loseLease(tok, "another manager took it over")
 		case since >= l.ttl/2:
 			d.loseLease(tok, fmt.Sprintf("it could not be renewed for %s: %v", since.Round(time.Millisecond), err))
-		case ctx.Err() == nil || d.workCtx.Err() == nil:
+		case d.workCtx.Err() == nil:
 			d.log.Warn("renewing the executor lease (will retry)", "err", err)
 		}
 		return

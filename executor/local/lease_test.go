@@ -154,3 +154,33 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 		}
 	})
 }
+
+// A graceful stop records the holder's attempts under its lease and then
+// releases it: the standby takes a free lease (not an expired one) and runs
+// what was interrupted.
+func TestLeaseReleasedAtGracefulStop(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		d1 := h.driver(shortLease)
+		p := h.peer()
+		d2 := p.driver(shortLease)
+		key := h.run("lstop", longFirstAttempt, taskOpts{})
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := d1.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := h.st.Actions.Get(h.ctx, key); a.Attempts != 2 {
+			t.Fatalf("the stopping holder did not record its attempt: %s attempt %d", phaseOf(a), a.Attempts)
+		}
+		row, err := h.st.Leases.Get(h.ctx, store.LocalExecutorLease)
+		if err != nil || row.Holder != "" && row.Holder != d2.lease.me.Holder {
+			t.Fatalf("after a graceful stop the lease is %+v (%v)", row, err)
+		}
+		h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		if d2.lease.fence() == 0 || testutil.ToFloat64(d2.metrics.takeovers) != 0 {
+			t.Errorf("the standby should hold a released lease, not one taken over: token %d, takeovers %v",
+				d2.lease.fence(), testutil.ToFloat64(d2.metrics.takeovers))
+		}
+	})
+}
