@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -114,6 +115,22 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The thief is alive: it renews, so the driver cannot take the
+		// lease back before the thief lets it go.
+		thiefDone, thiefGone := make(chan struct{}), make(chan struct{})
+		var stopThief sync.Once
+		t.Cleanup(func() { stopThief.Do(func() { close(thiefDone) }); <-thiefGone })
+		go func() {
+			defer close(thiefGone)
+			for {
+				select {
+				case <-thiefDone:
+					return
+				case <-time.After(testLeaseTTL / 8):
+				}
+				_ = h.st.Leases.Renew(h.ctx, store.LocalExecutorLease, thief.Holder, stolen.Token, time.Hour)
+			}
+		}()
 		eventually(t, "the driver to go on standby", 4*testLeaseTTL, func() bool { return d.lease.fence() == 0 })
 		eventually(t, "its attempt's processes to stop", 30*time.Second, func() bool {
 			for _, pid := range pids {
@@ -142,6 +159,8 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 
 		// The thief goes away: the driver takes the lease back and recovers
 		// the attempt it had to stop.
+		stopThief.Do(func() { close(thiefDone) })
+		<-thiefGone
 		if err := h.st.Leases.Release(h.ctx, store.LocalExecutorLease, thief.Holder, stolen.Token); err != nil {
 			t.Fatal(err)
 		}
