@@ -102,52 +102,63 @@ func (l *lease) expired(row store.Lease, now time.Time) bool {
 // keepLease takes, renews and gives up the lease until shutdown stops it.
 func (d *Driver) keepLease() {
 	defer close(d.leaseDone)
+	wait := d.lease.ttl / 5
 	for {
 		select {
 		case <-d.leaseStop:
 			return
-		case <-time.After(d.lease.ttl / 5):
+		case <-time.After(wait):
 		}
-		d.leaseStep(d.workCtx)
+		wait = d.leaseStep(d.workCtx)
 	}
 }
 
 // leaseStep is one round of keepLease: renew the held lease, or try to take
-// it on standby.
-func (d *Driver) leaseStep(ctx context.Context) {
+// it on standby. It returns the wait before the next round.
+func (d *Driver) leaseStep(ctx context.Context) time.Duration {
 	l := d.lease
-	ctx, cancel := context.WithTimeout(ctx, l.ttl/5)
-	defer cancel()
+	period := l.ttl / 5
 	leases := d.state.Store().Leases
 	if tok := l.fence(); tok != 0 {
-		start := time.Now()
-		err := leases.Renew(ctx, store.LocalExecutorLease, l.me.Holder, tok, l.ttl)
+		// A renewal that hangs must not hold the holder past the moment
+		// it has to give the lease up: the call ends by then.
 		l.mu.Lock()
-		if err == nil && l.token == tok {
-			l.renewedAt = start
-		}
-		since := time.Since(l.renewedAt)
+		giveUp := l.renewedAt.Add(l.ttl / 2)
 		l.mu.Unlock()
+		cctx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(period), giveUp))
+		defer cancel()
+		start := time.Now()
+		err := leases.Renew(cctx, store.LocalExecutorLease, l.me.Holder, tok, l.ttl)
 		switch {
 		case err == nil:
+			l.mu.Lock()
+			if l.token == tok {
+				l.renewedAt = start
+			}
+			l.mu.Unlock()
 		case errors.Is(err, store.ErrFenced):
 			d.loseLease(tok, "another manager took it over")
-		case since >= l.ttl/2:
-			d.loseLease(tok, fmt.Sprintf("it could not be renewed for %s: %v", since.Round(time.Millisecond), err))
-		case d.workCtx.Err() == nil:
-			d.log.Warn("renewing the executor lease (will retry)", "err", err)
+		case !time.Now().Before(giveUp):
+			d.loseLease(tok, fmt.Sprintf("it could not be renewed for %s: %v", (l.ttl/2).Round(time.Millisecond), err))
+		default:
+			if d.workCtx.Err() == nil {
+				d.log.Warn("renewing the executor lease (will retry)", "err", err)
+			}
+			return max(0, min(period, time.Until(giveUp)))
 		}
-		return
+		return period
 	}
+	ctx, cancel := context.WithTimeout(ctx, period)
+	defer cancel()
 	row, err := leases.Get(ctx, store.LocalExecutorLease)
 	if err != nil {
 		if d.workCtx.Err() == nil {
 			d.log.Warn("reading the executor lease", "err", err)
 		}
-		return
+		return period
 	}
 	if !l.expired(*row, time.Now()) {
-		return
+		return period
 	}
 	start := time.Now()
 	got, err := leases.Acquire(ctx, *row, l.me, l.ttl)
@@ -155,9 +166,17 @@ func (d *Driver) leaseStep(ctx context.Context) {
 		if !errors.Is(err, store.ErrLeaseTaken) && d.workCtx.Err() == nil {
 			d.log.Warn("taking the executor lease", "err", err)
 		}
-		return
+		return period
 	}
 	d.takeLease(got, row, start)
+	return period
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // takeLease makes the driver the holder: it recovers everything unfinished
