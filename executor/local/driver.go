@@ -20,9 +20,15 @@
 // action INITIALIZING or RUNNING that it did not start itself stops whatever
 // is left of that attempt (the recorded process group, and any process still
 // working in the attempt's directory), waits until it is gone, and only then
-// feeds machine.Orphaned, which retries the action as a new attempt (or
-// fails it when the system retry budget is spent). No attempt is ever
-// started while an earlier attempt of the same action may still run.
+// records it: from the outputs or error file the attempt completely wrote
+// before it died (it ended; running it again would repeat its side
+// effects), or else as machine.Orphaned, which retries the action as a new
+// attempt (or fails it when the system retry budget is spent). No attempt is
+// ever started while an earlier attempt of the same action may still run.
+//
+// Several managers on one database: only the holder of the executor lease
+// starts and records attempts, with every write fenced by the lease's token;
+// the others stay on standby until the lease is free or expired (lease.go).
 package local
 
 import (
