@@ -52,7 +52,15 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 		return nil, err
 	}
 	d.workers = append(d.workers, worker{"change fan-out", hub.Run}, worker{"executor", exec.Run})
-	d.server.AddReadinessCheck("executor", func(context.Context) error { return exec.Ready() })
+	// A standby executor (another manager holds the executor lease) is
+	// ready: this manager serves the API in full, and /readyz says which
+	// one it is (see local.Driver.Ready).
+	d.server.AddReadinessCheck("executor", func(context.Context) error {
+		if err := exec.Ready(); err != nil {
+			return err
+		}
+		return server.Detail(exec.LeaseStatus())
+	})
 
 	add(runs.NewRunService(state).Handler(opts...))
 	tasks := runs.NewTaskService(st, d.cfg.Projects, d.log)

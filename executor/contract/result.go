@@ -10,6 +10,7 @@ import (
 
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -40,6 +41,9 @@ type Exit struct {
 	TimedOut bool
 	// Aborted: the driver killed the process because of an abort.
 	Aborted bool
+	// Unobserved: the process ran under an earlier manager, which is gone;
+	// only what it left in its output directory tells how it ended.
+	Unobserved bool
 	// StdoutTail and StderrTail hold the last lines of each stream. Both
 	// are quoted: the runtime prints a traceback's frames to stderr but its
 	// final "Type: message" line to stdout (flyte/_excepthook.py).
@@ -52,17 +56,20 @@ type Outcome int
 
 // Outcomes.
 const (
-	// Succeeded: exit 0, outputs.pb written, no error.pb.
+	// Succeeded: a complete outputs.pb, no error.pb.
 	Succeeded Outcome = iota + 1
 	// Failed: error.pb written (whatever the exit code), or a failure
 	// Classify can attribute (usage error, outputs missing).
 	Failed
-	// Crashed: non-zero exit or signal without error.pb.
+	// Crashed: non-zero exit or signal without error.pb or complete outputs.
 	Crashed
 	// TimedOut: killed by the driver's timeout.
 	TimedOut
 	// Aborted: killed by the driver because of an abort.
 	Aborted
+	// Lost: the process ended unobserved (under an earlier manager) and
+	// left no complete result: an orphan, for the platform to retry.
+	Lost
 )
 
 func (o Outcome) String() string {
@@ -77,6 +84,8 @@ func (o Outcome) String() string {
 		return "TimedOut"
 	case Aborted:
 		return "Aborted"
+	case Lost:
+		return "Lost"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -89,63 +98,121 @@ type Result struct {
 	// Document is the error document as the task wrote it, if it did.
 	Document *core.ContainerError
 	Exit     Exit
+	// Warning is set when the result was read from files the process wrote
+	// before it died (or before its manager did): it says how it ended, for
+	// the log and the attempt's log.
+	Warning string
+}
+
+// Files is what an attempt left in its output directory.
+type Files struct {
+	// ErrorDoc is the content of error.pb, nil when there is none.
+	ErrorDoc []byte
+	// Outputs is the content of outputs.pb, nil when there is none.
+	Outputs []byte
+	// OutputNames are the outputs the task's interface declares: a complete
+	// outputs.pb carries every one of them.
+	OutputNames []string
 }
 
 // Classify decides how an attempt ended from its exit and what it left in its
 // output directory: errorDoc is the content of error.pb (nil when absent) and
-// outputsFound says whether outputs.pb exists. Rules:
-//
-//   - killed for an abort or a timeout: Aborted / TimedOut;
-//   - error.pb present: Failed with its code, message, origin (kind) and
-//     recoverability, whatever the exit code (module-load failures write it
-//     and exit non-zero); an unreadable one is a recoverable system failure;
-//   - exit 0: Succeeded if outputs.pb exists, else a recoverable system
-//     failure (the runtime always writes outputs.pb on success);
-//   - exit 2: the runtime's usage error, a non-recoverable system failure;
-//   - anything else: Crashed, with the exit code or signal and the last
-//     stdout and stderr lines in the message.
+// outputsFound says whether outputs.pb exists (taken as complete). See
+// ClassifyFiles for the rules.
 func Classify(exit Exit, errorDoc []byte, outputsFound bool) Result {
+	f := Files{ErrorDoc: errorDoc}
+	if outputsFound {
+		f.Outputs = []byte{}
+	}
+	return ClassifyFiles(exit, f)
+}
+
+// ClassifyFiles decides how an attempt ended. Rules:
+//
+//   - killed by the driver for an abort or a timeout: Aborted / TimedOut;
+//   - a readable error.pb: Failed with its code, message, origin (kind) and
+//     recoverability, whatever the exit code (module-load failures write it
+//     and exit non-zero);
+//   - a complete outputs.pb (see OutputsComplete) and no error.pb: Succeeded,
+//     whatever the exit. The SDK's runtime sometimes dies of SIGABRT during
+//     interpreter shutdown after it wrote its outputs: the task has ended,
+//     and running it again would repeat its side effects; the Result then
+//     carries a Warning naming how the process died;
+//   - the process was not watched to its end (Exit.Unobserved, an attempt of
+//     an earlier manager) and left no complete file: Lost;
+//   - exit 0 without complete outputs, or an unreadable error.pb: a
+//     recoverable user failure (the task's own process broke the contract);
+//   - exit 2: the runtime's usage error, a non-recoverable system failure
+//     (the command line the platform built is wrong, and stays wrong);
+//   - anything else: Crashed, with the exit code or signal and the last
+//     stdout and stderr lines in the message. The machine counts a crash
+//     against the task's own retries: the process that died is the user's.
+func ClassifyFiles(exit Exit, f Files) Result {
 	r := Result{Exit: exit}
-	switch {
-	case exit.Aborted:
+	if exit.Aborted {
 		r.Outcome = Aborted
-	case exit.TimedOut:
+		return r
+	}
+	if exit.TimedOut {
 		r.Outcome = TimedOut
-	case errorDoc != nil:
-		r.Outcome = Failed
+		return r
+	}
+	abnormal := exit.Signal != "" || exit.Code != 0
+	if f.ErrorDoc != nil {
 		var doc core.ErrorDocument
-		if err := proto.Unmarshal(errorDoc, &doc); err != nil || doc.GetError() == nil {
-			why := "it is empty"
-			if err != nil {
-				why = err.Error()
+		err := proto.Unmarshal(f.ErrorDoc, &doc)
+		if err == nil && doc.GetError() != nil {
+			ce := doc.GetError()
+			kind := machine.ErrorKind(ce.GetOrigin())
+			if kind != machine.KindUser && kind != machine.KindSystem {
+				kind = machine.KindUnknown
 			}
+			r.Outcome, r.Document = Failed, ce
 			r.Error = &machine.Error{
-				Kind: machine.KindSystem, Code: CodeBadErrorDocument, Recoverable: true,
-				Message: "the task wrote an error document that cannot be read: " + why,
+				Kind:        kind,
+				Code:        ce.GetCode(),
+				Message:     ce.GetMessage(),
+				Recoverable: ce.GetKind() == core.ContainerError_RECOVERABLE,
 			}
-			break
+			if exit.Signal != "" || exit.Unobserved {
+				r.Warning = "the task wrote " + ErrorFile + " and then " + exit.how() + "; its error is recorded from the file"
+			}
+			return r
 		}
-		ce := doc.GetError()
-		r.Document = ce
-		kind := machine.ErrorKind(ce.GetOrigin())
-		if kind != machine.KindUser && kind != machine.KindSystem {
-			kind = machine.KindUnknown
+		if exit.Unobserved {
+			r.Outcome = Lost
+			return r
 		}
-		r.Error = &machine.Error{
-			Kind:        kind,
-			Code:        ce.GetCode(),
-			Message:     ce.GetMessage(),
-			Recoverable: ce.GetKind() == core.ContainerError_RECOVERABLE,
-		}
-	case exit.Signal == "" && exit.Code == 0:
-		if outputsFound {
-			r.Outcome = Succeeded
-			break
+		why := "it is empty"
+		if err != nil {
+			why = err.Error()
 		}
 		r.Outcome = Failed
 		r.Error = &machine.Error{
-			Kind: machine.KindSystem, Code: CodeOutputsMissing, Recoverable: true,
-			Message: "the task exited 0 without writing " + OutputsFile + " or " + ErrorFile + exit.tails(),
+			Kind: machine.KindUser, Code: CodeBadErrorDocument, Recoverable: true,
+			Message: "the task wrote an error document that cannot be read: " + why + exit.tails(),
+		}
+		return r
+	}
+	if OutputsComplete(f.Outputs, f.OutputNames) {
+		r.Outcome = Succeeded
+		if abnormal || exit.Unobserved {
+			r.Warning = "the task wrote " + OutputsFile + " completely and then " + exit.how() + "; its outputs are recorded from the file"
+		}
+		return r
+	}
+	switch {
+	case exit.Unobserved:
+		r.Outcome = Lost
+	case !abnormal:
+		what := "without writing " + OutputsFile + " or " + ErrorFile
+		if f.Outputs != nil {
+			what = "with an incomplete " + OutputsFile + " and no " + ErrorFile
+		}
+		r.Outcome = Failed
+		r.Error = &machine.Error{
+			Kind: machine.KindUser, Code: CodeOutputsMissing, Recoverable: true,
+			Message: "the task exited 0 " + what + exit.tails(),
 		}
 	case exit.Signal == "" && exit.Code == UsageExitCode:
 		r.Outcome = Failed
@@ -155,37 +222,88 @@ func Classify(exit Exit, errorDoc []byte, outputsFound bool) Result {
 		}
 	default:
 		r.Outcome = Crashed
-		how := fmt.Sprintf("exited with code %d", exit.Code)
-		if exit.Signal != "" {
-			how = "was killed by signal " + exit.Signal
-		}
 		r.Error = &machine.Error{
-			Kind: machine.KindSystem, Code: machine.CodeCrashed, Recoverable: true,
-			Message: "the task process " + how + " without writing " + ErrorFile + exit.tails(),
+			Kind: machine.KindUser, Code: machine.CodeCrashed, Recoverable: true,
+			Message: "the task process " + exit.how() + " without writing " + ErrorFile + exit.tails(),
 		}
 	}
 	return r
 }
 
-// ClassifyDir is Classify for an output directory on the local filesystem.
-// The error is for I/O failures other than a missing file.
-func ClassifyDir(outputDir string, exit Exit) (Result, error) {
-	doc, err := os.ReadFile(filepath.Join(outputDir, ErrorFile))
-	switch {
-	case err == nil:
-		if doc == nil {
-			doc = []byte{}
+// OutputsComplete says whether outputs (the content of outputs.pb, nil when
+// absent) is a whole Outputs message carrying every declared output. The
+// SDK writes the file in place, so a process that died while writing it can
+// leave a prefix: a truncated message usually fails to parse, and one cut
+// at a field boundary lacks a declared output.
+func OutputsComplete(outputs []byte, names []string) bool {
+	if outputs == nil {
+		return false
+	}
+	var out task.Outputs
+	if err := proto.Unmarshal(outputs, &out); err != nil {
+		return false
+	}
+	have := make(map[string]bool, len(out.GetLiterals()))
+	for _, l := range out.GetLiterals() {
+		if l.GetValue() != nil {
+			have[l.GetName()] = true
 		}
-	case errors.Is(err, fs.ErrNotExist):
-		doc = nil
-	default:
+	}
+	for _, n := range names {
+		if !have[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// OutputNames lists the outputs an interface declares.
+func OutputNames(iface *core.TypedInterface) []string {
+	var names []string
+	for _, v := range iface.GetOutputs().GetVariables() {
+		names = append(names, v.GetKey())
+	}
+	return names
+}
+
+// how says how the process ended, for messages.
+func (e Exit) how() string {
+	switch {
+	case e.Unobserved:
+		return "ended while no manager watched it"
+	case e.Signal != "":
+		return "was killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exited with code %d", e.Code)
+}
+
+// ClassifyDir is ClassifyFiles for an output directory on the local
+// filesystem. The error is for I/O failures other than a missing file.
+func ClassifyDir(outputDir string, exit Exit, outputNames ...string) (Result, error) {
+	doc, err := readIfExists(filepath.Join(outputDir, ErrorFile))
+	if err != nil {
 		return Result{}, fmt.Errorf("read error document: %w", err)
 	}
-	_, err = os.Stat(filepath.Join(outputDir, OutputsFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Result{}, fmt.Errorf("stat outputs: %w", err)
+	out, err := readIfExists(filepath.Join(outputDir, OutputsFile))
+	if err != nil {
+		return Result{}, fmt.Errorf("read outputs: %w", err)
 	}
-	return Classify(exit, doc, err == nil), nil
+	return ClassifyFiles(exit, Files{ErrorDoc: doc, Outputs: out, OutputNames: outputNames}), nil
+}
+
+// readIfExists reads a file: nil for a missing one, never nil for one that
+// exists.
+func readIfExists(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case b == nil:
+		b = []byte{}
+	}
+	return b, nil
 }
 
 // Event is the machine event for the result of the given attempt.
@@ -199,6 +317,8 @@ func (r Result) Event(attempt uint32) machine.Event {
 		return machine.AbortRequested{Reason: "attempt process stopped"}
 	case Crashed:
 		return machine.Crashed{Attempt: attempt, ExitCode: r.Exit.Code, Signal: r.Exit.Signal, Message: r.Error.Message}
+	case Lost:
+		return machine.Orphaned{Attempt: attempt}
 	}
 	e := r.Error
 	if e == nil {

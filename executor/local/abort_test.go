@@ -17,7 +17,7 @@ import (
 
 func TestAbort(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
-		h.driver(func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
+		d := h.driver(func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
 		// The root runs with a grandchild in its group and one in its own
 		// session; c1 takes the root's slot (a parent does not count); c2
 		// finds none and waits.
@@ -58,8 +58,9 @@ func TestAbort(t *testing.T) {
 		if got := h.phases(root, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "ABORTED"}) {
 			t.Errorf("root phases %v", got)
 		}
-		// Nothing aborted runs again.
-		time.Sleep(700 * time.Millisecond) // two resync scans
+		// Nothing aborted runs again, not even after two more resync scans.
+		scanned := d.scans.Load()
+		eventually(t, "two resync scans", 30*time.Second, func() bool { return d.scans.Load() >= scanned+2 })
 		for _, k := range []store.ActionKey{root, c1, c2} {
 			if a, _ := h.st.Actions.Get(h.ctx, k); a.Phase != store.PhaseAborted || a.Attempts != 1 {
 				t.Errorf("%s: %s, %d attempts", k.Name, phaseOf(a), a.Attempts)

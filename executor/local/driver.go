@@ -20,9 +20,15 @@
 // action INITIALIZING or RUNNING that it did not start itself stops whatever
 // is left of that attempt (the recorded process group, and any process still
 // working in the attempt's directory), waits until it is gone, and only then
-// feeds machine.Orphaned, which retries the action as a new attempt (or
-// fails it when the system retry budget is spent). No attempt is ever
-// started while an earlier attempt of the same action may still run.
+// records it: from the outputs or error file the attempt completely wrote
+// before it died (it ended; running it again would repeat its side
+// effects), or else as machine.Orphaned, which retries the action as a new
+// attempt (or fails it when the system retry budget is spent). No attempt is
+// ever started while an earlier attempt of the same action may still run.
+//
+// Several managers on one database: only the holder of the executor lease
+// starts and records attempts, with every write fenced by the lease's token;
+// the others stay on standby until the lease is free or expired (lease.go).
 package local
 
 import (
@@ -34,6 +40,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +56,7 @@ const (
 	DefaultResyncInterval = 15 * time.Second
 	DefaultKillGrace      = 10 * time.Second
 	DefaultStopTimeout    = 20 * time.Second
+	DefaultLeaseTTL       = 15 * time.Second
 	defaultWorkers        = 4
 	// The work queue's rate limit, in reconciles per second. An action
 	// takes about 3.4 reconciles (QUEUED, waiting for a slot, started,
@@ -77,31 +85,43 @@ type Driver struct {
 
 	runner  *process.Runner
 	metrics *metrics
-	q       *queue
-	lim     *limiter
-	slots   *slots
+	lease   *lease
+	rescan  chan struct{} // asks the resync loop for a scan now
+	// leaseStop stops keepLease, which outlives the workers at shutdown
+	// (the lease must hold while running attempts are recorded); leaseDone
+	// is closed when it returned.
+	leaseStop, leaseDone chan struct{}
+	scans                atomic.Int64 // completed resync scans (tests wait on it)
+	q                    *queue
+	lim                  *limiter
+	slots                *slots
 
 	mu        sync.Mutex
 	running   map[store.ActionKey]*attempt
 	notBefore map[store.ActionKey]time.Time
 	runs      map[store.RunKey]*runInfo
 
-	life     sync.Mutex
-	status   lifeStatus
-	stopCh   chan struct{} // closed when the driver stops taking work
-	done     chan struct{} // closed when the driver has stopped
-	lockF    *os.File
-	workCtx  context.Context
-	stopWork context.CancelFunc
-	wg       sync.WaitGroup // workers and the resync loop
-	stopOnce sync.Once
-	stopErr  error
+	life   sync.Mutex
+	status lifeStatus
+	// servedStandby: the driver was ready on standby before it took the
+	// lease.
+	servedStandby bool
+	stopCh        chan struct{} // closed when the driver stops taking work
+	done          chan struct{} // closed when the driver has stopped
+	lockF         *os.File
+	workCtx       context.Context
+	stopWork      context.CancelFunc
+	wg            sync.WaitGroup // workers and the resync loop
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 type lifeStatus int
 
 const (
 	lifeNew lifeStatus = iota
+	// lifeStandby: started, but another manager holds the executor lease.
+	lifeStandby
 	lifeRecovering
 	lifeReady
 	lifeStopping
@@ -124,6 +144,9 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 	}
 	if local.SystemRetries < 0 {
 		local.SystemRetries = 0
+	}
+	if local.LeaseTTL < config.MinLeaseTTL {
+		local.LeaseTTL = DefaultLeaseTTL
 	}
 	if local.WorkDir != "" {
 		if abs, err := filepath.Abs(local.WorkDir); err == nil {
@@ -148,6 +171,10 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		runs:           map[store.RunKey]*runInfo{},
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
+		rescan:         make(chan struct{}, 1),
+		leaseStop:      make(chan struct{}),
+		leaseDone:      make(chan struct{}),
+		lease:          newLease(local.WorkDir, local.LeaseTTL),
 	}
 	d.metrics = newMetrics(d)
 	return d
@@ -173,8 +200,13 @@ func (d *Driver) Abort(key store.ActionKey) {
 	d.q.add(key)
 }
 
-// Ready reports whether the driver takes work (for /readyz): started, done
+// Ready reports whether the driver is ready (for /readyz): started, done
 // with the scan of unfinished actions that follows a start, not stopping.
+// A driver on standby is ready: readiness gates the API traffic a load
+// balancer sends to this manager, which serves the API in full while
+// another manager's executor runs the work (LeaseStatus tells them apart).
+// For the same reason the recovery scan after a takeover does not turn a
+// standby that served the API unready.
 func (d *Driver) Ready() error {
 	d.life.Lock()
 	defer d.life.Unlock()
@@ -182,6 +214,9 @@ func (d *Driver) Ready() error {
 	case lifeNew:
 		return errors.New("the executor has not started")
 	case lifeRecovering:
+		if d.servedStandby {
+			return nil
+		}
 		return errors.New("the executor is picking up unfinished actions")
 	case lifeStopping, lifeStopped:
 		return errors.New("the executor is stopping")
@@ -221,13 +256,25 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.lockF = f
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace})
 	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	d.status = lifeRecovering
+	d.status = lifeStandby
+	// One try at the lease before anything runs, so that a lone manager
+	// (and a restarted one) is not reported ready before its first scan.
+	d.life.Unlock()
+	d.leaseStep(d.workCtx)
+	d.life.Lock()
+	if d.status == lifeStandby {
+		d.servedStandby = true
+		d.log.Info("executor on standby: another manager holds the executor lease", "lease", d.lease.describe(),
+			"leaseTTL", d.cfg.LeaseTTL)
+	}
 	for range d.workers {
 		d.wg.Add(1)
 		go d.work()
 	}
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go d.resync()
+	go d.followChanges()
+	go d.keepLease()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -238,7 +285,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		}
 	}()
 	d.log.Info("executor started", "workDir", wd, "python", d.cfg.Python,
-		"maxParallelism", d.cfg.MaxParallelism, "systemRetries", d.cfg.SystemRetries)
+		"maxParallelism", d.cfg.MaxParallelism, "systemRetries", d.cfg.SystemRetries, "lease", d.lease.describe())
 	return nil
 }
 
@@ -304,7 +351,13 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 	}
 	var err error
 	if graceful {
+		// The lease is still renewed here, so the attempts' ends are
+		// recorded under it; then it is released for a standby.
 		err = d.stopAttempts(ctx)
+		d.stopLease()
+		d.releaseLease(ctx)
+	} else {
+		d.stopLease()
 	}
 	d.stopWork()
 	if d.lockF != nil {
@@ -313,6 +366,15 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 	}
 	d.log.Info("executor stopped", "graceful", graceful)
 	return err
+}
+
+// stopLease stops keepLease (started with the work directory's lock).
+func (d *Driver) stopLease() {
+	if d.lockF == nil {
+		return
+	}
+	close(d.leaseStop)
+	<-d.leaseDone
 }
 
 // stopAttempts ends every running attempt and records how it ended.
@@ -365,6 +427,13 @@ func (d *Driver) work() {
 		case err == nil:
 			d.q.forget(key)
 		case d.workCtx.Err() != nil:
+		case errors.Is(err, errStandby):
+			d.q.forget(key) // the holder's scan finds it
+		case errors.Is(err, store.ErrFenced):
+			// Lost the lease: keepLease notices at its next renewal and
+			// puts the driver on standby; nothing was written.
+			d.q.forget(key)
+			d.log.Warn("a write was refused: the executor lease carries another token", "action", key.String())
 		default:
 			d.log.Warn("reconciling an action (will retry)", "action", key.String(), "err", err)
 			d.q.retry(key)
@@ -373,32 +442,34 @@ func (d *Driver) work() {
 	}
 }
 
-// resync scans the unfinished actions at start and then periodically, so
-// nothing is ever stranded (a lost Submit, an abort made by another
-// replica, a write that failed).
+// resync scans the unfinished actions when the driver takes the lease and
+// then periodically while it holds it, so nothing is ever stranded (a lost
+// Submit, an abort made through another manager, a write that failed). The
+// first scan after taking the lease recovers orphans; once it is done the
+// driver is ready.
 func (d *Driver) resync() {
 	defer d.wg.Done()
-	first := true
 	for {
-		err := d.scan(d.workCtx)
 		wait := d.resyncInterval
-		switch {
-		case err != nil && d.workCtx.Err() == nil:
-			d.log.Warn("scanning unfinished actions", "err", err)
-			if first {
+		if tok := d.lease.fence(); tok != 0 {
+			err := d.scan(d.workCtx)
+			switch {
+			case err != nil && d.workCtx.Err() == nil:
+				d.log.Warn("scanning unfinished actions", "err", err)
 				wait = time.Second
+			case err == nil:
+				d.scans.Add(1)
+				d.life.Lock()
+				if d.status == lifeRecovering && d.lease.fence() == tok {
+					d.status = lifeReady
+				}
+				d.life.Unlock()
 			}
-		case first:
-			first = false
-			d.life.Lock()
-			if d.status == lifeRecovering {
-				d.status = lifeReady
-			}
-			d.life.Unlock()
 		}
 		select {
 		case <-d.stopCh:
 			return
+		case <-d.rescan:
 		case <-time.After(wait):
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
@@ -162,15 +163,81 @@ func TestNonRecoverableErrorFailsAtOnce(t *testing.T) {
 	})
 }
 
-func TestCrashesUseTheSystemBudget(t *testing.T) {
+// A task process that dies without an error file, or exits 0 without
+// outputs, failed by itself: the crash is paid from the task's own retries
+// (retries=0 runs it exactly once, whatever the system budget), and the
+// error is the user's.
+func TestCrashesUseTheTaskRetries(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
-		h.driver() // SystemRetries 2
-		key := h.run("rcrash", `echo "going down"; exit 3`, taskOpts{retries: 5})
-		a := h.terminal(key, store.PhaseFailed, 30*time.Second)
-		e := execErr(a.ErrorInfo)
-		if a.Attempts != 3 || e.GetCode() != machine.CodeCrashed || e.GetKind() != core.ExecutionError_SYSTEM ||
-			!strings.Contains(e.GetMessage(), "exited with code 3") || !strings.Contains(e.GetMessage(), "going down") {
-			t.Fatalf("attempts %d, error %v", a.Attempts, e)
+		h.driver() // SystemRetries 2: a crash must not use them
+		count := func(name string) string { return `echo x >> "$SHARED/` + name + `.runs"; ` }
+		cases := []struct {
+			run, script string
+			retries     uint32
+			attempts    int32
+			code, msg   string
+		}{
+			{"rexit1", count("rexit1") + `echo "going down"; exit 1`, 0, 1, machine.CodeCrashed, "exited with code 1"},
+			{"rnoout", count("rnoout") + `exit 0`, 0, 1, contract.CodeOutputsMissing, "without writing outputs.pb"},
+			{"rearlyabrt", count("rearlyabrt") + `kill -ABRT $$`, 0, 1, machine.CodeCrashed, "killed by signal aborted"},
+			{"rretried", count("rretried") + `echo "going down"; exit 3`, 2, 3, machine.CodeCrashed, "going down"},
+		}
+		keys := map[string]store.ActionKey{}
+		for _, tc := range cases {
+			keys[tc.run] = h.run(tc.run, tc.script, taskOpts{retries: tc.retries})
+		}
+		for _, tc := range cases {
+			a := h.terminal(keys[tc.run], store.PhaseFailed, 30*time.Second)
+			e := execErr(a.ErrorInfo)
+			if a.Attempts != tc.attempts || e.GetCode() != tc.code || e.GetKind() != core.ExecutionError_USER || !strings.Contains(e.GetMessage(), tc.msg) {
+				t.Errorf("%s: attempts %d, error %v; want %d attempts, a USER %s containing %q", tc.run, a.Attempts, e, tc.attempts, tc.code, tc.msg)
+			}
+			if runs := strings.Count(h.readShared(tc.run+".runs"), "x"); runs != int(tc.attempts) {
+				t.Errorf("%s: the task ran %d times, want %d", tc.run, runs, tc.attempts)
+			}
+			for _, at := range h.attempts(keys[tc.run]) {
+				if k := execErr(at.ErrorInfo).GetKind(); k != core.ExecutionError_USER {
+					t.Errorf("%s attempt %d: error kind %s", tc.run, at.Attempt, k)
+				}
+			}
+		}
+	})
+}
+
+// The SDK's runtime sometimes dies of SIGABRT at interpreter shutdown after it
+// wrote outputs.pb (or error.pb): the task ended, and is recorded from the
+// file with a warning that names the signal, not run again.
+func TestDeathAfterTheResultIsRecordedFromTheFile(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		ok := h.run("rabrtok", succeed+`; echo x >> "$SHARED/ok.runs"; kill -ABRT $$`, taskOpts{retries: 2})
+		bad := h.run("rabrterr", `cp "$FIXTURES/fatal.pb" "$2/error.pb"; echo x >> "$SHARED/err.runs"; kill -ABRT $$`, taskOpts{retries: 2})
+		torn := h.run("rabrttorn", `head -c 5 "$FIXTURES/outputs.pb" > "$2/outputs.pb"; echo x >> "$SHARED/torn.runs"; kill -ABRT $$`, taskOpts{})
+
+		a := h.terminal(ok, store.PhaseSucceeded, 30*time.Second)
+		if a.Attempts != 1 || h.readShared("ok.runs") != "x\n" {
+			t.Errorf("outputs then SIGABRT: %d attempts, runs %q", a.Attempts, h.readShared("ok.runs"))
+		}
+		lines, err := process.ReadLog(h.logPath(ok, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := slices.ContainsFunc(lines, func(l process.Line) bool {
+			return l.Stream == process.System && strings.Contains(l.Message, "warning:") && strings.Contains(l.Message, "signal aborted")
+		})
+		if !warned {
+			t.Errorf("the attempt's log has no warning naming the signal: %+v", lines)
+		}
+
+		a = h.terminal(bad, store.PhaseFailed, 30*time.Second)
+		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || h.readShared("err.runs") != "x\n" {
+			t.Errorf("error file then SIGABRT: %d attempts, error %v", a.Attempts, e)
+		}
+
+		// A file cut short is not a result: that death is a crash.
+		a = h.terminal(torn, store.PhaseFailed, 30*time.Second)
+		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != machine.CodeCrashed || e.GetKind() != core.ExecutionError_USER {
+			t.Errorf("torn outputs then SIGABRT: %d attempts, error %v", a.Attempts, e)
 		}
 	})
 }
@@ -279,8 +346,10 @@ func TestLogs(t *testing.T) {
 		select {
 		case err := <-done:
 			t.Fatalf("follow ended while the attempt runs: %v", err)
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
+		// The third line is printed only after "go": receiving it proves
+		// the follow outlived the first two lines.
 		writeFile(t, h.sharedFile("go"), "", 0o644)
 		select {
 		case m := <-got:

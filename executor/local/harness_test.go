@@ -109,6 +109,13 @@ func newHarness(t *testing.T, dsn string) *harness {
 // driver builds, connects and starts a driver with test-sized timings.
 func (h *harness) driver(tune ...func(*config.LocalExecutor)) *Driver {
 	h.t.Helper()
+	return h.driverWith(nil, tune...)
+}
+
+// driverWith is driver with adjust applied to the driver's own tunables
+// before it starts.
+func (h *harness) driverWith(adjust func(*Driver), tune ...func(*config.LocalExecutor)) *Driver {
+	h.t.Helper()
 	cfg := config.Executor{Type: config.ExecutorLocal, Local: config.LocalExecutor{
 		Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 4, SystemRetries: 2,
 	}}
@@ -119,6 +126,9 @@ func (h *harness) driver(tune ...func(*config.LocalExecutor)) *Driver {
 	d.killGrace = 500 * time.Millisecond
 	d.resyncInterval = 300 * time.Millisecond
 	d.systemBackoff.Base = 0
+	if adjust != nil {
+		adjust(d)
+	}
 	h.state.SetExecutor(d)
 	if err := d.Start(h.ctx); err != nil {
 		h.t.Fatal(err)

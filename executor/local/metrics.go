@@ -9,10 +9,11 @@ import (
 // metrics are the driver's Prometheus collectors; RegisterMetrics hands
 // them to a registry.
 type metrics struct {
-	started prometheus.Counter
-	ended   *prometheus.CounterVec
-	orphans prometheus.Counter
-	gauges  []prometheus.Collector
+	started   prometheus.Counter
+	ended     *prometheus.CounterVec
+	orphans   prometheus.Counter
+	takeovers prometheus.Counter
+	gauges    []prometheus.Collector
 }
 
 func newMetrics(d *Driver) *metrics {
@@ -29,8 +30,21 @@ func newMetrics(d *Driver) *metrics {
 			Name: "flyte_manager_executor_orphans_recovered_total",
 			Help: "Attempts found running after a restart and recovered (stopped, then retried or failed).",
 		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flyte_manager_executor_lease_takeovers_total",
+			Help: "Times this manager took the executor lease over from another manager that had stopped renewing it.",
+		}),
 	}
 	m.gauges = []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flyte_manager_executor_lease_holder",
+			Help: "1 while this manager holds the executor lease (runs attempts), 0 on standby.",
+		}, func() float64 {
+			if d.lease.fence() != 0 {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flyte_manager_executor_attempts_running",
 			Help: "Attempt processes the local executor runs now.",
@@ -58,7 +72,7 @@ func newMetrics(d *Driver) *metrics {
 // RegisterMetrics registers the driver's collectors with reg (the server's
 // registry, served on /metrics).
 func (d *Driver) RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range append([]prometheus.Collector{d.metrics.started, d.metrics.ended, d.metrics.orphans}, d.metrics.gauges...) {
+	for _, c := range append([]prometheus.Collector{d.metrics.started, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

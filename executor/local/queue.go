@@ -139,17 +139,18 @@ type limiter struct {
 	burst  float64
 	tokens float64
 	last   time.Time
+	now    func() time.Time // the clock (tests set their own)
 }
 
 func newLimiter(qps float64, burst int) *limiter {
-	return &limiter{qps: qps, burst: float64(burst), tokens: float64(burst), last: time.Now()}
+	return &limiter{qps: qps, burst: float64(burst), tokens: float64(burst), last: time.Now(), now: time.Now}
 }
 
 // reserve takes a token and returns how long to wait before using it.
 func (l *limiter) reserve() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
+	now := l.now()
 	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps)
 	l.last = now
 	l.tokens--

@@ -50,7 +50,7 @@ func TestQueueDeduplicatesAndHandsEachKeyToOneWorker(t *testing.T) {
 		if k != a {
 			t.Fatalf("got %v", k)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("retried key never came back")
 	}
 	q.done(a)
@@ -68,13 +68,28 @@ func TestQueueDeduplicatesAndHandsEachKeyToOneWorker(t *testing.T) {
 }
 
 func TestLimiter(t *testing.T) {
+	// A clock of its own: the test does not depend on how fast it runs.
+	clock := time.Unix(1000, 0)
 	l := newLimiter(1000, 2)
+	l.now, l.last = func() time.Time { return clock }, clock
 	if l.reserve() != 0 || l.reserve() != 0 {
 		t.Fatal("burst not available")
 	}
-	if d := l.reserve(); d <= 0 || d > 5*time.Millisecond {
-		t.Fatalf("third token: wait %s", d)
+	if d := l.reserve(); d != time.Millisecond {
+		t.Fatalf("third token: wait %s, want 1ms at 1000/s", d)
 	}
+	if d := l.reserve(); d != 2*time.Millisecond {
+		t.Fatalf("fourth token: wait %s, want 2ms", d)
+	}
+	// The bucket refills at qps, never past the burst.
+	clock = clock.Add(time.Hour)
+	if l.reserve() != 0 || l.reserve() != 0 {
+		t.Fatal("the burst did not refill")
+	}
+	if d := l.reserve(); d != time.Millisecond {
+		t.Fatalf("after the refill: wait %s, want 1ms (the bucket holds at most the burst)", d)
+	}
+
 	stop := make(chan struct{})
 	close(stop)
 	l2 := newLimiter(0.001, 1)

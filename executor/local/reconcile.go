@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -66,7 +65,18 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	// recorded state.
 	d.mu.Lock()
 	e := d.running[key]
+	ended := e != nil && e.status != nil
 	d.mu.Unlock()
+	if d.lease.fence() == 0 {
+		// Standby, or the lease was lost: nothing is started or recorded.
+		// An attempt of ours that ended is forgotten unrecorded; the
+		// holder recovers it from the store (an orphan, or the result its
+		// process left).
+		if ended {
+			d.dropEntry(e)
+		}
+		return nil
+	}
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
@@ -113,10 +123,9 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 	if a.AbortRequestedAt != nil {
 		d.slots.forget(key)
 		if machine.Phase(a.Phase).Active() {
-			// Not ours: whatever is left of the attempt goes first.
-			if _, err := d.stopLeftovers(a); err != nil {
-				return err
-			}
+			// Not ours: whatever is left of the attempt goes first, and a
+			// success it reached before the abort still counts.
+			return d.recoverOrphan(ctx, a)
 		}
 		updated, dec, err := d.apply(ctx, a, nil, machine.AbortRequested{Reason: abortReason(a)}, record{})
 		if err != nil {
@@ -269,14 +278,12 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			Code: CodeLaunchFailed, Message: err.Error()})
 	}
 	if err := freshAttemptDir(dir); err != nil {
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-			Message: "could not create the attempt's directory: " + err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, "could not create the attempt's directory: "+err.Error()))
 	}
 	if filepath.IsAbs(e.outDir) {
 		// Local storage: the runtime writes into the directory directly.
 		if err := os.MkdirAll(e.outDir, 0o755); err != nil {
-			return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-				Message: "could not create the output directory: " + err.Error()})
+			return d.launchFailed(ctx, a, e, platformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
 	if benchStart != nil {
@@ -306,15 +313,14 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
 				Code: CodeRuntimeNotFound, Message: err.Error() + " (set executor.local.python to the bin directory of a Python environment with the flyte SDK)"})
 		}
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
-			Message: "could not start the task process: " + err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, "could not start the task process: "+err.Error()))
 	}
 	id := proc.Identity()
 	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
-		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1, Message: err.Error()})
+		return d.launchFailed(ctx, a, e, platformFailure(n, err.Error()))
 	}
 	d.mu.Lock()
 	e.proc = proc
@@ -362,6 +368,13 @@ func (d *Driver) waitFor(e *attempt) {
 	e.status = &st
 	d.mu.Unlock()
 	d.q.add(e.key)
+}
+
+// platformFailure is the event for an attempt the platform could not launch
+// (no directory, no process): a recoverable system failure, paid from the
+// system budget, not the task's.
+func platformFailure(n int32, msg string) machine.Failed {
+	return machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem, Recoverable: true, Code: CodeLaunchFailed, Message: msg}
 }
 
 // launchFailed records that a claimed attempt could not be launched.
@@ -425,9 +438,9 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 		if !shutdown {
 			why = "it was stopped (" + st.AbortReason + ")"
 		}
-		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s; it runs again as a new attempt", n, why)}, rec, nil
+		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s", n, why)}, rec, nil
 	}
-	res, err := d.classify(ctx, e.outDir, st.Contract())
+	res, err := d.classify(ctx, e.key, e.n, e.spec, e.outDir, st.Contract())
 	if err != nil {
 		return nil, rec, err
 	}
@@ -445,66 +458,6 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 		return machine.TimedOut{Attempt: n, Code: e.timeoutCode, Message: msg}, rec, nil
 	}
 	return res.Event(n), rec, nil
-}
-
-// classify reads what the attempt left in its output directory.
-func (d *Driver) classify(ctx context.Context, outDir string, exit contract.Exit) (contract.Result, error) {
-	if filepath.IsAbs(outDir) {
-		return contract.ClassifyDir(outDir, exit)
-	}
-	blobs := d.state.Blobs()
-	key, err := blobs.Key(outDir)
-	if err != nil {
-		return contract.Result{}, err
-	}
-	doc, err := blobs.Get(ctx, key+"/"+contract.ErrorFile)
-	switch {
-	case errors.Is(err, errs.ErrNotFound):
-		doc = nil
-	case err != nil:
-		return contract.Result{}, err
-	case doc == nil:
-		doc = []byte{}
-	}
-	found, err := blobs.Exists(ctx, key+"/"+contract.OutputsFile)
-	if err != nil {
-		return contract.Result{}, err
-	}
-	return contract.Classify(exit, doc, found), nil
-}
-
-// recoverOrphan handles an attempt found active that this driver did not
-// start: a previous manager ran it. Whatever is left of it is stopped, and
-// only then is the attempt recorded as orphaned (a system retry).
-func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
-	what, err := d.stopLeftovers(a)
-	if err != nil {
-		return err
-	}
-	spec, err := d.spec(ctx, a)
-	if err != nil {
-		var bad badSpecError
-		if !errors.As(err, &bad) {
-			return err
-		}
-		spec = nil // the default policy still retries system failures
-	}
-	n := a.Attempts
-	ev := machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
-		"the manager restarted while attempt %d was %s; %s; it runs again as a new attempt",
-		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
-	updated, dec, err := d.apply(ctx, a, spec, ev, record{})
-	if err != nil {
-		return err
-	}
-	d.metrics.orphans.Inc()
-	d.metrics.countEnd(dec)
-	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n, "decision", decisionString(dec))
-	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
-		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
-	}
-	d.afterRecord(ctx, updated, dec)
-	return nil
 }
 
 // stopLeftovers makes sure no process of a's current attempt runs: the
@@ -590,6 +543,10 @@ func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s of %s: %w", ev.Name(), a.ActionKey, err)
 	}
+	fence := d.lease.fence()
+	if fence == 0 {
+		return nil, nil, errStandby
+	}
 	var u store.Update
 	switch dec := dec.(type) {
 	case *machine.Ignored:
@@ -613,6 +570,10 @@ func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec
 		if rec.logs {
 			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
 		}
+	}
+	u.Fence = fence
+	if _, claim := ev.(machine.Start); claim {
+		u.Owner = fence
 	}
 	updated, err := d.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {

@@ -2,14 +2,20 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/store"
 )
@@ -50,10 +56,12 @@ func TestRestartRecoversOrphans(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		lostIdentity bool // the manager died before writing process.json
+		garbled      bool // process.json is unreadable
 		want         string
 	}{
-		{"recorded", false, "was still running and has been stopped"},
-		{"unrecorded", true, "leftover process(es) in its directory were stopped"},
+		{"recorded", false, false, "was still running and has been stopped"},
+		{"unrecorded", true, false, "leftover process(es) in its directory were stopped"},
+		{"unreadable record", false, true, "its process record was unreadable, and 2 leftover process(es) in its directory were stopped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachDB(t, func(t *testing.T, h *harness) {
@@ -63,11 +71,14 @@ func TestRestartRecoversOrphans(t *testing.T) {
 				pids := h.firstAttemptPids()
 
 				d1.abandon()
+				dir, _ := attemptDir(h.workDir, key, 1)
 				if tc.lostIdentity {
-					dir, _ := attemptDir(h.workDir, key, 1)
 					if err := os.Remove(filepath.Join(dir, identityFile)); err != nil {
 						t.Fatal(err)
 					}
+				}
+				if tc.garbled {
+					writeFile(t, filepath.Join(dir, identityFile), `{"action": "half a rec`, 0o644)
 				}
 				time.Sleep(100 * time.Millisecond)
 				for _, p := range pids {
@@ -220,4 +231,168 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	if a, _ := h.st.Actions.Get(h.ctx, key); a.Phase != store.PhaseQueued || a.Attempts != 2 {
 		t.Errorf("after Run: %s attempt %d", phaseOf(a), a.Attempts)
 	}
+}
+
+// abortInfo is a stored AbortInfo with reason.
+func abortInfo(t *testing.T, reason string) []byte {
+	t.Helper()
+	b, err := proto.Marshal(&workflow.AbortInfo{Reason: reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// countRuns is the start of a script that counts its runs in $SHARED/<name>.runs.
+func countRuns(name string) string { return `echo x >> "$SHARED/` + name + `.runs"; ` }
+
+func (h *harness) runsOf(name string) int { return strings.Count(h.readShared(name+".runs"), "x") }
+
+// An abort requested (through the API of another manager) while the
+// manager that ran the attempt was down: the next manager stops what is left
+// of the attempt and records ABORTED; nothing runs again.
+func TestRestartAbortRequestedWhileDown(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		d1 := h.driver()
+		key := h.run("rabortdown", countRuns("rabortdown")+`sleep 60 & echo "$! $$" > "$SHARED/pids.tmp"; mv "$SHARED/pids.tmp" "$SHARED/pids"; wait`, taskOpts{retries: 2})
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		pids := h.firstAttemptPids()
+		d1.abandon()
+		if _, err := h.st.Actions.RequestAbort(h.ctx, key, abortInfo(t, "stop it")); err != nil {
+			t.Fatal(err)
+		}
+
+		h.driver()
+		a := h.terminal(key, store.PhaseAborted, 30*time.Second)
+		for _, p := range pids {
+			if alive(p) {
+				t.Errorf("pid %d of the aborted attempt survived", p)
+			}
+		}
+		atts := h.attempts(key)
+		if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != store.PhaseAborted || h.runsOf("rabortdown") != 1 {
+			t.Fatalf("%d attempts %+v, %d runs", a.Attempts, atts, h.runsOf("rabortdown"))
+		}
+		if reason := abortReason(a); reason != "stop it" {
+			t.Errorf("abort reason %q", reason)
+		}
+	})
+}
+
+// A process that ended while no manager watched it, after it wrote its
+// outputs (or its error file), has ended: the next manager records it from
+// the file, with a warning in the attempt's log, and does not run it again.
+// An abort requested after that success does not undo it.
+func TestRestartRecordsAResultWrittenWhileDown(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		d1 := h.driver()
+		// Each script blocks until $SHARED/finish exists, then ends.
+		block := `while [ ! -e "$SHARED/finish" ]; do sleep 0.05; done; `
+		ok := h.run("rdownok", countRuns("rdownok")+block+succeed, taskOpts{retries: 2})
+		fatal := h.run("rdownerr", countRuns("rdownerr")+block+`cp "$FIXTURES/fatal.pb" "$2/error.pb"; exit 1`, taskOpts{retries: 2})
+		late := h.run("rdownlate", countRuns("rdownlate")+block+succeed, taskOpts{retries: 2})
+		for _, k := range []store.ActionKey{ok, fatal, late} {
+			h.wait(k, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		}
+		d1.abandon()
+		// The processes end while no driver watches them.
+		writeFile(t, h.sharedFile("finish"), "", 0o644)
+		for _, k := range []store.ActionKey{ok, fatal, late} {
+			dir, _ := attemptDir(h.workDir, k, 1)
+			cwd := filepath.Join(dir, cwdDir)
+			eventually(t, k.RunName+"'s process to end", 30*time.Second, func() bool { return len(process.FindInDir(cwd)) == 0 })
+		}
+		if _, err := h.st.Actions.RequestAbort(h.ctx, late, abortInfo(t, "too late")); err != nil {
+			t.Fatal(err)
+		}
+
+		h.driver()
+		for _, k := range []store.ActionKey{ok, late} {
+			a := h.terminal(k, store.PhaseSucceeded, 30*time.Second)
+			atts := h.attempts(k)
+			if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != store.PhaseSucceeded || atts[0].OutputURI == "" || h.runsOf(k.RunName) != 1 {
+				t.Errorf("%s: %d attempts %+v, %d runs", k.RunName, a.Attempts, atts, h.runsOf(k.RunName))
+			}
+			lines, err := process.ReadLog(h.logPath(k, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(lines, func(l process.Line) bool {
+				return l.Stream == process.System && strings.Contains(l.Message, "warning:") && strings.Contains(l.Message, "no manager watched it")
+			}) {
+				t.Errorf("%s: no warning in the attempt's log: %+v", k.RunName, lines)
+			}
+		}
+		a := h.terminal(fatal, store.PhaseFailed, 30*time.Second)
+		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || h.runsOf("rdownerr") != 1 {
+			t.Errorf("rdownerr: %d attempts, error %v, %d runs", a.Attempts, e, h.runsOf("rdownerr"))
+		}
+	})
+}
+
+// Restarts are the platform's failures, paid from the system budget: when
+// they have spent it the action ends FAILED with a message saying so.
+func TestRestartsSpendTheSystemBudget(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		one := func(c *config.LocalExecutor) { c.SystemRetries = 1 }
+		d := h.driver(one)
+		key := h.run("rbudget", countRuns("rbudget")+`exec sleep 60`, taskOpts{retries: 3})
+		for n := int32(1); n <= 2; n++ {
+			h.wait(key, fmt.Sprintf("RUNNING attempt %d", n), 30*time.Second, func(a *store.Action) bool {
+				return a.Phase == store.PhaseRunning && a.Attempts == n
+			})
+			d.abandon()
+			d = h.driver(one)
+		}
+		a := h.terminal(key, store.PhaseFailed, 30*time.Second)
+		e := execErr(a.ErrorInfo)
+		if a.Attempts != 2 || h.runsOf("rbudget") != 2 || e.GetCode() != machine.CodeOrphaned || e.GetKind() != core.ExecutionError_SYSTEM ||
+			!strings.Contains(e.GetMessage(), "the system retry budget is spent, 1 of 1 used") {
+			t.Fatalf("%d attempts, %d runs, error %v", a.Attempts, h.runsOf("rbudget"), e)
+		}
+	})
+}
+
+// An abort racing the attempt's own end: whichever the driver sees first
+// wins, consistently: a success the process reached is SUCCEEDED (its
+// outputs recorded), an abort that came first is ABORTED, never a mix, and
+// nothing runs twice.
+func TestAbortRacingCompletion(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		const n = 4 // the harness's slots: all run at once
+		var keys []store.ActionKey
+		for i := range n {
+			name := fmt.Sprintf("rrace%d", i)
+			keys = append(keys, h.run(name, countRuns(name)+`while [ ! -e "$SHARED/go" ]; do sleep 0.02; done; `+succeed, taskOpts{retries: 2}))
+		}
+		for _, k := range keys {
+			h.wait(k, "RUNNING", 30*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		}
+		writeFile(t, h.sharedFile("go"), "", 0o644)
+		for _, k := range keys {
+			if err := h.state.Abort(h.ctx, k, "racing", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[store.Phase]int{}
+		for _, k := range keys {
+			a := h.wait(k, "terminal", 30*time.Second, func(a *store.Action) bool { return a.Phase.Terminal() })
+			atts := h.attempts(k)
+			seen[a.Phase]++
+			if len(atts) != 1 || atts[0].Phase != a.Phase || h.runsOf(k.RunName) != 1 {
+				t.Errorf("%s: %s with attempts %+v, %d runs", k.RunName, phaseOf(a), atts, h.runsOf(k.RunName))
+			}
+			switch a.Phase {
+			case store.PhaseSucceeded:
+				if atts[0].OutputURI == "" || len(a.ErrorInfo) != 0 {
+					t.Errorf("%s: SUCCEEDED without its outputs or with an error: %+v", k.RunName, atts[0])
+				}
+			case store.PhaseAborted:
+			default:
+				t.Errorf("%s ended %s", k.RunName, phaseOf(a))
+			}
+		}
+		t.Logf("outcomes: %d succeeded, %d aborted", seen[store.PhaseSucceeded], seen[store.PhaseAborted])
+	})
 }

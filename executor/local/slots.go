@@ -179,3 +179,13 @@ func (s *slots) counts(run store.RunKey) (global, ofRun int) {
 	defer s.mu.Unlock()
 	return s.used, s.perRun[run]
 }
+
+// dropAllWaiting forgets every waiting action (the driver went on standby;
+// whoever holds the lease next finds them with its scan).
+func (s *slots) dropAllWaiting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.isWait)
+	clear(s.waiting)
+	s.waiting = s.waiting[:0]
+}

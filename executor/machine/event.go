@@ -58,9 +58,13 @@ type TimedOut struct {
 	Message string
 }
 
-// Crashed: the attempt's process died without an error document (non-zero
-// exit, killed by a signal, out of memory, or it could not be started). A
-// recoverable system failure.
+// Crashed: the attempt's process died without an error document or outputs
+// (non-zero exit, killed by a signal the platform did not send, out of
+// memory). A recoverable user failure: the process is the task's, so the
+// crash counts against the task's retries (TaskMetadata.retries), and a task
+// with retries=0 runs exactly once. Failures the platform causes (a launch
+// that could not happen, a manager that died) are Failed with KindSystem or
+// Orphaned instead.
 type Crashed struct {
 	Attempt  uint32
 	ExitCode int

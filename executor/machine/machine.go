@@ -176,12 +176,11 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 		}
 		return fail(s, p, Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Recoverable: e.Recoverable}, false)
 	case Crashed:
-		// Launch failures are reported as crashes too, so a pending phase is fine.
 		msg := e.Message
 		if msg == "" {
 			msg = crashMessage(e)
 		}
-		return fail(s, p, Error{Kind: KindSystem, Code: CodeCrashed, Message: msg, Recoverable: true}, false)
+		return fail(s, p, Error{Kind: KindUser, Code: CodeCrashed, Message: msg, Recoverable: true}, false)
 	case Orphaned:
 		if s.Phase.Active() {
 			msg := e.Message
@@ -228,6 +227,11 @@ func fail(s State, p Policy, cause Error, stop bool) (State, Decision, error) {
 		used, limit, budget = &s.SystemRetries, p.MaxSystemRetries, "system"
 	}
 	if *used >= limit {
+		if system {
+			// The cause is the platform's, so it says nothing of the
+			// budget: the user must learn why it was not retried.
+			cause.Message += fmt.Sprintf(" (not retried: the system retry budget is spent, %d of %d used)", *used, limit)
+		}
 		return terminal(fmt.Sprintf("%s retries exhausted (%d of %d used)", budget, *used, limit))
 	}
 	n := *used

@@ -119,18 +119,19 @@ func TestTransition(t *testing.T) {
 			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: "StorageError"}},
 		{"non-recoverable system error fails", st(PhaseRunning, 1, 0, 0), systemFatal, two,
 			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "UsageError"}},
-		{"crash retries", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 137, Signal: "killed"}, none,
-			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: CodeCrashed}},
-		{"crash at launch retries", New(), Crashed{Message: "exec: a0 not found"}, none,
-			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: CodeCrashed}},
-		{"crash with user budget spent still retries", st(PhaseRunning, 3, 2, 0), Crashed{ExitCode: 1}, two,
-			want{state: st(PhaseQueued, 4, 2, 1), decision: "retry", system: true, code: CodeCrashed}},
+		// A crash is the task's: it draws on the user budget.
+		{"crash with retries=0 fails at once", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 137, Signal: "killed"}, none,
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
+		{"crash retries on the user budget", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 1}, two,
+			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: CodeCrashed}},
+		{"crash with user budget spent fails", st(PhaseRunning, 3, 2, 0), Crashed{ExitCode: 1}, two,
+			want{state: st(PhaseFailed, 3, 2, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
 		{"user retry with system budget spent", st(PhaseRunning, 4, 0, 3), userRecoverable, two,
 			want{state: st(PhaseQueued, 5, 1, 3), decision: "retry", code: "ValueError"}},
-		{"system retries exhausted", st(PhaseRunning, 4, 0, 3), Crashed{ExitCode: 1}, two,
-			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
-		{"system retries disabled", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 1}, Policy{MaxUserRetries: 5},
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
+		{"system retries exhausted", st(PhaseRunning, 4, 0, 3), Orphaned{}, two,
+			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, stop: true, code: CodeOrphaned}},
+		{"system retries disabled", st(PhaseRunning, 1, 0, 0), systemRecoverable, Policy{MaxUserRetries: 5},
+			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "StorageError"}},
 		{"orphan retries and stops the old process", st(PhaseRunning, 1, 0, 0), Orphaned{}, none,
 			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
 		{"orphan while initializing", st(PhaseInitializing, 2, 1, 0), Orphaned{Attempt: 2}, two,
@@ -255,7 +256,7 @@ func TestBudgetsAreIndependent(t *testing.T) {
 		s = next
 		return d
 	}
-	failures := []Event{userRecoverable, Crashed{ExitCode: 1}, Orphaned{}, userRecoverable, systemRecoverable}
+	failures := []Event{userRecoverable, Orphaned{}, Crashed{ExitCode: 1}, systemRecoverable, systemRecoverable}
 	for i, ev := range failures {
 		step(Start{Attempt: s.Attempt})
 		if _, isOrphan := ev.(Orphaned); !isOrphan {
@@ -272,8 +273,8 @@ func TestBudgetsAreIndependent(t *testing.T) {
 	step(Running{})
 	d := step(Crashed{Signal: "killed"})
 	term, ok := d.(*Terminal)
-	if !ok || term.Phase != PhaseFailed || term.Error.Kind != KindSystem || term.Error.Message != "process killed by signal killed" {
-		t.Fatalf("want FAILED after the system budget ran out, got %v (%+v)", d, term)
+	if !ok || term.Phase != PhaseFailed || term.Error.Kind != KindUser || term.Error.Message != "process killed by signal killed" {
+		t.Fatalf("want FAILED after the user budget ran out, got %v (%+v)", d, term)
 	}
 	if s.Attempt != 6 {
 		t.Errorf("attempts: %d", s.Attempt)
@@ -306,7 +307,7 @@ func TestBackoff(t *testing.T) {
 	if r := d.(*Retry); r.Delay != 2*time.Second {
 		t.Errorf("second user retry waits %v", r.Delay)
 	}
-	_, d, _ = Transition(s, Crashed{}, p)
+	_, d, _ = Transition(s, Orphaned{}, p)
 	if r := d.(*Retry); r.Delay != time.Millisecond {
 		t.Errorf("first system retry waits %v", r.Delay)
 	}
@@ -391,5 +392,16 @@ func TestHistory(t *testing.T) {
 	late := append(recorded, Change{Attempt: 2, Phase: PhaseRunning, At: sec(9)})
 	if h := Attempts(late)[1]; h.Phase != PhaseAborted || len(h.Spans) != 4 {
 		t.Errorf("late change reopened attempt 2: %+v", h)
+	}
+}
+
+// A system failure that is not retried says why: its cause alone (a restart,
+// a launch failure) would read as if it were.
+func TestSpentSystemBudgetIsExplained(t *testing.T) {
+	_, d, err := Transition(st(PhaseRunning, 2, 0, 1), Orphaned{Message: "the manager restarted"}, Policy{MaxSystemRetries: 1})
+	term, ok := d.(*Terminal)
+	if err != nil || !ok || term.Phase != PhaseFailed ||
+		term.Error.Message != "the manager restarted (not retried: the system retry budget is spent, 1 of 1 used)" {
+		t.Fatalf("%v %+v %v", d, term, err)
 	}
 }

@@ -19,6 +19,11 @@ const (
 	ExecutorKubernetes = "kubernetes"
 )
 
+// MinLeaseTTL bounds executor.local.leaseTTL from below: renewals every
+// TTL/5 must not flood the database, and a short pause of a busy manager
+// must not cost it the lease.
+const MinLeaseTTL = time.Second
+
 // Config is the whole configuration. YAML keys are the camelCase names in the
 // mapstructure tags.
 type Config struct {
@@ -83,6 +88,13 @@ type LocalExecutor struct {
 	MaxParallelism int `mapstructure:"maxParallelism" yaml:"maxParallelism"`
 	// SystemRetries bounds retries after infrastructure failures.
 	SystemRetries int `mapstructure:"systemRetries" yaml:"systemRetries"`
+	// LeaseTTL is how long the executor lease in the database outlives its
+	// holder's last renewal. One manager per database holds it and runs
+	// attempts; the others keep their executor on standby and take the
+	// lease over when it has not been renewed for LeaseTTL. The holder
+	// renews it every LeaseTTL/5 and gives it up (stopping its attempts) when
+	// it could not renew it for LeaseTTL/2.
+	LeaseTTL time.Duration `mapstructure:"leaseTTL" yaml:"leaseTTL"`
 }
 
 // Projects controls project bootstrap.

@@ -47,6 +47,7 @@ func Default() Config {
 				WorkDir:        "",
 				MaxParallelism: 2 * runtime.NumCPU(),
 				SystemRetries:  3,
+				LeaseTTL:       15 * time.Second,
 			},
 		},
 		Projects: Projects{

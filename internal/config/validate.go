@@ -71,6 +71,9 @@ func (c *Config) Validate() error {
 	if c.Executor.Local.MaxParallelism < 1 {
 		bad("executor.local.maxParallelism", "must be at least 1, got %d", c.Executor.Local.MaxParallelism)
 	}
+	if c.Executor.Local.LeaseTTL < MinLeaseTTL {
+		bad("executor.local.leaseTTL", "must be at least %s, got %s", MinLeaseTTL, c.Executor.Local.LeaseTTL)
+	}
 	if c.Executor.Local.SystemRetries < 0 {
 		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
 	}

@@ -130,6 +130,9 @@ type Attempt struct {
 	OutputURI string `gorm:"column:output_uri"`
 	LogInfo   []byte
 	Cluster   string
+	// OwnerToken is the executor lease token of the manager that started
+	// the attempt (0 for attempts from before leases).
+	OwnerToken int64
 }
 
 func (Attempt) TableName() string { return "action_attempts" }

@@ -39,6 +39,13 @@ type Update struct {
 	// AbortRequested marks the action for abort; the executor acts on it
 	// and reports ABORTED. Marking twice keeps the first time.
 	AbortRequested bool
+	// Fence is the executor's lease token: the write commits only while the
+	// local executor's lease still carries it (ErrFenced otherwise). 0 for
+	// writes that are not the executor's (the API's).
+	Fence int64
+	// Owner records, on the current attempt, the lease token of the
+	// executor that starts it.
+	Owner int64
 }
 
 // Update applies u to the action if its resource version is still
@@ -67,6 +74,11 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	rv, err := nextVersion(tx) // first: every action writer locks in this order
 	if err != nil {
 		return nil, err
+	}
+	if u.Fence != 0 {
+		if err := checkFence(tx, u.Fence); err != nil {
+			return nil, fmt.Errorf("action %s: %w", key, err)
+		}
 	}
 	a, err := getAction(tx, key)
 	if err != nil {
@@ -204,6 +216,9 @@ func updateAttempt(tx *gorm.DB, a *Action, u Update, at time.Time) error {
 	}
 	if u.Cluster != "" {
 		f["cluster"] = u.Cluster
+	}
+	if u.Owner != 0 {
+		f["owner_token"] = u.Owner
 	}
 	if len(f) == 0 {
 		return nil

@@ -20,6 +20,7 @@ type Store struct {
 	Projects *Projects
 	Tasks    *Tasks
 	Actions  *Actions
+	Leases   *Leases
 }
 
 // New returns repositories over gdb (a pool or a transaction).
@@ -29,6 +30,7 @@ func New(gdb *gorm.DB) *Store {
 		Projects: &Projects{db: gdb},
 		Tasks:    &Tasks{db: gdb},
 		Actions:  &Actions{db: gdb},
+		Leases:   &Leases{db: gdb},
 	}
 }
 

@@ -284,3 +284,14 @@ func FollowLog(ctx context.Context, path string, done func() bool, emit func([]L
 		}
 	}
 }
+
+// AppendSystemLine adds a manager's annotation to an attempt's log after its
+// process ended (e.g. a warning about how its result was recorded).
+func AppendSystemLine(path, msg string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(formatLine(nil, time.Now(), System, []byte(msg)))
+	return errors.Join(err, f.Close())
+}

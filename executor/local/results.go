@@ -1,0 +1,131 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// How the end of an attempt is read from what its process left behind: for
+// an attempt this driver watched end (classify, from outcome), and for one
+// found active after a restart or a takeover (recoverOrphan).
+
+// classify reads what the attempt left in its output directory and
+// classifies its end. A warning in the result (the outputs or error file
+// were complete when the process, or its manager, died) goes to the
+// manager's log and to the attempt's log, where the user sees it.
+func (d *Driver) classify(ctx context.Context, key store.ActionKey, n int32, spec *task.TaskSpec, outDir string, exit contract.Exit) (contract.Result, error) {
+	names := contract.OutputNames(spec.GetTaskTemplate().GetInterface())
+	var res contract.Result
+	if filepath.IsAbs(outDir) {
+		var err error
+		if res, err = contract.ClassifyDir(outDir, exit, names...); err != nil {
+			return res, err
+		}
+	} else {
+		blobs := d.state.Blobs()
+		prefix, err := blobs.Key(outDir)
+		if err != nil {
+			return contract.Result{}, err
+		}
+		f := contract.Files{OutputNames: names}
+		if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
+			return contract.Result{}, err
+		}
+		if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+contract.OutputsFile); err != nil {
+			return contract.Result{}, err
+		}
+		res = contract.ClassifyFiles(exit, f)
+	}
+	if res.Warning != "" {
+		d.log.Warn("attempt ended abnormally after writing its result", "action", key.String(), "attempt", n, "warning", res.Warning)
+		if dir, err := attemptDir(d.cfg.WorkDir, key, n); err == nil {
+			if err := process.AppendSystemLine(filepath.Join(dir, logFile), "warning: "+res.Warning); err != nil {
+				d.log.Warn("writing a warning to the attempt's log", "action", key.String(), "attempt", n, "err", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// getIfExists reads a blob: nil when it does not exist, never nil when it
+// does.
+func getIfExists(ctx context.Context, blobs *blob.Store, key string) ([]byte, error) {
+	b, err := blobs.Get(ctx, key)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case b == nil:
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// recoverOrphan handles an attempt found active that this driver did not
+// start: a previous manager (or the previous lease holder) ran it. Whatever
+// is left of it is stopped first. An attempt that had completely written its
+// outputs or its error file has ended, and is recorded from that file (not
+// run again, which would repeat its side effects); any other is recorded as
+// orphaned, a system retry, or ABORTED when an abort was requested.
+func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
+	what, err := d.stopLeftovers(a)
+	if err != nil {
+		return err
+	}
+	spec, err := d.spec(ctx, a)
+	if err != nil {
+		var bad badSpecError
+		if !errors.As(err, &bad) {
+			return err
+		}
+		spec = nil // the default policy still retries system failures
+	}
+	n := a.Attempts
+	outDir := runstate.OutputDir(a, n)
+	res, err := d.classify(ctx, a.ActionKey, n, spec, outDir, contract.Exit{Unobserved: true})
+	if err != nil {
+		return err
+	}
+	var ev machine.Event = machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
+		"the manager restarted while attempt %d was %s; %s",
+		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
+	rec := record{}
+	switch {
+	case res.Outcome != contract.Succeeded && a.AbortRequestedAt != nil:
+		// An abort wins over everything but a success, as for attempts
+		// of ours (see outcome).
+		ev = machine.AbortRequested{Reason: abortReason(a)}
+	case res.Outcome != contract.Lost:
+		ev, rec.outDir = res.Event(uint32(n)), outDir
+		if res.Document != nil {
+			rec.errorURI = contract.JoinURI(outDir, contract.ErrorFile)
+		}
+	}
+	updated, dec, err := d.apply(ctx, a, spec, ev, rec)
+	if err != nil {
+		return err
+	}
+	d.metrics.orphans.Inc()
+	d.metrics.countEnd(dec)
+	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n,
+		"found", res.Outcome.String(), "decision", decisionString(dec))
+	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
+		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
+	}
+	d.afterRecord(ctx, updated, dec)
+	return nil
+}
