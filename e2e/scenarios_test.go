@@ -444,15 +444,22 @@ func testAbort(t *testing.T, m *manager) {
 	driver(t, ctx, &started, "drive_abort.py", "start", sdkEndpoint(m), dir, marker, fmt.Sprint(children))
 	runName = started.Run
 	// Every child's task code runs (it wrote started-*); the phases may lag
-	// a moment behind the processes.
-	active := 0
-	for _, a := range started.Actions {
-		if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
-			active++
+	// a moment behind the processes, so look again until they caught up.
+	if msg := eventually(2*time.Minute, time.Second, func() string {
+		active := 0
+		for _, a := range started.Actions {
+			if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
+				active++
+			}
 		}
-	}
-	if active != children+1 {
-		t.Errorf("before the abort, %d of run %s's actions are running, want all %d: %+v", active, runName, children+1, started.Actions)
+		if active == children+1 {
+			return ""
+		}
+		complaint := fmt.Sprintf("%d of run %s's actions are running, want all %d: %+v", active, runName, children+1, started.Actions)
+		driver(t, ctx, &started, "drive_abort.py", "inspect", sdkEndpoint(m), runName)
+		return complaint
+	}); msg != "" {
+		t.Errorf("before the abort, %s", msg)
 	}
 	// Positive control for the check after the abort: while the run holds,
 	// its processes are found (parent, children, their helpers), also by the
@@ -501,12 +508,19 @@ func testAbort(t *testing.T, m *manager) {
 	}
 
 	// Nothing runs again: released, a surviving or restarted child would
-	// write after-*; a new attempt would write another started-*.
+	// write after-*; a new attempt would write another started-*. The
+	// signal that it would have by now: a sentinel task, submitted after the
+	// release, started and ran past its own release to its end.
 	startedFiles, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	sentinelDir := t.TempDir()
+	var sentinel abortReport
+	driver(t, ctx, &sentinel, "drive_abort.py", "sentinel", sdkEndpoint(m), sentinelDir)
+	if done, _ := filepath.Glob(filepath.Join(sentinelDir, "after-*")); sentinel.Phase != "SUCCEEDED" || len(done) != 1 {
+		t.Fatalf("the sentinel run %s is %s with %v, want SUCCEEDED past its release", sentinel.Run, sentinel.Phase, done)
+	}
 	if after, _ := filepath.Glob(filepath.Join(dir, "after-*")); len(after) > 0 {
 		t.Errorf("a child of the aborted run was still running and finished: %v", after)
 	}
