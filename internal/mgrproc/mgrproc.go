@@ -122,6 +122,9 @@ func (p *Process) start(ctx context.Context, env []string) error {
 	// One writer for both streams: exec then copies them through one pipe,
 	// in the order the manager wrote them.
 	p.cmd.Stdout, p.cmd.Stderr = out, out
+	// A process that inherited the manager's output (a task left behind by
+	// a crash) must not keep Wait from returning once the manager is gone.
+	p.cmd.WaitDelay = 10 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", p.opts.Bin, err)
 	}
