@@ -102,6 +102,12 @@ func (m *manager) Restart(env ...string) {
 	m.sync()
 }
 
+// Signal sends sig to the running manager (e.g. SIGSTOP to freeze it).
+func (m *manager) Signal(sig os.Signal) error { return m.proc.Signal(sig) }
+
+// PID is the manager process's id.
+func (m *manager) PID() int { return m.proc.PID() }
+
 // Endpoint is the host:port form the SDK is configured with.
 func (m *manager) Endpoint() string { return m.proc.Endpoint() }
 

@@ -216,6 +216,23 @@ func (p *Process) Running() bool {
 	}
 }
 
+// PID is the process id of the manager's current run (0 before Start).
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Signal sends sig to the running manager (SIGSTOP to freeze it, for
+// instance); it fails once the process has ended.
+func (p *Process) Signal(sig os.Signal) error {
+	if !p.Running() {
+		return errors.New("flyte-manager is not running")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // Stop asks the manager to shut down (SIGTERM) and waits for it; after
 // stopTimeout it kills it. It returns the exit status (nil for a clean
 // exit) and may be called on a stopped process.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,9 +91,15 @@ func TestStartKillRestartStop(t *testing.T) {
 		t.Fatalf("URL %q, Endpoint %q", first, p.Endpoint())
 	}
 
+	if p.PID() <= 0 {
+		t.Fatalf("PID = %d", p.PID())
+	}
 	p.Kill()
 	if p.Running() {
 		t.Fatal("still running after Kill")
+	}
+	if err := p.Signal(syscall.SIGTERM); err == nil {
+		t.Error("Signal to a killed manager did not fail")
 	}
 	if _, err := HTTPClient.Get(first + "/readyz"); err == nil {
 		t.Error("the killed manager still answers")
