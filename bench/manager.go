@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,15 +8,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
 )
 
@@ -40,33 +37,23 @@ func repoRoot() (string, error) {
 // buildManager builds flyte-manager with the bench tag (the no-op runner)
 // into dir.
 func buildManager(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "flyte-manager-bench")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "bench", "-o", out, "./manager")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build -tags bench ./manager: %w", err)
-	}
-	return out, nil
+	return mgrproc.Build(ctx, filepath.Join(dir, "flyte-manager-bench"), "-C", root, "-tags", "bench")
 }
 
-// manager is one running `flyte-manager start`.
+// manager is one running `flyte-manager start` whose output goes to
+// LogPath.
 type manager struct {
-	URL     string // http://127.0.0.1:<port>
-	Home    string
+	*mgrproc.Process
 	LogPath string
 	Pprof   string // host:port of the bench build's pprof server, "" if off
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	log *os.File
 }
 
-var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
-
 // startManager starts bin on a fresh home and dsn with the given extra
-// environment and waits until /readyz answers 200.
+// environment and waits until it is ready.
 func startManager(ctx context.Context, bin, home, dsn string, env []string, pprof bool) (*manager, error) {
-	m := &manager{Home: home, LogPath: filepath.Join(home, "manager.log")}
+	m := &manager{LogPath: filepath.Join(home, "manager.log")}
 	if pprof {
 		port, err := freePort()
 		if err != nil {
@@ -75,80 +62,27 @@ func startManager(ctx context.Context, bin, home, dsn string, env []string, ppro
 		m.Pprof = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		env = append(env, "FLYTE_MANAGER_BENCH_PPROF="+m.Pprof)
 	}
-	logFile, err := os.Create(m.LogPath)
-	if err != nil {
+	if err := os.MkdirAll(home, 0o755); err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(bin, "start", "--home", home, "--db", dsn, "--port", "0")
-	m.cmd.Env = append(os.Environ(), env...)
-	m.cmd.Stderr = logFile
-	stdout, err := m.cmd.StdoutPipe()
-	if err != nil {
-		logFile.Close()
+	var err error
+	if m.log, err = os.Create(m.LogPath); err != nil {
 		return nil, err
 	}
-	if err := m.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	m.Process, err = mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn, Env: env, Log: m.log})
+	if err != nil {
+		m.log.Close()
+		return nil, fmt.Errorf("%w\n(manager log: %s)", err, m.LogPath)
 	}
-	m.done = make(chan struct{})
-	urls := make(chan string, 1)
-	go func() {
-		defer close(m.done)
-		defer logFile.Close()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			fmt.Fprintln(logFile, sc.Text())
-			if match := servingLine.FindStringSubmatch(sc.Text()); match != nil {
-				select {
-				case urls <- match[1]:
-				default:
-				}
-			}
-		}
-		_ = m.cmd.Wait()
-	}()
-	select {
-	case m.URL = <-urls:
-	case <-m.done:
-		return nil, fmt.Errorf("flyte-manager exited before serving; see %s:\n%s", m.LogPath, tailFile(m.LogPath))
-	case <-time.After(60 * time.Second):
-		m.Stop()
-		return nil, fmt.Errorf("flyte-manager did not report its address within 60s; see %s", m.LogPath)
-	case <-ctx.Done():
-		m.Stop()
-		return nil, ctx.Err()
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		resp, err := http.Get(m.URL + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return m, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			m.Stop()
-			return nil, fmt.Errorf("flyte-manager never became ready; see %s", m.LogPath)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return m, nil
 }
 
-// Stop asks the manager to shut down gracefully and waits for it.
+// Stop shuts the manager down gracefully and closes its log.
 func (m *manager) Stop() {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return
+	if err := m.Process.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: flyte-manager stopped with %v (log: %s)\n", err, m.LogPath)
 	}
-	_ = m.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-m.done:
-	case <-time.After(60 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
-	m.cmd = nil
+	m.log.Close()
 }
 
 // fetch GETs path from the manager's pprof server into file.
@@ -157,7 +91,7 @@ func (m *manager) fetch(ctx context.Context, path, file string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := mgrproc.HTTPClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -198,12 +132,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tailFile(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
 }

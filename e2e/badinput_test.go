@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestBadInput(t *testing.T) {
 			defer cancel()
 			m := startSDKManager(t, b.dsn(t), smallRequestLimitEnv)
 			runs := runClient(m)
-			tasks := taskconnect.NewTaskServiceClient(http.DefaultClient, m.URL)
+			tasks := taskconnect.NewTaskServiceClient(rpcClient, m.URL)
 
 			runID := func(name string) *common.RunIdentifier {
 				return &common.RunIdentifier{Project: testProject, Domain: testDomain, Name: name}

@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -13,12 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
+	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/sdktest"
 )
@@ -31,10 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	managerBin = filepath.Join(dir, "flyte-manager")
-	build := exec.Command("go", "build", "-o", managerBin, "fmgr.dev/manager")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	managerBin, err = mgrproc.Build(context.Background(), filepath.Join(dir, "flyte-manager"))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "building flyte-manager:", err)
 		os.Exit(1)
 	}
@@ -54,146 +48,87 @@ var backends = []backend{
 	{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
 }
 
-// manager is one running flyte-manager process.
+// manager is one running flyte-manager process (a mgrproc.Process) seen
+// from a test: failures to start end the test, and the fields follow the
+// process across restarts.
 type manager struct {
 	URL  string // http://127.0.0.1:<port>
 	Home string
 	DSN  string
 
 	t      *testing.T
-	cmd    *exec.Cmd
-	output *syncBuffer
-	done   chan struct{}
+	proc   *mgrproc.Process
+	output *mgrproc.Buffer // what the manager printed since it last started
 }
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 
 // startManager runs `flyte-manager start` on a fresh home and dsn, waits
 // until it is ready, and stops it when the test ends.
 func startManager(t *testing.T, dsn string, env ...string) *manager {
 	t.Helper()
 	m := &manager{Home: t.TempDir(), DSN: dsn, t: t}
-	m.start(env...)
+	p, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: managerBin, Home: m.Home, DSN: dsn, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.proc = p
+	m.sync()
 	t.Cleanup(m.Stop)
 	return m
 }
 
-func (m *manager) start(env ...string) {
-	t := m.t
-	t.Helper()
-	m.output = &syncBuffer{}
-	m.cmd = exec.Command(managerBin, "start", "--home", m.Home, "--db", m.DSN, "--port", "0")
-	m.cmd.Env = append(os.Environ(), env...)
-	stdout, err := m.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.cmd.Stderr = m.output
-	if err := m.cmd.Start(); err != nil {
-		t.Fatalf("starting flyte-manager: %v", err)
-	}
-	m.done = make(chan struct{})
-	urls := make(chan string, 1)
-	go func() {
-		defer close(m.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			m.output.Write([]byte(line + "\n"))
-			if match := servingLine.FindStringSubmatch(line); match != nil {
-				select {
-				case urls <- match[1]:
-				default:
-				}
-			}
-		}
-		_ = m.cmd.Wait()
-	}()
-	select {
-	case m.URL = <-urls:
-	case <-m.done:
-		t.Fatalf("flyte-manager exited before serving:\n%s", m.output)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("flyte-manager did not report its address within 60s:\n%s", m.output)
-	}
-	m.waitReady()
-}
-
-func (m *manager) waitReady() {
-	m.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(m.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	m.t.Fatalf("flyte-manager never became ready:\n%s", m.output)
-}
+func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }
 
 // Stop asks the manager to shut down gracefully and waits for it.
 func (m *manager) Stop() {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return
-	}
-	_ = m.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-m.done:
-	case <-time.After(60 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
+	if err := m.proc.Stop(); err != nil && !m.t.Failed() {
+		m.t.Logf("flyte-manager stopped with %v", err)
 	}
 	if m.t.Failed() {
 		m.t.Logf("flyte-manager output:\n%s", m.output)
 	}
-	m.cmd = nil
 }
 
-// Kill ends the manager with SIGKILL, as a crash would.
-func (m *manager) Kill() {
-	_ = m.cmd.Process.Kill()
-	<-m.done
-	m.cmd = nil
+// Kill ends the manager with SIGKILL, as a crash would, and waits until it
+// is gone.
+func (m *manager) Kill() { m.proc.Kill() }
+
+// Restart starts the manager again on the same home and database (stopping
+// it first if it still runs) with env added to the first start's.
+func (m *manager) Restart(env ...string) {
+	m.t.Helper()
+	if err := m.proc.Restart(context.Background(), env...); err != nil {
+		m.t.Fatal(err)
+	}
+	m.sync()
 }
 
-// Restart starts the manager again on the same home and database.
-func (m *manager) Restart(env ...string) { m.start(env...) }
+// Signal sends sig to the running manager (e.g. SIGSTOP to freeze it).
+func (m *manager) Signal(sig os.Signal) error { return m.proc.Signal(sig) }
+
+// PID is the manager process's id.
+func (m *manager) PID() int { return m.proc.PID() }
 
 // Endpoint is the host:port form the SDK is configured with.
-func (m *manager) Endpoint() string { return strings.TrimPrefix(m.URL, "http://") }
+func (m *manager) Endpoint() string { return m.proc.Endpoint() }
 
 // metrics returns the manager's Prometheus exposition text.
 func (m *manager) metrics() string {
 	m.t.Helper()
-	resp, err := http.Get(m.URL + "/metrics")
+	resp, err := mgrproc.HTTPClient.Get(m.URL + "/metrics")
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		m.t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
 	return string(body)
 }
+
+// rpcClient is the HTTP client for Connect clients of unary calls: it gives
+// up on a call that hangs (streams must not use it, their length is theirs).
+var rpcClient = mgrproc.HTTPClient
 
 // venv is the project's virtualenv with the pinned flyte SDK (sdktest.Venv).
 func venv(t *testing.T) string { return sdktest.Venv(t) }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ const (
 )
 
 func runClient(m *manager, opts ...connect.ClientOption) workflowconnect.RunServiceClient {
-	return workflowconnect.NewRunServiceClient(http.DefaultClient, m.URL, opts...)
+	return workflowconnect.NewRunServiceClient(rpcClient, m.URL, opts...)
 }
 
 func projectID() *common.ProjectIdentifier {
@@ -79,7 +78,7 @@ func TestOversizedRequestRejected(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			big := stringInputs(2 * smallRequestLimit)
-			dp := dataproxyconnect.NewDataProxyServiceClient(http.DefaultClient, m.URL)
+			dp := dataproxyconnect.NewDataProxyServiceClient(rpcClient, m.URL)
 
 			for _, c := range []struct {
 				name string

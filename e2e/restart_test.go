@@ -13,26 +13,41 @@ import (
 	"time"
 )
 
-// Scenario 7: the manager dies (SIGKILL) with runs in flight and comes back
-// on the same home and database. Every run reaches a terminal phase, none is
-// lost, and no two attempts of one action ever ran at the same time.
+// Scenario 7: the manager dies (SIGKILL) while tasks run and comes back on
+// the same home and database. The tasks hold on a release file until after
+// the restart, so the kill always hits running work. Every run then
+// succeeds with exactly its outputs, none is lost, and no two attempts of one
+// action ever ran at the same time.
 func TestManagerRestart(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := scenarioContext(t, 10*time.Minute)
-			m := startSDKManager(t, b.dsn(t))
+			// Room for all seven tasks at once: they hold until released,
+			// so a smaller limit would leave children queued behind roots.
+			m := startSDKManager(t, b.dsn(t), "FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM=16")
 			logDir := t.TempDir()
+			release := filepath.Join(t.TempDir(), "release")
 
 			var submitted struct{ Runs map[string]string }
-			driver(t, ctx, &submitted, "drive_restart.py", "submit", sdkEndpoint(m), logDir, "8")
+			driver(t, ctx, &submitted, "drive_restart.py", "submit", sdkEndpoint(m), logDir, release)
+			// What each run returns (drive_restart.py): slow<i> → i, the
+			// fan-out → 0+1+2.
+			wantOutput := map[string]string{"slow1": "1", "slow2": "2", "slow3": "3", "fanout": "3"}
 			var names []string
-			for _, name := range submitted.Runs {
+			for key, name := range submitted.Runs {
+				if _, ok := wantOutput[key]; !ok {
+					t.Fatalf("the driver submitted run %s as %q, which the test does not know", name, key)
+				}
 				names = append(names, name)
+			}
+			if len(names) != len(wantOutput) {
+				t.Fatalf("the driver submitted %v, want the runs %v", submitted.Runs, wantOutput)
 			}
 			sort.Strings(names)
 			fanout := submitted.Runs["fanout"]
 			t.Cleanup(func() {
 				// Whatever the manager did, no attempt process outlives the test.
+				_ = os.WriteFile(release, nil, 0o644)
 				for _, name := range names {
 					var pids []int
 					for _, e := range readAttemptLog(t, logDir, name) {
@@ -45,27 +60,42 @@ func TestManagerRestart(t *testing.T) {
 				}
 			})
 
-			// In flight: every root has started, and so has a child of the fan-out.
-			if msg := eventually(4*time.Minute, 200*time.Millisecond, func() string {
+			// In flight: every root and all three children of the fan-out
+			// are running their task code (they hold until released).
+			if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
 				for _, name := range names {
 					evs := readAttemptLog(t, logDir, name)
 					if !slices.ContainsFunc(evs, func(e attemptEvent) bool { return e.Kind == "start" && e.Action == "a0" }) {
 						return "run " + name + " has not started"
 					}
 				}
-				if !slices.ContainsFunc(readAttemptLog(t, logDir, fanout), func(e attemptEvent) bool {
-					return e.Kind == "start" && e.Action != "a0"
-				}) {
-					return "no child of fan-out run " + fanout + " has started"
+				children := map[string]bool{}
+				for _, e := range readAttemptLog(t, logDir, fanout) {
+					if e.Kind == "start" && e.Action != "a0" {
+						children[e.Action] = true
+					}
+				}
+				if len(children) < 3 {
+					return fmt.Sprintf("%d of the 3 children of fan-out run %s have started", len(children), fanout)
 				}
 				return ""
 			}); msg != "" {
 				t.Fatalf("runs never got in flight: %s", msg)
 			}
+			for _, name := range names {
+				for _, e := range readAttemptLog(t, logDir, name) {
+					if e.Kind == "end" {
+						t.Fatalf("run %s: action %s ended before the release: %+v", name, e.Action, e)
+					}
+				}
+			}
 
 			m.Kill()
 			t.Logf("killed the manager with %d runs in flight", len(names))
-			m.Restart(sdkManagerEnv(t)...)
+			m.Restart()
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 
 			var res struct {
 				Runs map[string]struct {
@@ -81,17 +111,21 @@ func TestManagerRestart(t *testing.T) {
 				switch {
 				case !ok:
 					t.Errorf("run %s (%s) was not reported", name, key)
-				case !slices.Contains([]string{"SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"}, r.Phase):
-					t.Errorf("run %s (%s) is %s after the restart, want a terminal phase", name, key, r.Phase)
+				case r.Phase != "SUCCEEDED":
+					t.Errorf("run %s (%s) is %s after the restart, want SUCCEEDED", name, key, r.Phase)
 				default:
-					t.Logf("run %s (%s): %s, output %v", name, key, r.Phase, r.Output)
+					checkJSON(t, fmt.Sprintf("output of run %s (%s)", name, key), r.Output, wantOutput[key])
 				}
 				if !slices.Contains(res.Listed, name) {
 					t.Errorf("ListRuns after the restart does not list run %s (%s)", name, key)
 				}
 			}
 			for _, name := range names {
-				checkNoOverlap(t, name, readAttemptLog(t, logDir, name))
+				evs := readAttemptLog(t, logDir, name)
+				checkNoOverlap(t, name, evs)
+				if !slices.ContainsFunc(evs, func(e attemptEvent) bool { return e.Kind == "end" && e.Action == "a0" }) {
+					t.Errorf("run %s succeeded, but no attempt of its root recorded its end", name)
+				}
 			}
 		})
 	}

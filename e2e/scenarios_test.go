@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +34,7 @@ func TestSDK(t *testing.T) {
 				{"abort", testAbort},
 				{"cli", testCLI},
 				{"quickstart", testQuickStart},
+				{"wait", testWaitReadsOwnPhase},
 			} {
 				t.Run(s.name, func(t *testing.T) {
 					t.Parallel()
@@ -444,15 +444,22 @@ func testAbort(t *testing.T, m *manager) {
 	driver(t, ctx, &started, "drive_abort.py", "start", sdkEndpoint(m), dir, marker, fmt.Sprint(children))
 	runName = started.Run
 	// Every child's task code runs (it wrote started-*); the phases may lag
-	// a moment behind the processes.
-	active := 0
-	for _, a := range started.Actions {
-		if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
-			active++
+	// a moment behind the processes, so look again until they caught up.
+	if msg := eventually(2*time.Minute, time.Second, func() string {
+		active := 0
+		for _, a := range started.Actions {
+			if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
+				active++
+			}
 		}
-	}
-	if active != children+1 {
-		t.Errorf("before the abort, %d of run %s's actions are running, want all %d: %+v", active, runName, children+1, started.Actions)
+		if active == children+1 {
+			return ""
+		}
+		complaint := fmt.Sprintf("%d of run %s's actions are running, want all %d: %+v", active, runName, children+1, started.Actions)
+		driver(t, ctx, &started, "drive_abort.py", "inspect", sdkEndpoint(m), runName)
+		return complaint
+	}); msg != "" {
+		t.Errorf("before the abort, %s", msg)
 	}
 	// Positive control for the check after the abort: while the run holds,
 	// its processes are found (parent, children, their helpers), also by the
@@ -501,12 +508,19 @@ func testAbort(t *testing.T, m *manager) {
 	}
 
 	// Nothing runs again: released, a surviving or restarted child would
-	// write after-*; a new attempt would write another started-*.
+	// write after-*; a new attempt would write another started-*. The
+	// signal that it would have by now: a sentinel task, submitted after the
+	// release, started and ran past its own release to its end.
 	startedFiles, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	sentinelDir := t.TempDir()
+	var sentinel abortReport
+	driver(t, ctx, &sentinel, "drive_abort.py", "sentinel", sdkEndpoint(m), sentinelDir)
+	if done, _ := filepath.Glob(filepath.Join(sentinelDir, "after-*")); sentinel.Phase != "SUCCEEDED" || len(done) != 1 {
+		t.Fatalf("the sentinel run %s is %s with %v, want SUCCEEDED past its release", sentinel.Run, sentinel.Phase, done)
+	}
 	if after, _ := filepath.Glob(filepath.Join(dir, "after-*")); len(after) > 0 {
 		t.Errorf("a child of the aborted run was still running and finished: %v", after)
 	}
@@ -516,205 +530,4 @@ func testAbort(t *testing.T, m *manager) {
 	var again abortReport
 	driver(t, ctx, &again, "drive_abort.py", "inspect", sdkEndpoint(m), runName)
 	checkAborted(again)
-}
-
-var createdRun = regexp.MustCompile(`Created Run: (\S+)`)
-
-// cliRun runs `flyte run ...` in dir and returns the new run's name.
-func cliRun(t *testing.T, ctx context.Context, dir string, args ...string) string {
-	t.Helper()
-	out := mustFlyte(t, ctx, dir, append([]string{"run"}, args...)...)
-	match := createdRun.FindStringSubmatch(out)
-	if match == nil {
-		t.Fatalf("flyte run %s printed no run name:\n%s", strings.Join(args, " "), out)
-	}
-	return match[1]
-}
-
-var terminalPhase = regexp.MustCompile(`ACTION_PHASE_(SUCCEEDED|FAILED|ABORTED|TIMED_OUT|RECOVERED)`)
-
-// cliWait polls `flyte get run <name>` until the run is terminal and returns
-// that output and the phase.
-func cliWait(t *testing.T, ctx context.Context, dir, run string) (string, string) {
-	t.Helper()
-	var out string
-	if msg := eventually(5*time.Minute, 2*time.Second, func() string {
-		var err error
-		out, err = flyteCLI(t, ctx, dir, "get", "run", run)
-		if err != nil {
-			return err.Error()
-		}
-		if terminalPhase.MatchString(out) {
-			return ""
-		}
-		return "not terminal:\n" + out
-	}); msg != "" {
-		t.Fatalf("flyte get run %s: %s", run, msg)
-	}
-	return out, terminalPhase.FindStringSubmatch(out)[1]
-}
-
-// jsonOutput decodes the first line of CLI output that is a JSON document
-// (status lines come before it).
-func jsonOutput(t *testing.T, out string, v any) {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if (strings.HasPrefix(line, "[") || strings.HasPrefix(line, "{")) && json.Unmarshal([]byte(line), v) == nil {
-			return
-		}
-	}
-	t.Fatalf("no JSON document in the output:\n%s", out)
-}
-
-// cliConfig writes the SDK config a user would, with `flyte create config`,
-// into dir/.flyte/config.yaml, where the CLI finds it when run in dir.
-func cliConfig(t *testing.T, ctx context.Context, m *manager, dir string) {
-	t.Helper()
-	mustFlyte(t, ctx, dir, "create", "config", "--endpoint", sdkEndpoint(m), "--insecure", "--project", testProject, "--domain", testDomain)
-	cfg, err := os.ReadFile(filepath.Join(dir, ".flyte", "config.yaml"))
-	if err != nil {
-		t.Fatalf("flyte create config wrote no .flyte/config.yaml: %v", err)
-	}
-	if !strings.Contains(string(cfg), sdkEndpoint(m)) || !strings.Contains(string(cfg), "insecure: true") {
-		t.Fatalf("config written by flyte create config:\n%s", cfg)
-	}
-}
-
-// checkLogs checks that `flyte get logs <run>` shows a line the task
-// printed, as a line of its own. The CLI prints each LogLine.message as it
-// is (rich, end=""): the SDK expects every message to end in a newline.
-func checkLogs(t *testing.T, ctx context.Context, dir, run, printed string) {
-	t.Helper()
-	logs := mustFlyte(t, ctx, dir, "get", "logs", run)
-	switch {
-	case !strings.Contains(logs, printed):
-		t.Errorf("flyte get logs %s does not show what the task printed (%q):\n%s", run, printed, logs)
-	case !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(printed) + `\s*$`).MatchString(logs):
-		t.Errorf("flyte get logs %s shows %q, but not on a line of its own: TailLogs must end each LogLine.message with \"\\n\" (the CLI prints messages back to back):\n%s",
-			run, printed, logs)
-	}
-}
-
-// cliRunEntry is a run as `flyte -of json-raw get run` lists it (the Run
-// message as protobuf JSON).
-type cliRunEntry struct {
-	Action struct {
-		ID struct {
-			Run  struct{ Name string }
-			Name string
-		} `json:"id"`
-		Status struct{ Phase string }
-	}
-}
-
-// Scenario 6: the flyte CLI, as a user types it.
-func testCLI(t *testing.T, m *manager) {
-	ctx := scenarioContext(t, 10*time.Minute)
-	dir := t.TempDir()
-	cliConfig(t, ctx, m, dir)
-	copyTree(t, filepath.Join("testdata", "cli"), dir)
-
-	run := cliRun(t, ctx, dir, "cli_tasks.py", "double", "--x", "1")
-	details, phase := cliWait(t, ctx, dir, run)
-	if phase != "SUCCEEDED" {
-		t.Fatalf("run %s is %s:\n%s", run, phase, details)
-	}
-	if !strings.Contains(details, run) || !strings.Contains(details, "e2e_cli.double") {
-		t.Errorf("flyte get run %s does not name the run and its task:\n%s", run, details)
-	}
-
-	var runs []cliRunEntry
-	jsonOutput(t, mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "run"), &runs)
-	if !slices.ContainsFunc(runs, func(r cliRunEntry) bool {
-		return r.Action.ID.Run.Name == run && r.Action.Status.Phase == "ACTION_PHASE_SUCCEEDED"
-	}) {
-		t.Errorf("flyte get run does not list %s as succeeded: %+v", run, runs)
-	}
-
-	var actions []struct {
-		ID     struct{ Name string } `json:"id"`
-		Status struct{ Phase string }
-	}
-	jsonOutput(t, mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "action", run), &actions)
-	if len(actions) != 1 || actions[0].ID.Name != "a0" || actions[0].Status.Phase != "ACTION_PHASE_SUCCEEDED" {
-		t.Errorf("flyte get action %s: want only a0, succeeded; got %+v", run, actions)
-	}
-
-	checkLogs(t, ctx, dir, run, "double got x=1")
-
-	// Deploy the environment (by its variable name in the file), then run
-	// the deployed task by name.
-	deployed := mustFlyte(t, ctx, dir, "deploy", "cli_tasks.py", "env")
-	if !strings.Contains(deployed, "e2e_cli.double") {
-		t.Errorf("flyte deploy does not report the deployed task e2e_cli.double:\n%s", deployed)
-	}
-	if tasks := mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "task"); !strings.Contains(tasks, `"e2e_cli.double"`) {
-		t.Errorf("flyte get task does not list e2e_cli.double:\n%s", tasks)
-	}
-	if versions := mustFlyte(t, ctx, dir, "get", "task", "e2e_cli.double"); !strings.Contains(versions, "e2e_cli.double") {
-		t.Errorf("flyte get task e2e_cli.double lists no version:\n%s", versions)
-	}
-
-	byName := cliRun(t, ctx, dir, "deployed-task", "e2e_cli.double", "--x", "21")
-	details, phase = cliWait(t, ctx, dir, byName)
-	if phase != "SUCCEEDED" {
-		t.Fatalf("run %s of the deployed task is %s:\n%s", byName, phase, details)
-	}
-	io := mustFlyte(t, ctx, dir, "get", "io", byName, "--outputs-only")
-	if !regexp.MustCompile(`\b42\b`).MatchString(io) {
-		t.Errorf("flyte get io %s: want the output 42:\n%s", byName, io)
-	}
-	t.Logf("flyte get io %s --outputs-only:\n%s", byName, io)
-}
-
-// Scenario 6, continued: the quick start in README.md, command by
-// command, in a copy of the examples folder.
-func testQuickStart(t *testing.T, m *manager) {
-	ctx := scenarioContext(t, 10*time.Minute)
-	dir := t.TempDir()
-	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
-	commands := quickStartCommands(t, filepath.Join("..", "README.md"))
-
-	wantLog := map[string]string{
-		"examples/hello.py":  "Hello, World!",
-		"examples/fanout.py": "the squares of 0..9 add up to 285",
-	}
-	ran := 0
-	for _, args := range commands {
-		for i, a := range args {
-			args[i] = strings.ReplaceAll(a, "localhost:8090", sdkEndpoint(m))
-		}
-		switch args[0] {
-		case "flyte":
-			if args[1] != "run" {
-				mustFlyte(t, ctx, dir, args[1:]...)
-				continue
-			}
-			run := cliRun(t, ctx, dir, args[2:]...)
-			details, phase := cliWait(t, ctx, dir, run)
-			if phase != "SUCCEEDED" {
-				t.Errorf("%s: run %s is %s:\n%s", strings.Join(args, " "), run, phase, details)
-				continue
-			}
-			if want := wantLog[args[2]]; want != "" {
-				checkLogs(t, ctx, dir, run, want)
-			}
-			ran++
-		case "python":
-			cmd := venvCommand(t, ctx, dir, "python", args[1:]...)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Errorf("%s: %v\n%s", strings.Join(args, " "), err, tailLines(string(out), 60))
-				continue
-			}
-			if want := wantLog[args[1]]; !strings.Contains(string(out), want) {
-				t.Errorf("%s: output does not show %q:\n%s", strings.Join(args, " "), want, out)
-			}
-			ran++
-		}
-	}
-	if ran < 3 {
-		t.Errorf("the quick start ran %d examples, want hello and fan-out with the CLI and hello from Python", ran)
-	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -11,31 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"fmgr.dev/internal/mgrproc"
 )
-
-// syncBuffer is an io.Writer that the test may read while a command writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // isolate keeps the machine's configuration out: no FLYTE_MANAGER_
 // variables, a temporary HOME. It returns a fresh data dir.
@@ -51,29 +32,24 @@ func isolate(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "home")
 }
 
-var servingRE = regexp.MustCompile(`serving on http://(\S+) `)
-
-// waitForBanner returns the address the manager printed, or fails.
-func waitForBanner(t *testing.T, out func() string, done <-chan struct{}) string {
+// waitForBanner returns the host:port the in-process manager printed to
+// out, or fails.
+func waitForBanner(t *testing.T, out *mgrproc.Buffer, done <-chan struct{}) string {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		if m := servingRE.FindStringSubmatch(out()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-done:
-			t.Fatalf("manager exited before serving:\n%s", out())
-		case <-deadline:
-			t.Fatalf("manager did not start:\n%s", out())
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-out.Await(mgrproc.ServingURL):
+		return strings.TrimPrefix(mgrproc.ServingURL(out.String()), "http://")
+	case <-done:
+		t.Fatalf("manager exited before serving:\n%s", out)
+	case <-time.After(mgrproc.DefaultStartTimeout):
+		t.Fatalf("manager did not start:\n%s", out)
 	}
+	return ""
 }
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := mgrproc.HTTPClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +58,14 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// waitReady polls /readyz until it answers 200 or 30 s pass, and returns
-// the last answer. Ready follows serving: the executor's first scan of
+// waitReady polls /readyz until it answers 200 or the start deadline
+// passes, and returns the last answer. Ready follows serving: the executor's first scan of
 // unfinished work may still run when the banner appears.
 func waitReady(t *testing.T, addr string) (int, string) {
 	t.Helper()
 	var status int
 	var body string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(mgrproc.DefaultStartTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if status, body = get(t, "http://"+addr+"/readyz"); status == http.StatusOK {
 			break
 		}
@@ -101,14 +77,14 @@ func TestStartServesHealthAndReady(t *testing.T) {
 	home := isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &mgrproc.Buffer{}, &mgrproc.Buffer{}
 	code := make(chan int, 1)
 	done := make(chan struct{})
 	go func() {
 		code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
 		close(done)
 	}()
-	addr := waitForBanner(t, stdout.String, done)
+	addr := waitForBanner(t, stdout, done)
 
 	if status, body := get(t, "http://"+addr+"/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz = %d %q", status, body)
@@ -251,9 +227,8 @@ func TestBinary(t *testing.T) {
 	}
 	// Build before isolate changes HOME, which would also move Go's caches.
 	bin := filepath.Join(t.TempDir(), "flyte-manager")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7 -X main.commit=abc123", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if _, err := mgrproc.Build(context.Background(), bin, "-ldflags", "-X main.version=v9.8.7 -X main.commit=abc123"); err != nil {
+		t.Fatal(err)
 	}
 	home := isolate(t)
 
@@ -262,41 +237,16 @@ func TestBinary(t *testing.T) {
 		t.Errorf("version = %q, %v", out, err)
 	}
 
-	cmd := exec.Command(bin, "start", "--home", home, "--port", "0")
-	stdout, err := cmd.StdoutPipe()
+	// Started as an operator would, stopped with SIGTERM: a clean exit.
+	p, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: bin, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	defer p.Kill()
+	if err := p.Stop(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Output())
 	}
-	defer cmd.Process.Kill()
-	printed := &syncBuffer{}
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			printed.Write([]byte(sc.Text() + "\n"))
-		}
-		close(done)
-	}()
-	addr := waitForBanner(t, printed.String, done)
-	if status, body := waitReady(t, addr); status != http.StatusOK {
-		t.Errorf("/readyz = %d %q", status, body)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("did not exit after SIGTERM")
+	if !strings.Contains(p.Output(), "shutting down") {
+		t.Errorf("no shutdown log after SIGTERM:\n%s", p.Output())
 	}
 }

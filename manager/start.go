@@ -119,6 +119,7 @@ func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	if err := srv.Mount(svcs...); err != nil {
 		return closeAfter(srv, err)
 	}
+	logger.Debug("mounted services", "services", strings.Join(srv.Services(), ","))
 	if err := srv.Listen(); err != nil {
 		return closeAfter(srv, err)
 	}

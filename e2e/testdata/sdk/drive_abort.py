@@ -8,6 +8,10 @@
       Aborts the run and waits until every action is terminal.
   drive_abort.py inspect <endpoint> <run name>
       Reports the run again.
+  drive_abort.py sentinel <endpoint> <work dir>
+      Releases <work dir> and runs one `hold` task there to its end: once it
+      is done, the manager has started, and a task has run past, a release
+      that any live or restarted child of an earlier run would also see.
 
 Every mode reports {"run", "phase", "actions", "abort_reason"}.
 """
@@ -55,6 +59,14 @@ async def abort(endpoint: str, run_name: str) -> dict:
     return await report(run.name)
 
 
+async def sentinel(endpoint: str, work_dir: str) -> dict:
+    _drive.init(endpoint)
+    (pathlib.Path(work_dir) / "release").touch()
+    run = await _drive.runner().run.aio(wf_abort.hold, i=7, work_dir=work_dir)
+    await _drive.wait(run, 300)
+    return await report(run.name)
+
+
 async def inspect(endpoint: str, run_name: str) -> dict:
     _drive.init(endpoint)
     return await report(run_name)
@@ -66,5 +78,7 @@ if __name__ == "__main__":
         _drive.main(lambda: start(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     elif mode == "abort":
         _drive.main(lambda: abort(sys.argv[2], sys.argv[3]))
+    elif mode == "sentinel":
+        _drive.main(lambda: sentinel(sys.argv[2], sys.argv[3]))
     else:
         _drive.main(lambda: inspect(sys.argv[2], sys.argv[3]))

@@ -4,7 +4,11 @@
 to <log_dir>/<run name>.log. On start it also looks for earlier attempts of the
 same action that never wrote `end` and whose process is still alive: such a
 process running now means two attempts of one action overlap, and the start
-line names it."""
+line names it.
+
+Each task holds, after `start`, until the file `release` exists: the test
+creates it only after it killed and restarted the manager, so the kill always
+hits tasks that are running."""
 
 import asyncio
 import fcntl
@@ -56,17 +60,22 @@ def _record(log_dir: str, event: str) -> None:
         f.flush()
 
 
+async def _hold(release: str) -> None:
+    while not os.path.exists(release):
+        await asyncio.sleep(0.2)
+
+
 @env.task
-async def slow(i: int, log_dir: str, seconds: float) -> int:
+async def slow(i: int, log_dir: str, release: str) -> int:
     _record(log_dir, "start")
-    await asyncio.sleep(seconds)
+    await _hold(release)
     _record(log_dir, "end")
     return i
 
 
 @env.task
-async def slow_fanout(n: int, log_dir: str, seconds: float) -> int:
+async def slow_fanout(n: int, log_dir: str, release: str) -> int:
     _record(log_dir, "start")
-    total = sum(await asyncio.gather(*(slow(i, log_dir, seconds) for i in range(n))))
+    total = sum(await asyncio.gather(*(slow(i, log_dir, release) for i in range(n))))
     _record(log_dir, "end")
     return total

@@ -1,0 +1,324 @@
+// Package mgrproc runs a flyte-manager binary as a child process for tests
+// and the bench: build it, start it on a home and database, wait until it is
+// really ready, and stop, kill or restart it. It is the one place that knows
+// how to tell that a manager came up (its "serving on" banner, then /readyz
+// answering 200) so the end-to-end tests, the bench and the manager's own
+// tests agree on it.
+//
+//	bin, err := mgrproc.Build(ctx, filepath.Join(dir, "flyte-manager"))
+//	p, err := mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn})
+//	defer p.Stop()
+//	resp, err := mgrproc.HTTPClient.Get(p.URL + "/metrics")
+package mgrproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Deadlines are generous on purpose: the machines that run the suites are
+// often loaded, and a manager that needs long to start is not a failure of
+// the test that started it.
+const (
+	// DefaultStartTimeout bounds the banner plus the first 200 from /readyz.
+	DefaultStartTimeout = 2 * time.Minute
+	// stopTimeout is how long Stop waits after SIGTERM before it kills.
+	stopTimeout = 90 * time.Second
+)
+
+// HTTPClient is the client harnesses use for the manager's plain HTTP
+// endpoints (/readyz, /metrics, ...): unlike http.DefaultClient it gives up
+// on a manager that stopped answering.
+var HTTPClient = &http.Client{Timeout: 30 * time.Second}
+
+// Build compiles fmgr.dev/manager into out with extra `go build` arguments
+// (such as "-tags", "bench" or "-ldflags", ...) and returns out. It must run
+// inside the fmgr.dev module (tests run in their package's directory).
+func Build(ctx context.Context, out string, args ...string) (string, error) {
+	argv := append(append([]string{"build"}, args...), "-o", out, "fmgr.dev/manager")
+	cmd := exec.CommandContext(ctx, "go", argv...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(argv, " "), err, output.String())
+	}
+	return out, nil
+}
+
+// Options says what to start.
+type Options struct {
+	Bin  string   // the flyte-manager binary
+	Home string   // --home
+	DSN  string   // --db; "" for the home's SQLite database
+	Env  []string // added to this process's environment
+	// Log, if set, also receives everything the manager prints (stdout and
+	// stderr), e.g. a log file to keep.
+	Log io.Writer
+	// StartTimeout bounds the start; DefaultStartTimeout if 0.
+	StartTimeout time.Duration
+}
+
+// Process is one running `flyte-manager start`.
+type Process struct {
+	URL string // http://127.0.0.1:<port>, from the banner
+
+	opts   Options
+	cmd    *exec.Cmd
+	output *Buffer
+	done   chan struct{} // closed when the process has exited and been reaped
+	err    error         // the process's exit status, once done is closed
+}
+
+// servingLine is the banner's first line (manager/start.go printBanner).
+var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
+
+// ServingURL returns the base URL a manager's banner in text announces, or
+// "" when there is none yet.
+func ServingURL(text string) string {
+	if m := servingLine.FindStringSubmatch(text); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Start runs `flyte-manager start` with o on port 0 and returns once the
+// manager printed its address and /readyz answered 200. A manager that exits
+// or does not get ready in time is an error carrying its output (and is
+// killed in the second case).
+func Start(ctx context.Context, o Options) (*Process, error) {
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	p := &Process{opts: o}
+	if err := p.start(ctx, nil); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Process) start(ctx context.Context, env []string) error {
+	args := []string{"start", "--home", p.opts.Home, "--port", "0"}
+	if p.opts.DSN != "" {
+		args = append(args, "--db", p.opts.DSN)
+	}
+	p.output = &Buffer{}
+	var out io.Writer = p.output
+	if p.opts.Log != nil {
+		out = io.MultiWriter(p.output, p.opts.Log)
+	}
+	p.cmd = exec.Command(p.opts.Bin, args...)
+	p.cmd.Env = append(append(os.Environ(), p.opts.Env...), env...)
+	// One writer for both streams: exec then copies them through one pipe,
+	// in the order the manager wrote them.
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	// A process that inherited the manager's output (a task left behind by
+	// a crash) must not keep Wait from returning once the manager is gone.
+	p.cmd.WaitDelay = 10 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.opts.Bin, err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	if err := p.waitReady(ctx); err != nil {
+		p.Kill()
+		return err
+	}
+	return nil
+}
+
+// waitReady waits for the banner, then for /readyz to answer 200: the
+// banner comes when the listener is bound, readiness when the database and
+// the executor's first scan of unfinished work are done.
+func (p *Process) waitReady(ctx context.Context) error {
+	select {
+	case <-p.output.Await(ServingURL):
+		p.URL = ServingURL(p.output.String())
+	case <-p.done:
+		return fmt.Errorf("flyte-manager exited (%v) before serving:\n%s", p.err, p.output)
+	case <-ctx.Done():
+		return fmt.Errorf("flyte-manager did not print its address within %s:\n%s", p.opts.StartTimeout, p.output)
+	}
+	var last string
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		status, body, err := p.get(ctx, "/readyz")
+		switch {
+		case err == nil && status == http.StatusOK:
+			return nil
+		case err != nil:
+			last = err.Error()
+		default:
+			last = fmt.Sprintf("%d %s", status, strings.TrimSpace(body))
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("flyte-manager exited (%v) before it was ready (last /readyz: %s):\n%s", p.err, last, p.output)
+		case <-ctx.Done():
+			return fmt.Errorf("flyte-manager was not ready within %s (last /readyz: %s):\n%s", p.opts.StartTimeout, last, p.output)
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (p *Process) get(ctx context.Context, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body), err
+}
+
+// Endpoint is the manager's host:port.
+func (p *Process) Endpoint() string { return strings.TrimPrefix(p.URL, "http://") }
+
+// Output is everything the manager printed since it last started.
+func (p *Process) Output() string { return p.output.String() }
+
+// Buffer is what the manager printed since it last started; it may be read
+// while the manager writes.
+func (p *Process) Buffer() *Buffer { return p.output }
+
+// Exited is closed once the process has ended.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Running reports whether the process was started and has not ended.
+func (p *Process) Running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID is the process id of the manager's current run (0 before Start).
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Signal sends sig to the running manager (SIGSTOP to freeze it, for
+// instance); it fails once the process has ended.
+func (p *Process) Signal(sig os.Signal) error {
+	if !p.Running() {
+		return errors.New("flyte-manager is not running")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Stop asks the manager to shut down (SIGTERM) and waits for it; after
+// stopTimeout it kills it. It returns the exit status (nil for a clean
+// exit) and may be called on a stopped process.
+func (p *Process) Stop() error {
+	if !p.Running() {
+		return p.exitErr()
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.exitErr()
+	case <-time.After(stopTimeout):
+		p.Kill()
+		return fmt.Errorf("flyte-manager did not stop within %s of SIGTERM and was killed", stopTimeout)
+	}
+}
+
+// Kill ends the manager with SIGKILL, as a crash would, and waits until it
+// is gone.
+func (p *Process) Kill() {
+	if !p.Running() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Restart stops the manager if it still runs (SIGTERM) and starts it again
+// on the same home and database, with the environment of Start plus env.
+func (p *Process) Restart(ctx context.Context, env ...string) error {
+	_ = p.Stop()
+	return p.start(ctx, env)
+}
+
+func (p *Process) exitErr() error {
+	if p.done == nil {
+		return errors.New("flyte-manager was never started")
+	}
+	return p.err
+}
+
+// Buffer is an io.Writer that others may read while a process writes to it,
+// and wait on for some text to appear. The zero value is ready to use.
+type Buffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	waiters []waiter
+}
+
+type waiter struct {
+	match func(string) string
+	ch    chan struct{}
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if w.match(b.buf.String()) != "" {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	b.waiters = kept
+	return n, err
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Await returns a channel that is closed once match finds something in
+// the buffer (at once if it already does).
+func (b *Buffer) Await(match func(string) string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := make(chan struct{})
+	if match(b.buf.String()) != "" {
+		close(ch)
+	} else {
+		b.waiters = append(b.waiters, waiter{match, ch})
+	}
+	return ch
+}
