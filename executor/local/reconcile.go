@@ -20,6 +20,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -262,6 +263,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.AttemptClaimed)
 
 	args, env, err := d.prepare(a, spec, ri, inputs, e.outDir, endpoint)
 	if err != nil {
@@ -309,6 +311,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return d.launchFailed(ctx, a, e, machine.Crashed{Attempt: uint32(n), ExitCode: -1,
 			Message: "could not start the task process: " + err.Error()})
 	}
+	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
 	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
@@ -396,6 +399,7 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.ProcessExited)
 	updated, dec, err := d.apply(ctx, a, e.spec, ev, rec)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/store"
 )
@@ -199,6 +200,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err != nil {
 		return nil, err
 	}
+	failpoint.Hit(failpoint.CreateRunCommitted)
 	s.Changed()
 	if e := s.executor(); e != nil {
 		e.Submit(a.ActionKey)
@@ -369,6 +371,7 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 	if !isNew {
 		return nil
 	}
+	failpoint.Hit(failpoint.ChildEnqueued)
 	if tr := a.GetTrace(); tr != nil && tr.GetOutputs().GetOutputUri() != "" {
 		if _, err := s.store.Actions.Update(ctx, key, store.AnyVersion, store.Update{OutputURI: tr.GetOutputs().GetOutputUri()}); err != nil {
 			return err
