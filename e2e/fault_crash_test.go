@@ -60,8 +60,10 @@ func reliabilityFull() bool { return os.Getenv("FM_RELIABILITY") == "full" }
 // crashRow is one cell of the table the matrix prints.
 type crashRow struct {
 	point, db                                  string
+	fired                                      bool
 	accepted, terminal, lost, overlaps, reruns int
 	unanswered                                 int // committed by CreateRun, never answered
+	failed                                     bool
 }
 
 func TestFaultCrashMatrix(t *testing.T) {
@@ -79,24 +81,31 @@ func TestFaultCrashMatrix(t *testing.T) {
 				continue
 			}
 			t.Run(c.point+"/"+b.name, func(t *testing.T) {
-				row := crashCell(t, b, c, runs, children)
-				rows = append(rows, row)
+				row := crashRow{point: c.point, db: b.name}
+				defer func() { rows = append(rows, row) }() // also when the cell stops early
+				crashCell(t, b, c, runs, children, &row)
 			})
 		}
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n%-22s %-9s %8s %8s %5s %8s %6s %10s\n", "failpoint", "database", "accepted", "terminal", "lost", "overlaps", "reruns", "unanswered")
+	fmt.Fprintf(&table, "\n%-22s %-9s %5s %8s %8s %5s %8s %6s %10s %6s\n",
+		"failpoint", "database", "fired", "accepted", "terminal", "lost", "overlaps", "reruns", "unanswered", "result")
 	for _, r := range rows {
-		fmt.Fprintf(&table, "%-22s %-9s %8d %8d %5d %8d %6d %10d\n", r.point, r.db, r.accepted, r.terminal, r.lost, r.overlaps, r.reruns, r.unanswered)
+		result := "ok"
+		if r.failed {
+			result = "FAIL"
+		}
+		fmt.Fprintf(&table, "%-22s %-9s %5v %8d %8d %5d %8d %6d %10d %6s\n",
+			r.point, r.db, r.fired, r.accepted, r.terminal, r.lost, r.overlaps, r.reruns, r.unanswered, result)
 	}
 	t.Log(table.String())
 }
 
-// crashCell runs one failpoint on one database and returns its figures; a
+// crashCell runs one failpoint on one database and fills in its figures; a
 // check that does not hold fails the subtest after the figures are counted.
-func crashCell(t *testing.T, b backend, c crashCase, runs, children int) crashRow {
+func crashCell(t *testing.T, b backend, c crashCase, runs, children int, row *crashRow) {
+	defer func() { row.failed = t.Failed() }()
 	ctx := scenarioContext(t, 20*time.Minute)
-	row := crashRow{point: c.point, db: b.name}
 	state := t.TempDir()
 	mark := filepath.Join(t.TempDir(), "failpoint-fired")
 	m := startFailpointManager(t, b.dsn(t), append(sdkManagerEnv(t),
@@ -127,6 +136,7 @@ func crashCell(t *testing.T, b backend, c crashCase, runs, children int) crashRo
 	}); msg != "" {
 		t.Fatal(msg)
 	}
+	row.fired = true
 	m.Kill() // reaps the process the failpoint killed
 	fired, _ := os.ReadFile(mark)
 	t.Logf("%s", strings.TrimSpace(string(fired)))
@@ -200,7 +210,6 @@ func crashCell(t *testing.T, b backend, c crashCase, runs, children int) crashRo
 	for _, p := range problems {
 		t.Error(p)
 	}
-	return row
 }
 
 // failpointBinary builds the manager with -tags failpoints once per test

@@ -18,8 +18,11 @@ import (
 
 func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
 
-// Halt stops the server (fast shutdown: sessions are disconnected at once)
-// and waits until it is gone. Halting a stopped server is a no-op.
+// Halt stops the server (fast shutdown: every session is cut at once) and
+// waits until it is gone. Halting a stopped server is a no-op. Not an
+// immediate shutdown: the test server runs with synchronous_commit=off, so
+// a crash would lose the last commits, which no real outage of a durable
+// server does.
 func (s *Server) Halt() error {
 	if _, err := os.Stat(filepath.Join(s.dataDir(), "postmaster.pid")); os.IsNotExist(err) {
 		return nil

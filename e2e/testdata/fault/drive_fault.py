@@ -50,7 +50,7 @@ async def submit(endpoint: str, state_dir: str, runs: int, children: int, second
             await create(seconds, release)
         if abort:
             never = str(pathlib.Path(state_dir) / "never-released")
-            victim = await create(0, never)
+            victim = await create(0.0, never)
             deadline = time.monotonic() + 300
             while not any(p.name != f"{victim}.a0.exec" for p in pathlib.Path(state_dir).glob(f"{victim}.*.exec")):
                 if time.monotonic() > deadline:
