@@ -36,7 +36,7 @@ import (
 func TestFaultDatabaseOutage(t *testing.T) {
 	runs, children, outage := 2, 2, 15*time.Second
 	if reliabilityFull() {
-		runs, children, outage = 4, 3, time.Minute
+		runs, children, outage = 3, 3, time.Minute
 	}
 	ctx := scenarioContext(t, 20*time.Minute)
 	// A server of its own: stopping the shared one would break other tests.
@@ -50,7 +50,8 @@ func TestFaultDatabaseOutage(t *testing.T) {
 		}
 		pg.Stop()
 	})
-	m := startSDKManager(t, pg.DSN("postgres"))
+	// Every action holds a slot until released: there must be enough.
+	m := startSDKManager(t, pg.DSN("postgres"), fmt.Sprintf("FLYTE_MANAGER_EXECUTOR_LOCAL_MAX_PARALLELISM=%d", runs*(children+1)))
 	state := t.TempDir()
 	release := filepath.Join(state, "release")
 	reapFaultTasksOnCleanup(t, state)
