@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -271,6 +272,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.AttemptClaimed)
 
 	args, env, err := d.prepare(a, spec, ri, inputs, e.outDir, endpoint)
 	if err != nil {
@@ -315,6 +317,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		}
 		return d.launchFailed(ctx, a, e, platformFailure(n, "could not start the task process: "+err.Error()))
 	}
+	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
 	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
@@ -409,6 +412,7 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.ProcessExited)
 	updated, dec, err := d.apply(ctx, a, e.spec, ev, rec)
 	if err != nil {
 		return err

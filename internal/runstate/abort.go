@@ -6,6 +6,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/store"
 )
 
@@ -30,6 +31,7 @@ func (s *Service) Abort(ctx context.Context, key store.ActionKey, reason, by str
 	s.Changed()
 	if e := s.executor(); e != nil {
 		for _, a := range marked {
+			failpoint.Hit(failpoint.AbortCascade)
 			e.Abort(a.ActionKey)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/store"
 )
@@ -239,6 +240,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err != nil {
 		return nil, err
 	}
+	failpoint.Hit(failpoint.CreateRunCommitted)
 	s.Changed()
 	if e := s.executor(); e != nil {
 		e.Submit(a.ActionKey)
@@ -467,6 +469,7 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 	if !isNew {
 		return nil
 	}
+	failpoint.Hit(failpoint.ChildEnqueued)
 	if tr := a.GetTrace(); tr != nil && tr.GetOutputs().GetOutputUri() != "" {
 		if _, err := s.store.Actions.Update(ctx, key, store.AnyVersion, store.Update{OutputURI: tr.GetOutputs().GetOutputUri()}); err != nil {
 			return err
