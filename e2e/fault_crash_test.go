@@ -143,7 +143,7 @@ func crashCell(t *testing.T, b backend, c crashCase, runs, children int, row *cr
 	if row.accepted == 0 {
 		t.Fatalf("no run was accepted before the crash: the cell tests nothing (submit errors: %v)", sub.Errors)
 	}
-	m.Restart(sdkManagerEnv(t)...)
+	m.RestartAs(managerBin, sdkManagerEnv(t)...)
 
 	var res struct {
 		Runs map[string]struct {
@@ -223,20 +223,15 @@ var failpointBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// startFailpointManager is startManager with the failpoint build. The harness
-// starts whatever managerBin names, so it is swapped for this one start;
-// Restart then runs the normal build again. The fault tests do not call
-// t.Parallel, so no other test starts a manager meanwhile.
+// startFailpointManager is startManager with the failpoint build; the test
+// restarts the normal build with RestartAs.
 func startFailpointManager(t *testing.T, dsn string, env ...string) *manager {
 	t.Helper()
 	bin, err := failpointBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	normal := managerBin
-	managerBin = bin
-	defer func() { managerBin = normal }()
-	return startManager(t, dsn, env...)
+	return startManagerAs(t, bin, dsn, env...)
 }
 
 // execution is one line a task of wf_fault.py appended to its .exec file.

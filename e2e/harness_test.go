@@ -65,8 +65,14 @@ type manager struct {
 // until it is ready, and stops it when the test ends.
 func startManager(t *testing.T, dsn string, env ...string) *manager {
 	t.Helper()
+	return startManagerAs(t, managerBin, dsn, env...)
+}
+
+// startManagerAs is startManager with another build of the manager.
+func startManagerAs(t *testing.T, bin, dsn string, env ...string) *manager {
+	t.Helper()
 	m := &manager{Home: t.TempDir(), DSN: dsn, t: t}
-	p, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: managerBin, Home: m.Home, DSN: dsn, Env: env})
+	p, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: bin, Home: m.Home, DSN: dsn, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +103,16 @@ func (m *manager) Kill() { m.proc.Kill() }
 func (m *manager) Restart(env ...string) {
 	m.t.Helper()
 	if err := m.proc.Restart(context.Background(), env...); err != nil {
+		m.t.Fatal(err)
+	}
+	m.sync()
+}
+
+// RestartAs restarts the manager as bin with env instead of the first
+// start's environment.
+func (m *manager) RestartAs(bin string, env ...string) {
+	m.t.Helper()
+	if err := m.proc.RestartAs(context.Background(), bin, env...); err != nil {
 		m.t.Fatal(err)
 	}
 	m.sync()

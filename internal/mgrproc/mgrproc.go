@@ -267,6 +267,15 @@ func (p *Process) Restart(ctx context.Context, env ...string) error {
 	return p.start(ctx, env)
 }
 
+// RestartAs is Restart with another binary and with env instead of Start's
+// environment: a crash test starts a failpoint build armed by environment
+// variables, then restarts the normal build without them.
+func (p *Process) RestartAs(ctx context.Context, bin string, env ...string) error {
+	_ = p.Stop()
+	p.opts.Bin, p.opts.Env = bin, env
+	return p.start(ctx, nil)
+}
+
 func (p *Process) exitErr() error {
 	if p.done == nil {
 		return errors.New("flyte-manager was never started")
