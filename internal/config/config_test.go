@@ -48,6 +48,11 @@ func TestDefaults(t *testing.T) {
 		"server.externalURL":            {c.Server.ExternalURL, ""},
 		"server.maxRequestBytes":        {c.Server.MaxRequestBytes, int64(64 << 20)},
 		"server.shutdownTimeout":        {c.Server.ShutdownTimeout, 30 * time.Second},
+		"server.allowedHosts":           {c.Server.AllowedHosts, []string{}},
+		"server.cors.allowedOrigins":    {c.Server.CORS.AllowedOrigins, []string{}},
+		"server.bodyReadTimeout":        {c.Server.BodyReadTimeout, 30 * time.Second},
+		"server.idleTimeout":            {c.Server.IdleTimeout, 120 * time.Second},
+		"server.maxConcurrentStreams":   {c.Server.MaxConcurrentStreams, 250},
 		"database.dsn":                  {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
 		"storage.url":                   {c.Storage.URL, "file://" + home + "/blobs"},
 		"storage.signingKey":            {c.Storage.SigningKey, ""},
@@ -135,6 +140,9 @@ func TestEnvOverrides(t *testing.T) {
 	t.Setenv("FLYTE_MANAGER_PROJECTS_SEED", "a,b")
 	t.Setenv("FLYTE_MANAGER_PROJECTS_AUTOCREATE", "false")
 	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM", "7")
+	t.Setenv("FLYTE_MANAGER_SERVER_ALLOWED_HOSTS", "flyte.example.com,*.corp.example")
+	t.Setenv("FLYTE_MANAGER_SERVER_CORS_ALLOWEDORIGINS", "https://ui.example.com")
+	t.Setenv("FLYTE_MANAGER_SERVER_BODYREADTIMEOUT", "3s")
 
 	dir := t.TempDir()
 	f := writeFile(t, dir, "c.yaml", "server:\n  port: 1111\n  host: 0.0.0.0\n")
@@ -165,6 +173,15 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if c.Executor.Local.MaxParallelism != 7 {
 		t.Errorf("maxParallelism = %d", c.Executor.Local.MaxParallelism)
+	}
+	if !reflect.DeepEqual(c.Server.AllowedHosts, []string{"flyte.example.com", "*.corp.example"}) {
+		t.Errorf("allowedHosts = %q", c.Server.AllowedHosts)
+	}
+	if !reflect.DeepEqual(c.Server.CORS.AllowedOrigins, []string{"https://ui.example.com"}) {
+		t.Errorf("cors.allowedOrigins = %q", c.Server.CORS.AllowedOrigins)
+	}
+	if c.Server.BodyReadTimeout != 3*time.Second {
+		t.Errorf("bodyReadTimeout = %s", c.Server.BodyReadTimeout)
 	}
 
 	// Flags (overrides) win over env.
@@ -280,6 +297,12 @@ server:
   port: 70000
   maxRequestBytes: 0
   externalURL: "ftp://x"
+  allowedHosts: ["ok.example.com", "http://x.example.com", "*.com", "a b", "x:0"]
+  cors:
+    allowedOrigins: ["https://ui.example.com", "null", "https://ui.example.com/path", "ui.example.com"]
+  bodyReadTimeout: 0s
+  idleTimeout: -1s
+  maxConcurrentStreams: 0
 database:
   dsn: mysql://x
   maxOpenConns: -1
@@ -302,11 +325,20 @@ log:
 	}
 	for _, key := range []string{
 		"server.port:", "server.maxRequestBytes:", "server.externalURL:", "database.dsn:",
+		"server.allowedHosts[1]:", "server.allowedHosts[2]:", "server.allowedHosts[3]:", "server.allowedHosts[4]:",
+		"server.cors.allowedOrigins[1]:", "server.cors.allowedOrigins[2]:", "server.cors.allowedOrigins[3]:",
+		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
 		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
 		"executor.local.systemRetries:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
+		}
+	}
+
+	for _, ok := range []string{"server.allowedHosts[0]", "server.cors.allowedOrigins[0]"} {
+		if strings.Contains(err.Error(), ok+":") {
+			t.Errorf("valid entry %s reported:\n%v", ok, err)
 		}
 	}
 

@@ -68,6 +68,7 @@ type Server struct {
 	metrics  *rpcMetrics
 	mux      *http.ServeMux
 	errors   *connect.ErrorWriter
+	guard    *hostGuard
 
 	readHeaderTimeout time.Duration
 
@@ -110,6 +111,7 @@ func New(cfg config.Server, logger *slog.Logger) *Server {
 		metrics:           newRPCMetrics(reg),
 		mux:               http.NewServeMux(),
 		errors:            connect.NewErrorWriter(),
+		guard:             newHostGuard(cfg, logger),
 		readHeaderTimeout: defaultReadHeaderTimeout,
 		mounted:           map[string]bool{},
 	}
@@ -199,9 +201,11 @@ func (s *Server) AddCloser(name string, fn CloseFunc) {
 }
 
 // Handler is the complete HTTP handler (useful to test without a listener).
-// It records each request's base URL for requrl.BaseURL.
+// It refuses unknown Hosts and foreign origins (hostGuard), then records
+// each request's base URL for requrl.BaseURL, which therefore only ever
+// names a Host the guard accepted (or the external URL).
 func (s *Server) Handler() http.Handler {
-	return requrl.Middleware(s.cfg.ExternalURL, s.mux)
+	return s.guard.wrap(requrl.Middleware(s.cfg.ExternalURL, s.mux))
 }
 
 // Listen binds the configured address. Serve calls it if it was not called;
