@@ -57,10 +57,10 @@ type Server struct {
 	// call it.
 	CORS CORS `mapstructure:"cors" yaml:"cors"`
 	// BodyReadTimeout is how long a request body may go without delivering a
-	// byte before the request is failed and its connection closed. It is
-	// renewed by every read that makes progress, so large uploads are not cut,
-	// and it is lifted once the body ends, so long server streams are not cut.
-	// Client- and bidi-streaming procedures are exempt.
+	// byte before the request is failed (on HTTP/1.1 its connection closed).
+	// It is renewed by every read that makes progress, so large uploads are
+	// not cut, and it is lifted once the body ends, so long server streams
+	// are not cut.
 	BodyReadTimeout time.Duration `mapstructure:"bodyReadTimeout" yaml:"bodyReadTimeout"`
 	// IdleTimeout closes keep-alive connections (HTTP/1.1) and HTTP/2
 	// connections without open streams after this long.

@@ -516,9 +516,11 @@ func TestBaseURL(t *testing.T) {
 }
 
 // A server stream that stays silent for longer than every short timeout the
-// server has must not be cut.
+// server has must not be cut: the header timeout, the body read deadline
+// (lifted when the request message has arrived) and the idle timeout (a
+// connection with a call in progress is not idle).
 func TestSilentStreamIsNotCut(t *testing.T) {
-	ts := startServer(t, nil, nil) // readHeaderTimeout 500ms
+	ts := startServer(t, shortTimeouts(300*time.Millisecond, 300*time.Millisecond), nil) // readHeaderTimeout 500ms
 	var wg sync.WaitGroup
 	for _, tr := range transports {
 		wg.Go(func() {
