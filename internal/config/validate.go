@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"fmgr.dev/internal/dsn"
 	"fmgr.dev/internal/requrl"
 )
 
@@ -62,7 +63,7 @@ func (c *Config) Validate() error {
 	switch scheme := urlScheme(c.Database.DSN); scheme {
 	case "sqlite", "postgres", "postgresql":
 	case "":
-		bad("database.dsn", "must be sqlite://<path> or postgres://..., got %q", redactDSN(c.Database.DSN))
+		bad("database.dsn", "must be sqlite://<path> or postgres://..., got %q", dsn.Redact(c.Database.DSN))
 	default:
 		bad("database.dsn", "unsupported scheme %q (use sqlite:// or postgres://)", scheme)
 	}
