@@ -12,6 +12,9 @@ import (
 // SelectCluster tells the caller where to send the data-plane call it is
 // about to make. There is one cluster: this manager, at the URL the caller
 // used (requrl.BaseURL: scheme and Host, or the configured external URL).
+// The Host is one the server's Host guard accepted, so the answer never
+// sends a client to a name an attacker chose; a request naming any other
+// Host is refused before it gets here.
 // The SDK reuses its own client when that equals the endpoint it called,
 // and the UI needs a non-empty http(s) URL. Every resource kind and every
 // operation, including ones added after this was written, gets the same

@@ -125,6 +125,7 @@ func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	}
 	d.startWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", version)
+	warnIfExposed(logger, cfg.Server.Host)
 	printBanner(stdout, cfg, srv.Addr())
 	return srv.Serve(ctx)
 }
@@ -166,6 +167,16 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// warnIfExposed says, loudly, what binding beyond loopback means while the
+// manager has no authentication.
+func warnIfExposed(logger *slog.Logger, host string) {
+	if server.IsLoopbackHost(host) {
+		return
+	}
+	logger.Warn("SERVING WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS: anyone who can reach this port can run any command as this user through CreateRun; bind server.host to 127.0.0.1, or firewall the port",
+		"host", host)
 }
 
 // printBanner tells the user where the manager listens, where its data

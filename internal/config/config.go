@@ -52,6 +52,34 @@ type Server struct {
 	// ShutdownTimeout bounds how long in-flight calls may take to finish
 	// after a termination signal.
 	ShutdownTimeout time.Duration `mapstructure:"shutdownTimeout" yaml:"shutdownTimeout"`
+	// AllowedHosts are the Host names, besides loopback on the bound port,
+	// the server's own address and externalURL's host, that requests may
+	// name. Any other Host gets 403, which defeats DNS rebinding. An entry is
+	// "name" (any port), "name:port" (that port only) or "*.domain" (every
+	// subdomain of domain, any port).
+	AllowedHosts []string `mapstructure:"allowedHosts" yaml:"allowedHosts"`
+	// CORS lists the browser origins, besides the manager's own, that may
+	// call it.
+	CORS CORS `mapstructure:"cors" yaml:"cors"`
+	// BodyReadTimeout is how long a request body may go without delivering a
+	// byte before the request is failed (on HTTP/1.1 its connection closed).
+	// It is renewed by every read that makes progress, so large uploads are
+	// not cut, and it is lifted once the body ends, so long server streams
+	// are not cut.
+	BodyReadTimeout time.Duration `mapstructure:"bodyReadTimeout" yaml:"bodyReadTimeout"`
+	// IdleTimeout closes keep-alive connections (HTTP/1.1) and HTTP/2
+	// connections without open streams after this long.
+	IdleTimeout time.Duration `mapstructure:"idleTimeout" yaml:"idleTimeout"`
+	// MaxConcurrentStreams bounds the concurrent streams (calls) of one
+	// HTTP/2 connection.
+	MaxConcurrentStreams int `mapstructure:"maxConcurrentStreams" yaml:"maxConcurrentStreams"`
+}
+
+// CORS is the cross-origin allow-list.
+type CORS struct {
+	// AllowedOrigins are origins such as "https://ui.example.com" whose pages
+	// may call the APIs; preflight requests from them are answered.
+	AllowedOrigins []string `mapstructure:"allowedOrigins" yaml:"allowedOrigins"`
 }
 
 // Database selects the metadata store.

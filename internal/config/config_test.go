@@ -48,6 +48,11 @@ func TestDefaults(t *testing.T) {
 		"server.externalURL":            {c.Server.ExternalURL, ""},
 		"server.maxRequestBytes":        {c.Server.MaxRequestBytes, int64(64 << 20)},
 		"server.shutdownTimeout":        {c.Server.ShutdownTimeout, 30 * time.Second},
+		"server.allowedHosts":           {c.Server.AllowedHosts, []string{}},
+		"server.cors.allowedOrigins":    {c.Server.CORS.AllowedOrigins, []string{}},
+		"server.bodyReadTimeout":        {c.Server.BodyReadTimeout, 30 * time.Second},
+		"server.idleTimeout":            {c.Server.IdleTimeout, 120 * time.Second},
+		"server.maxConcurrentStreams":   {c.Server.MaxConcurrentStreams, 250},
 		"database.dsn":                  {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
 		"storage.url":                   {c.Storage.URL, "file://" + home + "/blobs"},
 		"storage.signingKey":            {c.Storage.SigningKey, ""},
@@ -136,6 +141,9 @@ func TestEnvOverrides(t *testing.T) {
 	t.Setenv("FLYTE_MANAGER_PROJECTS_SEED", "a,b")
 	t.Setenv("FLYTE_MANAGER_PROJECTS_AUTOCREATE", "false")
 	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM", "7")
+	t.Setenv("FLYTE_MANAGER_SERVER_ALLOWED_HOSTS", "flyte.example.com,*.corp.example")
+	t.Setenv("FLYTE_MANAGER_SERVER_CORS_ALLOWEDORIGINS", "https://ui.example.com")
+	t.Setenv("FLYTE_MANAGER_SERVER_BODYREADTIMEOUT", "3s")
 
 	dir := t.TempDir()
 	f := writeFile(t, dir, "c.yaml", "server:\n  port: 1111\n  host: 0.0.0.0\n")
@@ -166,6 +174,15 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if c.Executor.Local.MaxParallelism != 7 {
 		t.Errorf("maxParallelism = %d", c.Executor.Local.MaxParallelism)
+	}
+	if !reflect.DeepEqual(c.Server.AllowedHosts, []string{"flyte.example.com", "*.corp.example"}) {
+		t.Errorf("allowedHosts = %q", c.Server.AllowedHosts)
+	}
+	if !reflect.DeepEqual(c.Server.CORS.AllowedOrigins, []string{"https://ui.example.com"}) {
+		t.Errorf("cors.allowedOrigins = %q", c.Server.CORS.AllowedOrigins)
+	}
+	if c.Server.BodyReadTimeout != 3*time.Second {
+		t.Errorf("bodyReadTimeout = %s", c.Server.BodyReadTimeout)
 	}
 
 	// Flags (overrides) win over env.
@@ -281,6 +298,12 @@ server:
   port: 70000
   maxRequestBytes: 0
   externalURL: "ftp://x"
+  allowedHosts: ["ok.example.com", "http://x.example.com", "*.com", "a b", "x:0"]
+  cors:
+    allowedOrigins: ["https://ui.example.com", "null", "https://ui.example.com/path", "ui.example.com"]
+  bodyReadTimeout: 0s
+  idleTimeout: -1s
+  maxConcurrentStreams: 0
 database:
   dsn: mysql://x
   maxOpenConns: -1
@@ -304,11 +327,20 @@ log:
 	}
 	for _, key := range []string{
 		"server.port:", "server.maxRequestBytes:", "server.externalURL:", "database.dsn:",
+		"server.allowedHosts[1]:", "server.allowedHosts[2]:", "server.allowedHosts[3]:", "server.allowedHosts[4]:",
+		"server.cors.allowedOrigins[1]:", "server.cors.allowedOrigins[2]:", "server.cors.allowedOrigins[3]:",
+		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
 		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
 		"executor.local.systemRetries:", "executor.local.leaseTTL:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
+		}
+	}
+
+	for _, ok := range []string{"server.allowedHosts[0]", "server.cors.allowedOrigins[0]"} {
+		if strings.Contains(err.Error(), ok+":") {
+			t.Errorf("valid entry %s reported:\n%v", ok, err)
 		}
 	}
 
@@ -347,19 +379,33 @@ func TestRedacted(t *testing.T) {
 		}
 	}
 
-	for dsn, leak := range map[string]string{
-		"host=db user=fm password=hunter2 dbname=fm":       "hunter2",
-		"host=db password='hunter 2' dbname=fm":            "hunter 2",
-		"postgres://db/fm?user=fm&password=hunter2":        "hunter2",
-		"sqlite:///var/lib/flyte-manager/flyte-manager.db": "",
+	// Every DSN form goes through the one redactor (internal/dsn, which
+	// tests each form); the printed configuration shows its result.
+	for in, want := range map[string]string{
+		"host=db user=fm password=hunter2 dbname=fm":       "host=db user=fm password=REDACTED dbname=fm",
+		"host=db password='hunter 2' dbname=fm":            "host=db password=REDACTED dbname=fm",
+		"postgres://db/fm?user=fm&Password=hunter2":        "postgres://db/fm?user=fm&Password=REDACTED",
+		"postgres://fm:hunter2@db:bad/fm":                  "(unparseable)",
+		"sqlite:///var/lib/flyte-manager/flyte-manager.db": "sqlite:///var/lib/flyte-manager/flyte-manager.db",
 	} {
-		got := redactDSN(dsn)
-		if leak != "" && strings.Contains(got, leak) {
-			t.Errorf("redactDSN(%q) = %q", dsn, got)
+		c.Database.DSN = in
+		if got := c.Redacted().Database.DSN; got != want {
+			t.Errorf("Redacted DSN of %q = %q, want %q", in, got, want)
 		}
-		if leak == "" && got != dsn {
-			t.Errorf("redactDSN(%q) = %q, want unchanged", dsn, got)
+		out, err := c.YAML()
+		if err != nil {
+			t.Fatal(err)
 		}
+		if strings.Contains(string(out), "hunter") {
+			t.Errorf("YAML of DSN %q leaks the password:\n%s", in, out)
+		}
+	}
+
+	// A configuration error naming the DSN does not show it either.
+	isolate(t)
+	_, err = Load(Sources{Overrides: map[string]any{"database.dsn": "fm:hunter2@db/fm"}})
+	if err == nil || !strings.Contains(err.Error(), "database.dsn") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("bad DSN: err = %v", err)
 	}
 }
 

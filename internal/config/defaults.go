@@ -31,6 +31,16 @@ func Default() Config {
 			ExternalURL:     "",
 			MaxRequestBytes: 64 << 20,
 			ShutdownTimeout: 30 * time.Second,
+			AllowedHosts:    []string{},
+			CORS:            CORS{AllowedOrigins: []string{}},
+			// Long enough for a client on a slow link to deliver its next
+			// packet, short enough that a stalled body does not hold a
+			// connection and a goroutine for long.
+			BodyReadTimeout: 30 * time.Second,
+			IdleTimeout:     120 * time.Second,
+			// As many streams as a busy SDK client opens (watches plus
+			// fan-out calls) with headroom; http2's own default is 250.
+			MaxConcurrentStreams: 250,
 		},
 		Database: Database{
 			DSN:          "",

@@ -2,25 +2,28 @@ package config
 
 import (
 	"bytes"
-	"net/url"
-	"regexp"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"fmgr.dev/internal/dsn"
 )
 
 // RedactedValue replaces secrets in printed configuration.
-const RedactedValue = "REDACTED"
+const RedactedValue = dsn.Redacted
 
 // Redacted returns a copy safe to print or log: the signing key and any
-// password in the database DSN are replaced.
+// password in the database DSN are replaced (a DSN that cannot be taken
+// apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
 	r := c
 	r.Projects.Seed = slices.Clone(c.Projects.Seed)
+	r.Server.AllowedHosts = slices.Clone(c.Server.AllowedHosts)
+	r.Server.CORS.AllowedOrigins = slices.Clone(c.Server.CORS.AllowedOrigins)
 	if r.Storage.SigningKey != "" {
 		r.Storage.SigningKey = RedactedValue
 	}
-	r.Database.DSN = redactDSN(c.Database.DSN)
+	r.Database.DSN = dsn.Redact(c.Database.DSN)
 	return r
 }
 
@@ -36,32 +39,4 @@ func (c Config) YAML() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-// kvPassword matches password=... in key/value style PostgreSQL DSNs.
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-
-// redactDSN hides the password of a URL-style or key/value DSN.
-func redactDSN(dsn string) string {
-	if dsn == "" {
-		return dsn
-	}
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), RedactedValue)
-		}
-		q := u.Query()
-		changed := false
-		for k := range q {
-			if k == "password" || k == "sslpassword" {
-				q.Set(k, RedactedValue)
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	return kvPassword.ReplaceAllString(dsn, "${1}"+RedactedValue)
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"fmgr.dev/internal/dsn"
+	"fmgr.dev/internal/requrl"
 )
 
 // Validate checks every value and reports each bad one by its key path.
@@ -37,11 +40,30 @@ func (c *Config) Validate() error {
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdownTimeout", "must not be negative, got %s", c.Server.ShutdownTimeout)
 	}
+	for i, h := range c.Server.AllowedHosts {
+		if _, err := requrl.ParseHostPattern(h); err != nil {
+			bad(fmt.Sprintf("server.allowedHosts[%d]", i), "%v", err)
+		}
+	}
+	for i, o := range c.Server.CORS.AllowedOrigins {
+		if _, err := requrl.ParseOrigin(o); err != nil {
+			bad(fmt.Sprintf("server.cors.allowedOrigins[%d]", i), "%q: %v", o, err)
+		}
+	}
+	if c.Server.BodyReadTimeout <= 0 {
+		bad("server.bodyReadTimeout", "must be positive, got %s", c.Server.BodyReadTimeout)
+	}
+	if c.Server.IdleTimeout <= 0 {
+		bad("server.idleTimeout", "must be positive, got %s", c.Server.IdleTimeout)
+	}
+	if c.Server.MaxConcurrentStreams < 1 {
+		bad("server.maxConcurrentStreams", "must be at least 1, got %d", c.Server.MaxConcurrentStreams)
+	}
 
 	switch scheme := urlScheme(c.Database.DSN); scheme {
 	case "sqlite", "postgres", "postgresql":
 	case "":
-		bad("database.dsn", "must be sqlite://<path> or postgres://..., got %q", redactDSN(c.Database.DSN))
+		bad("database.dsn", "must be sqlite://<path> or postgres://..., got %q", dsn.Redact(c.Database.DSN))
 	default:
 		bad("database.dsn", "unsupported scheme %q (use sqlite:// or postgres://)", scheme)
 	}

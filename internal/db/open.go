@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"fmgr.dev/internal/dsn"
 	"fmgr.dev/internal/errs"
 )
 
@@ -172,37 +173,21 @@ func sqlitePath(target string) string {
 	return path
 }
 
-// redact returns dsn with any password replaced, for messages.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		// Not something we can take apart safely: say nothing about it.
-		return "(unparseable DSN)"
-	}
-	return u.Redacted()
-}
-
-// password returns the DSN's password, so it can be scrubbed from driver text.
-func password(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return ""
-	}
-	p, _ := u.User.Password()
-	return p
-}
+// redact is dsn as it may appear in messages (internal/dsn's redactor).
+func redact(s string) string { return dsn.Redact(s) }
 
 // openError is for the operator starting the process, so it keeps the
-// driver's reason (minus any password) beside the sentinel.
-func openError(dsn string, err error) error {
+// driver's reason beside the sentinel, minus every secret the DSN holds (the
+// driver may quote its connection string).
+func openError(s string, err error) error {
 	reason := err.Error()
-	if p := password(dsn); p != "" {
-		reason = strings.ReplaceAll(reason, p, "xxxxx")
+	for _, secret := range dsn.Secrets(s) {
+		reason = strings.ReplaceAll(reason, secret, dsn.Redacted)
 	}
 	kind := errs.ErrUnavailable
 	var e *Error
 	if errors.As(Translate(err), &e) {
 		kind = e.Kind
 	}
-	return fmt.Errorf("open database %s: %w: %s", redact(dsn), kind, reason)
+	return fmt.Errorf("open database %s: %w: %s", redact(s), kind, reason)
 }

@@ -1,6 +1,9 @@
 // Package requrl remembers, per request, the base URL the client used to reach
 // the manager (scheme + Host), so handlers can hand back absolute URLs (signed
-// blob URLs, SelectCluster's endpoint) that the same client can reach.
+// blob URLs, SelectCluster's endpoint) that the same client can reach. It
+// also normalizes and matches Hosts and Origins (hosts.go), for the server's
+// Host guard, which decides which base URLs are acceptable at all, and for
+// the configuration's checks of server.allowedHosts and CORS origins.
 package requrl
 
 import (

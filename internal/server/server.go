@@ -55,8 +55,9 @@ type CheckFunc func(ctx context.Context) error
 type CloseFunc func(ctx context.Context) error
 
 // defaultReadHeaderTimeout bounds how long a client may take to send request
-// headers. It is the only timeout on the listener: read, write and idle
-// timeouts would cut long server streams.
+// headers. http.Server's ReadTimeout and WriteTimeout stay unset: they would
+// cut long server streams. Bodies have their own progress-based deadline
+// (limitBodyReads) and idle connections server.idleTimeout.
 const defaultReadHeaderTimeout = 10 * time.Second
 
 // Server is the process's single HTTP server. Configure it (Mount, Handle,
@@ -68,6 +69,7 @@ type Server struct {
 	metrics  *rpcMetrics
 	mux      *http.ServeMux
 	errors   *connect.ErrorWriter
+	guard    *hostGuard
 
 	readHeaderTimeout time.Duration
 
@@ -110,6 +112,7 @@ func New(cfg config.Server, logger *slog.Logger) *Server {
 		metrics:           newRPCMetrics(reg),
 		mux:               http.NewServeMux(),
 		errors:            connect.NewErrorWriter(),
+		guard:             newHostGuard(cfg, logger),
 		readHeaderTimeout: defaultReadHeaderTimeout,
 		mounted:           map[string]bool{},
 	}
@@ -199,9 +202,12 @@ func (s *Server) AddCloser(name string, fn CloseFunc) {
 }
 
 // Handler is the complete HTTP handler (useful to test without a listener).
-// It records each request's base URL for requrl.BaseURL.
+// It bounds how long request bodies may stall (limitBodyReads), refuses
+// unknown Hosts and foreign origins (hostGuard), then records
+// each request's base URL for requrl.BaseURL, which therefore only ever
+// names a Host the guard accepted (or the external URL).
 func (s *Server) Handler() http.Handler {
-	return requrl.Middleware(s.cfg.ExternalURL, s.mux)
+	return s.limitBodyReads(s.guard.wrap(requrl.Middleware(s.cfg.ExternalURL, s.mux)))
 }
 
 // Listen binds the configured address. Serve calls it if it was not called;
@@ -246,7 +252,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		Handler:           s.Handler(),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: s.readHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// Connections without a request in progress (HTTP/1.1) or without
+		// open streams (HTTP/2) are closed after this; a long stream keeps
+		// its connection busy, so it is not affected.
+		IdleTimeout: s.cfg.IdleTimeout,
+		HTTP2:       &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	hs, ln := s.httpServer, s.ln
 	s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -60,6 +61,8 @@ type testServer struct {
 	stop    context.CancelFunc
 	served  chan error
 	started chan string // procedures of streams/slow calls that began
+	// release lets every pending Slow call answer; tests close it.
+	release chan struct{}
 }
 
 // startServer serves a test-only Echo service on a free port.
@@ -75,8 +78,8 @@ func startServer(t *testing.T, mutate func(*config.Server), setup func(*Server))
 	logs := &logBuffer{}
 	s := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s.readHeaderTimeout = 500 * time.Millisecond
-	ts := &testServer{Server: s, logs: logs, served: make(chan error, 1), started: make(chan string, 16)}
-	if err := s.Mount(Service{Path: echoService, Handler: echoHandler(s, ts.started)}); err != nil {
+	ts := &testServer{Server: s, logs: logs, served: make(chan error, 1), started: make(chan string, 16), release: make(chan struct{})}
+	if err := s.Mount(Service{Path: echoService, Handler: echoHandler(s, ts.started, ts.release)}); err != nil {
 		t.Fatal(err)
 	}
 	if setup != nil {
@@ -100,7 +103,7 @@ func startServer(t *testing.T, mutate func(*config.Server), setup func(*Server))
 	return ts
 }
 
-func echoHandler(s *Server, started chan<- string) http.Handler {
+func echoHandler(s *Server, started chan<- string, release <-chan struct{}) http.Handler {
 	opts := s.HandlerOptions()
 	mux := http.NewServeMux()
 	mux.Handle(procSay, connect.NewUnaryHandler(procSay,
@@ -130,7 +133,7 @@ func echoHandler(s *Server, started chan<- string) http.Handler {
 		func(ctx context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
 			started <- procSlow
 			select {
-			case <-time.After(time.Second):
+			case <-release:
 				return connect.NewResponse(wrapperspb.String("done")), nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -513,9 +516,11 @@ func TestBaseURL(t *testing.T) {
 }
 
 // A server stream that stays silent for longer than every short timeout the
-// server has must not be cut.
+// server has must not be cut: the header timeout, the body read deadline
+// (lifted when the request message has arrived) and the idle timeout (a
+// connection with a call in progress is not idle).
 func TestSilentStreamIsNotCut(t *testing.T) {
-	ts := startServer(t, nil, nil) // readHeaderTimeout 500ms
+	ts := startServer(t, shortTimeouts(300*time.Millisecond, 300*time.Millisecond), nil) // readHeaderTimeout 500ms
 	var wg sync.WaitGroup
 	for _, tr := range transports {
 		wg.Go(func() {
@@ -586,6 +591,23 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 
 	ts.stop()
+	// Release the slow call only once shutdown has begun: the listener no
+	// longer accepts. If shutdown did not wait for it, the call fails.
+	waitFor(t, "the listener to close", func() bool {
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.base, "http://"), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil && ts.draining.Load()
+	})
+	select {
+	case err := <-ts.served:
+		t.Fatalf("Serve returned (%v) while a unary call was in flight", err)
+	case err := <-slowDone:
+		t.Fatalf("in-flight unary call ended before it was released: %v", err)
+	default:
+	}
+	close(ts.release)
 	if err := <-slowDone; err != nil {
 		t.Errorf("in-flight unary call was not allowed to finish: %v", err)
 	}
@@ -608,6 +630,16 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := httpClient(false).Get(ts.base + "/healthz"); err == nil {
 		t.Error("still accepting connections after shutdown")
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
 

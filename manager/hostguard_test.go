@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+)
+
+// withHost sends every request with a fixed Host (:authority), as a
+// browser on a name rebound to 127.0.0.1 would.
+type withHost struct{ host string }
+
+func (h withHost) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A DNS-rebinding page reaches the port but names its own host: the manager
+// must refuse its CreateRun before anything runs, and serve the very same
+// request from a client that addresses it as localhost.
+func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
+	home := isolate(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("manager did not stop")
+		}
+	})
+	addr := waitForBanner(t, stdout.String, done)
+	if status, body := waitReady(t, addr); status != http.StatusOK {
+		t.Fatalf("/readyz = %d %q", status, body)
+	}
+	port := addr[strings.LastIndex(addr, ":")+1:]
+
+	marker := filepath.Join(t.TempDir(), "pwned")
+	req := &workflow.CreateRunRequest{
+		Id: &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "flytesnacks", Domain: "development", Name: "rebound"}},
+		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+			Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: "t.rebound", Version: "v1"},
+			Type:     "python",
+			Metadata: &core.TaskMetadata{},
+			Target: &core.TaskTemplate_Container{Container: &core.Container{
+				Image: "ignored",
+				Args:  []string{"/bin/sh", "-c", "id > " + marker},
+			}},
+		}}},
+	}
+	client := func(host string) workflowconnect.RunServiceClient {
+		return workflowconnect.NewRunServiceClient(&http.Client{Transport: withHost{host}, Timeout: time.Minute}, "http://"+addr)
+	}
+	listRuns := func() int {
+		t.Helper()
+		resp, err := client(addr).ListRuns(context.Background(), connect.NewRequest(&workflow.ListRunsRequest{
+			Request: &common.ListRequest{Limit: 100},
+			ScopeBy: &workflow.ListRunsRequest_ProjectId{ProjectId: &common.ProjectIdentifier{Name: "flytesnacks", Domain: "development"}},
+		}))
+		if err != nil {
+			t.Fatalf("ListRuns: %v", err)
+		}
+		return len(resp.Msg.GetRuns())
+	}
+
+	for _, host := range []string{"evil.example:" + port, "evil.example", "rebind.attacker.test:" + port} {
+		_, err := client(host).CreateRun(context.Background(), connect.NewRequest(req))
+		if connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Fatalf("CreateRun with Host %s: err = %v, want permission_denied (HTTP 403)", host, err)
+		}
+	}
+	if n := listRuns(); n != 0 {
+		t.Fatalf("%d runs exist after refused CreateRuns", n)
+	}
+
+	// The same request from the SDK's usual endpoint is served and runs.
+	if _, err := client("localhost:"+port).CreateRun(context.Background(), connect.NewRequest(req)); err != nil {
+		t.Fatalf("CreateRun via localhost: %v", err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if data, err := os.ReadFile(marker); err == nil && len(data) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the accepted run did not execute its command; stderr:\n%s", stderr.String())
+		}
+	}
+	if n := listRuns(); n != 1 {
+		t.Errorf("%d runs, want 1", n)
+	}
+}
+
+func TestWarnsWhenExposed(t *testing.T) {
+	for host, warn := range map[string]bool{
+		"127.0.0.1": false, "127.0.0.5": false, "::1": false, "[::1]": false, "localhost": false,
+		"": true, "0.0.0.0": true, "::": true, "192.168.1.5": true, "flyte.example.com": true,
+	} {
+		var buf bytes.Buffer
+		warnIfExposed(slog.New(slog.NewTextHandler(&buf, nil)), host)
+		got := buf.String()
+		if warn != (strings.Contains(got, "level=WARN") && strings.Contains(got, "WITHOUT AUTHENTICATION") && strings.Contains(got, "run any command")) {
+			t.Errorf("host %q: logged %q", host, got)
+		}
+	}
+}
