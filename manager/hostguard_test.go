@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/mgrproc"
 )
 
 // withHost sends every request with a fixed Host (:authority), as a
@@ -36,7 +37,7 @@ func (h withHost) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	home := isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &mgrproc.Buffer{}, &mgrproc.Buffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -50,7 +51,7 @@ func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 			t.Error("manager did not stop")
 		}
 	})
-	addr := waitForBanner(t, stdout.String, done)
+	addr := waitForBanner(t, stdout, done)
 	if status, body := waitReady(t, addr); status != http.StatusOK {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
