@@ -36,6 +36,20 @@ test: venv wheels
 	FLYTEIDL2_WHEEL=$(WHEELS)/flyteidl2-$(FLYTEIDL2_VERSION)-py3-none-any.whl \
 	FM_TEST_VENV=$(VENV) \
 	$(GO) test -p 2 -timeout 40m ./...
+	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
+
+## reliability: the long fault and fuzz suites (about 35 minutes): the whole
+## crash matrix (every failpoint on SQLite and PostgreSQL), a longer database
+## outage, 20,000 generated requests over every procedure, then ten minutes of
+## coverage-guided fuzzing per target. `make test` runs a short version of each.
+.PHONY: reliability
+FUZZTIME ?= 10m
+reliability: venv wheels
+	FM_RELIABILITY=full FM_TEST_VENV=$(VENV) \
+	$(GO) test -count=1 -v -timeout 60m -run 'TestFaultCrashMatrix|TestFaultDatabaseOutage' ./e2e/
+	FM_FUZZ_N=20000 $(GO) test -count=1 -v -run TestFuzzProcedures ./manager/
+	$(GO) test -run '^$$' -fuzz '^FuzzProcedureGenerated$$' -fuzztime $(FUZZTIME) ./manager/
+	$(GO) test -run '^$$' -fuzz '^FuzzProcedureWire$$' -fuzztime $(FUZZTIME) ./manager/
 
 ## gen: regenerate gen/go from flyteidl2/ with the pinned local plugins.
 gen: tools
