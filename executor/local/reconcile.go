@@ -30,6 +30,7 @@ const (
 	CodeBadTaskSpec     = "BadTaskSpec"
 	CodeRuntimeNotFound = "RuntimeNotFound"
 	CodeLaunchFailed    = "LaunchFailed"
+	CodeOOMKilled       = "OOMKilled"
 )
 
 // attempt is an attempt this driver started. Its fields other than key, n
@@ -209,6 +210,10 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	res, err := process.LimitsOf(c.GetResources())
+	if err != nil {
+		return d.failPermanently(ctx, a, spec, machine.KindUser, CodeLaunchFailed, err.Error())
+	}
 	if lim.expired != nil {
 		d.slots.forget(key)
 		updated, dec, err := d.apply(ctx, a, spec, *lim.expired, record{})
@@ -300,6 +305,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: e.timeout,
+		Limits:  res,
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -327,6 +333,9 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	}
 	d.metrics.started.Inc()
 	d.log.Info("attempt started", "action", key.String(), "attempt", n, "pid", id.PID)
+	if why := proc.Unenforced(); why != "" {
+		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
+	}
 	d.markRunning(ctx, key, e)
 	return nil
 }
@@ -426,6 +435,10 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 			why = "it was stopped (" + st.AbortReason + ")"
 		}
 		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s; it runs again as a new attempt", n, why)}, rec, nil
+	}
+	if st.OOMKilled && a.AbortRequestedAt == nil {
+		return machine.Failed{Attempt: n, Kind: machine.KindUser, Recoverable: true, Code: CodeOOMKilled, Message: fmt.Sprintf(
+			"attempt %d exceeded its memory limit of %s and was killed (OOM)", n, process.FormatBytes(st.MemoryLimit))}, rec, nil
 	}
 	res, err := d.classify(ctx, e.outDir, st.Contract())
 	if err != nil {
@@ -675,6 +688,9 @@ func (d *Driver) dropEntry(e *attempt) {
 	d.mu.Unlock()
 	d.queueAll(d.slots.release(e.key))
 	if started {
+		// The process ended and took its cgroup and leftovers with it;
+		// this catches whatever entered the directory since.
+		process.KillInDir(filepath.Join(e.dir, cwdDir))
 		_ = os.RemoveAll(filepath.Join(e.dir, cwdDir))
 	}
 }

@@ -83,6 +83,9 @@ type LocalExecutor struct {
 	MaxParallelism int `mapstructure:"maxParallelism" yaml:"maxParallelism"`
 	// SystemRetries bounds retries after infrastructure failures.
 	SystemRetries int `mapstructure:"systemRetries" yaml:"systemRetries"`
+	// MaxLogBytes caps each attempt's log: past it the log keeps its head
+	// and a rolling tail with a marker saying how much was dropped.
+	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
 }
 
 // Projects controls project bootstrap.

@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		"executor.local.workDir":        {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
 		"executor.local.maxParallelism": {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
 		"executor.local.systemRetries":  {c.Executor.Local.SystemRetries, 3},
+		"executor.local.maxLogBytes":    {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
 		"projects.autoCreate":           {c.Projects.AutoCreate, true},
 		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
 		"log.level":                     {c.Log.Level, "info"},
@@ -290,6 +291,7 @@ executor:
   local:
     maxParallelism: 0
     systemRetries: -1
+    maxLogBytes: 1000
 projects:
   seed: ["ok", "not ok"]
 log:
@@ -303,7 +305,7 @@ log:
 	for _, key := range []string{
 		"server.port:", "server.maxRequestBytes:", "server.externalURL:", "database.dsn:",
 		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
-		"executor.local.systemRetries:", "projects.seed[1]:", "log.level:", "log.format:",
+		"executor.local.systemRetries:", "executor.local.maxLogBytes:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)

@@ -70,30 +70,11 @@ func (p *Process) killLeftovers(tree []Identity) {
 		n += len(groupMembers(p.id.PGID))
 	}
 	p.signalAll(tree, syscall.SIGKILL)
-	dir := p.dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real // /proc shows resolved paths
+	k, err := killInDir(p.dir)
+	if err != nil {
+		p.log.system("%v", err)
 	}
-	deadline := time.Now().Add(leftoverKillTimeout)
-	for {
-		var found []Identity
-		for _, id := range FindInDir(dir) {
-			found = append(found, id)
-			found = append(found, descendants(id.PID)...)
-		}
-		if len(found) == 0 {
-			break
-		}
-		n += len(found)
-		for _, id := range found {
-			signalIfSame(id, syscall.SIGKILL)
-		}
-		if time.Now().After(deadline) {
-			p.log.system("%d process(es) in %s survived SIGKILL", len(found), dir)
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	n += k
 	if n > 0 {
 		p.log.system("killed %d process(es) the attempt left running", n)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/internal/config"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -72,12 +73,6 @@ func parseStream(s string) Stream {
 const (
 	timeLayout = "2006-01-02T15:04:05.000000000Z"
 	maxLine    = 64 << 10
-	// DefaultMaxLogBytes is the cap of an attempt's log when the
-	// configuration sets none (executor.local.maxLogBytes).
-	DefaultMaxLogBytes = 100 << 20
-	// MinMaxLogBytes is the smallest cap: each tail segment must hold
-	// several of the longest records.
-	MinMaxLogBytes = 1 << 20
 )
 
 // Line is one record of an attempt log.
@@ -154,7 +149,7 @@ type logWriter struct {
 }
 
 func newLogWriter(f *os.File, maxBytes int64) *logWriter {
-	w := &logWriter{f: f, head: max(maxBytes, MinMaxLogBytes) / 2}
+	w := &logWriter{f: f, head: max(maxBytes, config.MinMaxLogBytes) / 2}
 	if fi, err := f.Stat(); err == nil {
 		w.size = fi.Size()
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 )
 
@@ -61,7 +62,7 @@ type Config struct {
 	// TailLines is how many lines of each stream ExitStatus keeps.
 	TailLines int
 	// MaxLogBytes caps each attempt's log (see logfile.go); 0 means
-	// DefaultMaxLogBytes.
+	// config.DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// CgroupRoot is where the cgroup hierarchies are mounted
 	// (/sys/fs/cgroup when empty); "none" runs attempts without cgroups.
@@ -86,7 +87,7 @@ func NewRunner(cfg Config) *Runner {
 		cfg.TailLines = DefaultTailLines
 	}
 	if cfg.MaxLogBytes <= 0 {
-		cfg.MaxLogBytes = DefaultMaxLogBytes
+		cfg.MaxLogBytes = config.DefaultMaxLogBytes
 	}
 	r := &Runner{cfg: cfg}
 	switch cfg.CgroupRoot {
