@@ -550,6 +550,9 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 		}
 	}
 	cwd := filepath.Join(dir, cwdDir)
+	if n, err := d.runner.KillCgroup(cwd); err != nil || n > 0 {
+		d.log.Warn("stopped what was left in an orphaned attempt's cgroup", "action", a.ActionKey.String(), "killed", n, "err", err)
+	}
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real // /proc shows resolved paths
 	}

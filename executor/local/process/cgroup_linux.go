@@ -226,14 +226,7 @@ func cgroupName(dir string) string {
 // newCgroup creates the attempt's cgroup with its limits. A cgroup of the
 // same name left by a manager that died is emptied and made anew.
 func (h *cgroupHost) newCgroup(name string, lim Limits) (*cgroup, error) {
-	cg := &cgroup{v2: h.v2 != "", dirs: map[string]string{}, own: h.v1Own, fd: -1}
-	if cg.v2 {
-		cg.dirs[""] = filepath.Join(h.v2, name)
-	} else {
-		for c, parent := range h.v1 {
-			cg.dirs[c] = filepath.Join(parent, name)
-		}
-	}
+	cg := h.cgroupOf(name)
 	if _, err := cg.kill(5 * time.Second); err != nil {
 		return nil, err
 	}
@@ -257,6 +250,19 @@ func (h *cgroupHost) newCgroup(name string, lim Limits) (*cgroup, error) {
 		cg.fd = fd
 	}
 	return cg, nil
+}
+
+// cgroupOf names the cgroup called name, without creating it.
+func (h *cgroupHost) cgroupOf(name string) *cgroup {
+	cg := &cgroup{v2: h.v2 != "", dirs: map[string]string{}, own: h.v1Own, fd: -1}
+	if cg.v2 {
+		cg.dirs[""] = filepath.Join(h.v2, name)
+	} else {
+		for c, parent := range h.v1 {
+			cg.dirs[c] = filepath.Join(parent, name)
+		}
+	}
+	return cg
 }
 
 func (cg *cgroup) setLimits(h *cgroupHost, lim Limits) error {

@@ -106,3 +106,19 @@ func (p *Process) releaseCgroup() {
 	}
 	p.cg = nil
 }
+
+// KillCgroup kills whatever still runs in the cgroup of the attempt whose
+// working directory is dir, and removes it: for an attempt a previous
+// manager started (its cgroup survives the manager). It reports how many
+// processes it killed.
+func (r *Runner) KillCgroup(dir string) (int, error) {
+	if !r.cg.ok() {
+		return 0, nil
+	}
+	cg := r.cg.cgroupOf(cgroupName(filepath.Clean(dir)))
+	n, err := cg.kill(leftoverKillTimeout)
+	if err != nil {
+		return n, err
+	}
+	return n, cg.remove()
+}

@@ -251,3 +251,30 @@ func TestLimitsOf(t *testing.T) {
 		t.Errorf("FormatBytes: %s %s", FormatBytes(200<<20), FormatBytes(1500))
 	}
 }
+
+// A restarted manager empties and removes the cgroup of an attempt it did
+// not start, detached processes included.
+func TestKillCgroupOfALostAttempt(t *testing.T) {
+	r := cgroupRunner(t)
+	a := newAttempt(t)
+	p := start(t, r, a.spec(detachScript+"exec sleep 300"))
+	base := filepath.Dir(a.dir)
+	pids := []int{readPid(t, filepath.Join(base, "setsid.pid")), readPid(t, filepath.Join(base, "double.pid")), p.Identity().PID}
+
+	// Another Runner, as a restarted manager has.
+	n, err := NewRunner(Config{}).KillCgroup(a.dir)
+	// At least these three; a shell of the double fork may not have
+	// exited yet.
+	if err != nil || n < 3 {
+		t.Fatalf("KillCgroup = %d, %v; want the 3 processes", n, err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d survived", pid)
+		}
+	}
+	if st := p.Wait(); st.Signal != "killed" {
+		t.Errorf("status %+v", st)
+	}
+	assertCgroupRemoved(t, r, a.dir)
+}
