@@ -550,9 +550,6 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 		}
 	}
 	cwd := filepath.Join(dir, cwdDir)
-	if n, err := d.runner.KillCgroup(cwd); err != nil || n > 0 {
-		d.log.Warn("stopped what was left in an orphaned attempt's cgroup", "action", a.ActionKey.String(), "killed", n, "err", err)
-	}
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real // /proc shows resolved paths
 	}
@@ -564,6 +561,12 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 	}
 	if len(stray) > 0 {
 		what += fmt.Sprintf(", and %d leftover process(es) in its directory were stopped", len(stray))
+	}
+	// What left the directory too is still in the attempt's cgroup.
+	if n, err := d.runner.KillCgroup(filepath.Join(dir, cwdDir)); err != nil {
+		return "", fmt.Errorf("stopping what is left in the cgroup of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
+	} else if n > 0 {
+		what += fmt.Sprintf(", and %d process(es) left in its cgroup were stopped", n)
 	}
 	return what, nil
 }

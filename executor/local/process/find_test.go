@@ -1,8 +1,10 @@
 package process
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -18,6 +20,10 @@ func TestFindInDir(t *testing.T) {
 
 	var found []int
 	eventually(t, "the leader to enter sub/", patience, func() bool {
+		// c2 is listed until it has moved to /.
+		if cwd, _ := os.Readlink("/proc/" + strconv.Itoa(c2) + "/cwd"); cwd != "/" {
+			return false
+		}
 		found = found[:0]
 		for _, id := range FindInDir(a.dir) {
 			found = append(found, id.PID)
