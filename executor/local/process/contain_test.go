@@ -52,19 +52,25 @@ func TestDetachedProcessesDieWithTheAttempt(t *testing.T) {
 					t.Fatalf("no cgroup on a host that allows one: %s", r.Containment())
 				}
 				a := newAttempt(t)
-				script := detachScript
+				// The attempt ends when the test says so, once it saw the
+				// detached processes run.
+				script := detachScript + "while [ ! -e ../release ]; do sleep 0.01; done\n"
 				if end == "abort" {
-					script += "echo ready; exec sleep 300\n"
+					script = detachScript + "exec sleep 300\n"
 				}
 				p := start(t, r, a.spec(script))
 				base := filepath.Dir(a.dir)
 				setsid := readPid(t, filepath.Join(base, "setsid.pid"))
 				double := readPid(t, filepath.Join(base, "double.pid"))
 				if !alive(setsid) || !alive(double) {
-					t.Fatalf("the detached processes did not start")
+					st1, e1 := readStat(setsid)
+					st2, e2 := readStat(double)
+					t.Fatalf("the detached processes did not start: %d %+v %v, %d %+v %v", setsid, st1, e1, double, st2, e2)
 				}
 				if end == "abort" {
 					p.Abort("test abort")
+				} else if err := os.WriteFile(filepath.Join(base, "release"), nil, 0o644); err != nil {
+					t.Fatal(err)
 				}
 				st := p.Wait()
 				if end == "exit" && (st.Code != 0 || st.Signal != "") {
