@@ -59,6 +59,9 @@ func TestLogIsCappedWithHeadAndTail(t *testing.T) {
 		}
 		prev = k
 	}
+	if !containsMsg(lines, System, "from here only its tail is kept") {
+		t.Error("no notice where the head ends")
+	}
 	if markerAt < 0 || gaps != 1 {
 		t.Errorf("marker at %d, %d gap(s) in the numbering", markerAt, gaps)
 	}

@@ -32,7 +32,8 @@ import (
 // two segment files beside the log, each a quarter of the cap, the older
 // one overwritten when the newer fills. When the attempt ends a system
 // record saying how many bytes were dropped, then the tail (between a
-// quarter and a half of the cap), are appended to the log. So the log holds
+// quarter and a half of the cap), are appended to the log; a system record
+// where the head ends tells a follower why the log pauses. So the log holds
 // how the task began and how it ended, never more than the cap plus the
 // marker, and a follower sees the head live and the tail at the end.
 
@@ -167,6 +168,15 @@ func (w *logWriter) write(s Stream, msg []byte) {
 		_, w.err = w.f.Write(w.buf)
 		w.size += int64(len(w.buf))
 		return
+	}
+	if w.seg[0] == nil {
+		// Followers see the log stop here: say why.
+		notice := formatLine(nil, time.Now(), System, fmt.Appendf(nil,
+			"the log reached half its cap of %d bytes (executor.local.maxLogBytes): from here only its tail is kept, added when the attempt ends", 2*w.head))
+		if _, w.err = w.f.Write(notice); w.err != nil {
+			return
+		}
+		w.size += int64(len(notice))
 	}
 	w.err = w.writeTail(w.buf)
 }
