@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +284,29 @@ func TestKillCgroupOfALostAttempt(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	assertCgroupRemoved(t, r, a.dir)
+}
+
+// The reaper leaves alone the children it did not adopt: a command the
+// manager runs itself keeps its exit status for its own Wait, even when a
+// reaping pass runs while it is a zombie.
+func TestReaperLeavesOtherChildrenAlone(t *testing.T) {
+	if err := EnableSubreaper(); err != nil {
+		t.Fatalf("subreaper: %v", err)
+	}
+	for _, setpgid := range []bool{false, true} {
+		cmd := exec.Command("sh", "-c", "exit 7")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: setpgid}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		eventually(t, "the command to exit", patience, func() bool {
+			st, err := readStat(pid)
+			return err != nil || st.zombie() // gone: someone reaped it
+		})
+		reapOrphans()
+		if err := cmd.Wait(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 7 {
+			t.Errorf("setpgid %t: Wait = %v, want exit status 7", setpgid, err)
+		}
+	}
 }

@@ -168,6 +168,8 @@ type Process struct {
 	errTail *tail
 	pipes   []*os.File
 	pumps   sync.WaitGroup
+	exited  chan struct{} // the leader exited; not reaped yet
+	reap    chan struct{} // closed by supervise: reap the leader now
 	waitCh  chan error
 	abortCh chan string
 	done    chan struct{}
@@ -208,6 +210,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		log:     newLogWriter(lf, r.cfg.MaxLogBytes),
 		outTail: &tail{n: r.cfg.TailLines},
 		errTail: &tail{n: r.cfg.TailLines},
+		exited:  make(chan struct{}),
+		reap:    make(chan struct{}),
 		waitCh:  make(chan error, 1),
 		abortCh: make(chan string, 1),
 		done:    make(chan struct{}),
@@ -286,6 +290,12 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		trackLocked(pid, pid) // Setpgid: the leader's group is its pid
 		reaper.mu.RUnlock()
 		startCh <- started{id: id}
+		// Learn of the exit without reaping: the leader's zombie keeps
+		// its pid, and so its group's number, from reuse until supervise
+		// has dealt with the leftovers (see reaper_linux.go).
+		_ = waitExitedNoReap(pid)
+		close(p.exited)
+		<-p.reap
 		p.waitCh <- cmd.Wait()
 	}()
 	st := <-startCh
@@ -365,7 +375,7 @@ func (p *Process) supervise(timeout time.Duration) {
 wait:
 	for {
 		select {
-		case waitErr = <-p.waitCh:
+		case <-p.exited:
 			break wait
 		case <-timer:
 			timer = nil
@@ -389,6 +399,9 @@ wait:
 	}
 	p.status.Ended = time.Now()
 	p.killLeftovers(tree)
+	untrack(p.id.PID, p.id.PGID)
+	close(p.reap)
+	waitErr = <-p.waitCh
 
 	drained := make(chan struct{})
 	go func() { p.pumps.Wait(); close(drained) }()
@@ -423,7 +436,6 @@ wait:
 	p.status.StderrTail = p.errTail.get()
 	p.noteOOM()
 	p.releaseCgroup()
-	untrack(p.id.PID, p.id.PGID)
 	switch {
 	case p.status.OOMKilled:
 		p.log.system("the attempt went over its memory limit of %s and was killed (OOM)", FormatBytes(p.status.MemoryLimit))

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
@@ -24,9 +25,12 @@ const prSetChildSubreaper = 36
 // /proc and waits on each one by pid, and only on those that are provably
 // adopted orphans of an attempt:
 //
-//   - its process group is the group of an attempt that is still tracked
-//     (a group lives as long as any member, zombies included, so the number
-//     cannot be reused meanwhile), and it is not that attempt's leader; or
+//   - its process group is the group of an attempt that is still tracked,
+//     and it is not that attempt's leader. The group's number is the
+//     leader's pid, and the leader is reaped only after its attempt is
+//     untracked (Process waits for its exit with WNOWAIT, kills and reaps
+//     the leftovers, untracks, and only then lets os/exec reap it), so the
+//     number cannot have been reused by another process meanwhile; or
 //   - it is in another session than the manager's. Nothing the manager
 //     starts itself calls setsid, so a child of ours in another session
 //     was adopted.
@@ -39,7 +43,6 @@ var reaper struct {
 	leaders map[int]bool // attempt leaders: os/exec reaps them
 	groups  map[int]int  // attempt process groups → attempts in them
 	on      bool
-	kick    chan struct{}
 	self    int
 	sid     int
 }
@@ -61,7 +64,6 @@ func EnableSubreaper() error {
 		return err
 	}
 	reaper.on, reaper.self, reaper.sid = true, os.Getpid(), st.session
-	reaper.kick = make(chan struct{}, 1)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
 	go func() {
@@ -71,7 +73,6 @@ func EnableSubreaper() error {
 		for {
 			select {
 			case <-ch:
-			case <-reaper.kick:
 			case <-t.C:
 			}
 			reapOrphans()
@@ -98,16 +99,37 @@ func trackLocked(pid, pgid int) {
 
 var trackMu sync.Mutex
 
-// untrack forgets an attempt once its leader was reaped and its leftovers
-// are dead, after a last reaping pass for the zombies they left.
+// untrack forgets an attempt whose leader exited (not reaped yet) and
+// whose leftovers were killed, once the zombies they left are reaped: a
+// killed process may take a moment to be re-parented to the manager, so
+// it waits (briefly) until nothing but the leader is left in the group.
 func untrack(pid, pgid int) {
-	reapOrphans()
+	deadline := time.Now().Add(leftoverKillTimeout)
+	for {
+		reapOrphans()
+		if !reaper.on || !groupHasOthers(pgid, pid) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	delete(reaper.leaders, pid)
 	if reaper.groups[pgid]--; reaper.groups[pgid] <= 0 {
 		delete(reaper.groups, pgid)
 	}
+}
+
+// groupHasOthers reports whether any process but leader, zombies
+// included, is in process group pgid.
+func groupHasOthers(pgid, leader int) bool {
+	found := false
+	forEachProc(func(pid int, st procStat) {
+		if st.pgrp == pgid && pid != leader {
+			found = true
+		}
+	})
+	return found
 }
 
 // reapOrphans reaps the zombie children that are adopted orphans (see the
@@ -132,4 +154,22 @@ func reapOrphans() int {
 		}
 	})
 	return n
+}
+
+// waitExitedNoReap blocks until the child pid has exited, leaving it a
+// zombie for os/exec to reap (waitid with WNOWAIT).
+func waitExitedNoReap(pid int) error {
+	const pPID = 1     // P_PID from <sys/wait.h>
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
+			syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		}
+		return errno
+	}
 }
