@@ -92,7 +92,7 @@ func NewRunner(cfg Config) *Runner {
 	r := &Runner{cfg: cfg}
 	switch cfg.CgroupRoot {
 	case "none":
-		r.cg = &cgroupHost{why: "disabled by configuration"}
+		r.cg = &cgroupHost{why: "disabled for this runner"}
 	case "":
 		r.cg = probeCgroups(cgroupRoot)
 	default:

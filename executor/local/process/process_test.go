@@ -653,6 +653,11 @@ func TestPdeathsig(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the attempt to die with its manager", patience, func() bool { return !alive(pid) })
+	// Its cgroup outlives the manager; a restarted manager's recovery
+	// removes it, as this does.
+	if _, err := NewRunner(Config{}).KillCgroup(filepath.Join(dir, "work")); err != nil {
+		t.Errorf("removing the dead manager's attempt cgroup: %v", err)
+	}
 }
 
 func TestHelperManager(t *testing.T) {
