@@ -254,7 +254,17 @@ func (d *Driver) Start(ctx context.Context) error {
 		return err
 	}
 	d.lockF = f
-	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace})
+	// Detached processes of attempts are re-parented to the manager, so
+	// the end of an attempt can find and kill them (process package).
+	if err := process.EnableSubreaper(); err != nil {
+		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
+	}
+	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
+	if d.runner.Cgroups() {
+		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
+	} else {
+		d.log.Warn("attempts cannot run in cgroups: tasks' resource limits are not enforced", "containment", d.runner.Containment())
+	}
 	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	d.status = lifeStandby
 	// One try at the lease before anything runs, so that a lone manager

@@ -14,12 +14,18 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// logBatch bounds the lines passed to emit at once.
-const logBatch = 500
+// logBatch and logBatchBytes bound what is passed to emit at once (one
+// TailLogs message): the log is read and sent a bounded chunk at a time,
+// so serving a log of any size costs the manager about one chunk.
+const (
+	logBatch      = 500
+	logBatchBytes = 1 << 20
+)
 
 // Logs serves the log of one attempt of key (TailLogs). attempt 0 means the
 // current one. A finished attempt's whole log is emitted; with follow, an
-// attempt this driver is running is followed until it ends. An attempt
+// attempt this driver is running is followed until it ends. Either way the
+// log is streamed, never read whole. An attempt
 // whose process has not started yet has no log: errs.ErrNotFound (the SDK
 // asks again).
 func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, follow bool, emit func([]*dataplane.LogLine) error) error {
@@ -42,7 +48,11 @@ func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, f
 	}
 	send := func(lines []process.Line) error {
 		for len(lines) > 0 {
-			k := min(len(lines), logBatch)
+			k, size := 0, 0
+			for k < len(lines) && k < logBatch && (k == 0 || size+len(lines[k].Message) <= logBatchBytes) {
+				size += len(lines[k].Message)
+				k++
+			}
 			out := make([]*dataplane.LogLine, k)
 			for i, l := range lines[:k] {
 				out[i] = l.Proto()
@@ -54,20 +64,14 @@ func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, f
 		}
 		return nil
 	}
-	var done func() bool
+	// Not followed: the log is complete, read to its end.
+	done := func() bool { return true }
 	if follow {
 		d.mu.Lock()
 		if e := d.running[key]; e != nil && e.n == attempt && e.proc != nil {
 			done = e.proc.Finished
 		}
 		d.mu.Unlock()
-	}
-	if done == nil {
-		lines, err := process.ReadLog(path)
-		if err != nil {
-			return fmt.Errorf("logs of attempt %d of action %s: %w", attempt, key.Name, err)
-		}
-		return send(lines)
 	}
 	return process.FollowLog(ctx, path, done, send)
 }

@@ -30,6 +30,7 @@ const (
 	CodeBadTaskSpec     = "BadTaskSpec"
 	CodeRuntimeNotFound = "RuntimeNotFound"
 	CodeLaunchFailed    = "LaunchFailed"
+	CodeOOMKilled       = "OOMKilled"
 )
 
 // attempt is an attempt this driver started. Its fields other than key, n
@@ -219,6 +220,10 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	res, err := process.LimitsOf(c.GetResources())
+	if err != nil {
+		return d.failPermanently(ctx, a, spec, machine.KindUser, CodeLaunchFailed, err.Error())
+	}
 	if lim.expired != nil {
 		d.slots.forget(key)
 		updated, dec, err := d.apply(ctx, a, spec, *lim.expired, record{})
@@ -309,6 +314,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: e.timeout,
+		Limits:  res,
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -336,6 +342,9 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	}
 	d.metrics.started.Inc()
 	d.log.Info("attempt started", "action", key.String(), "attempt", n, "pid", id.PID)
+	if why := proc.Unenforced(); why != "" {
+		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
+	}
 	d.markRunning(ctx, key, e)
 	return nil
 }
@@ -451,6 +460,12 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 	if a.AbortRequestedAt != nil && res.Outcome != contract.Succeeded {
 		return aborted, rec, nil
 	}
+	if st.OOMKilled && res.Outcome != contract.Succeeded {
+		// The kernel killed it at its cgroup's memory limit: the task's own
+		// failure, retried within its retries.
+		return machine.Failed{Attempt: n, Kind: machine.KindUser, Recoverable: true, Code: CodeOOMKilled, Message: fmt.Sprintf(
+			"attempt %d exceeded its memory limit of %s and was killed (OOM)", n, process.FormatBytes(st.MemoryLimit))}, rec, nil
+	}
 	if res.Document != nil {
 		rec.errorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
 	}
@@ -505,6 +520,12 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 	}
 	if len(stray) > 0 {
 		what += fmt.Sprintf(", and %d leftover process(es) in its directory were stopped", len(stray))
+	}
+	// What left the directory too is still in the attempt's cgroup.
+	if n, err := d.runner.KillCgroup(filepath.Join(dir, cwdDir)); err != nil {
+		return "", fmt.Errorf("stopping what is left in the cgroup of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
+	} else if n > 0 {
+		what += fmt.Sprintf(", and %d process(es) left in its cgroup were stopped", n)
 	}
 	return what, nil
 }
@@ -640,6 +661,9 @@ func (d *Driver) dropEntry(e *attempt) {
 	d.mu.Unlock()
 	d.queueAll(d.slots.release(e.key))
 	if started {
+		// The process ended and took its cgroup and leftovers with it;
+		// this catches whatever entered the directory since.
+		process.KillInDir(filepath.Join(e.dir, cwdDir))
 		_ = os.RemoveAll(filepath.Join(e.dir, cwdDir))
 	}
 }

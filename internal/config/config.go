@@ -123,6 +123,9 @@ type LocalExecutor struct {
 	// renews it every LeaseTTL/5 and gives it up (stopping its attempts) when
 	// it could not renew it for LeaseTTL/2.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL" yaml:"leaseTTL"`
+	// MaxLogBytes caps each attempt's log: past it the log keeps its head
+	// and a rolling tail with a marker saying how much was dropped.
+	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
 }
 
 // Projects controls project bootstrap.

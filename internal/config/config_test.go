@@ -61,6 +61,7 @@ func TestDefaults(t *testing.T) {
 		"executor.local.maxParallelism": {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
 		"executor.local.systemRetries":  {c.Executor.Local.SystemRetries, 3},
 		"executor.local.leaseTTL":       {c.Executor.Local.LeaseTTL, 15 * time.Second},
+		"executor.local.maxLogBytes":    {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
 		"projects.autoCreate":           {c.Projects.AutoCreate, true},
 		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
 		"log.level":                     {c.Log.Level, "info"},
@@ -315,6 +316,7 @@ executor:
     maxParallelism: 0
     systemRetries: -1
     leaseTTL: 500ms
+    maxLogBytes: 1000
 projects:
   seed: ["ok", "not ok"]
 log:
@@ -331,7 +333,7 @@ log:
 		"server.cors.allowedOrigins[1]:", "server.cors.allowedOrigins[2]:", "server.cors.allowedOrigins[3]:",
 		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
 		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
-		"executor.local.systemRetries:", "executor.local.leaseTTL:", "projects.seed[1]:", "log.level:", "log.format:",
+		"executor.local.systemRetries:", "executor.local.leaseTTL:", "executor.local.maxLogBytes:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)

@@ -13,6 +13,14 @@ import (
 	"time"
 )
 
+// Attempt log caps (executor.local.maxLogBytes): the default, and the
+// smallest accepted (the log's rolling tail must hold several of the
+// longest log records, 64 KiB each).
+const (
+	DefaultMaxLogBytes = 100 << 20
+	MinMaxLogBytes     = 1 << 20
+)
+
 // Default returns the built-in configuration: the single place defaults are
 // defined. Fields left empty here are derived from other values once the
 // sources are merged (see applyDerivedDefaults):
@@ -58,6 +66,7 @@ func Default() Config {
 				MaxParallelism: 2 * runtime.NumCPU(),
 				SystemRetries:  3,
 				LeaseTTL:       15 * time.Second,
+				MaxLogBytes:    DefaultMaxLogBytes,
 			},
 		},
 		Projects: Projects{

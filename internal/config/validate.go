@@ -99,6 +99,9 @@ func (c *Config) Validate() error {
 	if c.Executor.Local.SystemRetries < 0 {
 		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
 	}
+	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {
+		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
+	}
 
 	for i, p := range c.Projects.Seed {
 		if p == "" || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == '/' }) {

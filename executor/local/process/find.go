@@ -1,10 +1,13 @@
 package process
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // FindInDir lists the live processes whose working directory is dir or lies
@@ -34,4 +37,40 @@ func FindInDir(dir string) []Identity {
 		}
 	})
 	return out
+}
+
+// KillInDir kills (SIGKILL) every process working in dir or below it, and
+// each one's descendants wherever they work, until none is left or
+// leftoverKillTimeout passed. For the end of an attempt, whose processes
+// get no grace: the attempt is over.
+func KillInDir(dir string) {
+	_, _ = killInDir(dir)
+}
+
+// killInDir is KillInDir reporting how many processes it killed, and an
+// error naming what survived.
+func killInDir(dir string) (int, error) {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // /proc shows resolved paths
+	}
+	killed := map[int]bool{}
+	deadline := time.Now().Add(leftoverKillTimeout)
+	for {
+		var found []Identity
+		for _, id := range FindInDir(dir) {
+			found = append(found, id)
+			found = append(found, descendants(id.PID)...)
+		}
+		if len(found) == 0 {
+			return len(killed), nil
+		}
+		for _, id := range found {
+			killed[id.PID] = true
+			signalIfSame(id, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return len(killed), fmt.Errorf("%d process(es) in %s survived SIGKILL", len(found), dir)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

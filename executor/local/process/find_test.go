@@ -1,10 +1,11 @@
 package process
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
-	"time"
 )
 
 func TestFindInDir(t *testing.T) {
@@ -18,7 +19,11 @@ func TestFindInDir(t *testing.T) {
 	leader := p.Identity().PID
 
 	var found []int
-	eventually(t, "the leader to enter sub/", 5*time.Second, func() bool {
+	eventually(t, "the leader to enter sub/", patience, func() bool {
+		// c2 is listed until it has moved to /.
+		if cwd, _ := os.Readlink("/proc/" + strconv.Itoa(c2) + "/cwd"); cwd != "/" {
+			return false
+		}
 		found = found[:0]
 		for _, id := range FindInDir(a.dir) {
 			found = append(found, id.PID)
@@ -39,11 +44,11 @@ func TestFindInDir(t *testing.T) {
 	}
 	// Killing what was found ends the escaped child too.
 	for _, id := range FindInDir(a.dir) {
-		if _, err := KillOrphan(id, 200*time.Millisecond); err != nil {
+		if _, err := KillOrphan(id, patience); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the found processes to die", 5*time.Second, func() bool { return !alive(c1) && !alive(leader) })
+	eventually(t, "the found processes to die", patience, func() bool { return !alive(c1) && !alive(leader) })
 	p.Wait() // the group's leftovers (c2) go with the leader
-	eventually(t, "the group to die", 5*time.Second, func() bool { return !alive(c2) })
+	eventually(t, "the group to die", patience, func() bool { return !alive(c2) })
 }

@@ -35,6 +35,7 @@ type procStat struct {
 	state      byte
 	ppid       int
 	pgrp       int
+	session    int
 	startTicks uint64
 }
 
@@ -61,11 +62,12 @@ func parseStat(b []byte) (procStat, error) {
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
+	session, err4 := strconv.Atoi(f[3])
 	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || len(f[0]) != 1 {
+	if err := errors.Join(err1, err2, err3, err4); err != nil || len(f[0]) != 1 {
 		return procStat{}, fmt.Errorf("malformed stat: %v", err)
 	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, startTicks: start}, nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, session: session, startTicks: start}, nil
 }
 
 func (s procStat) zombie() bool { return s.state == 'Z' || s.state == 'X' }

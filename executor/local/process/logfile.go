@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
+	"fmgr.dev/internal/config"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -25,6 +26,16 @@ import (
 // (stdout, stderr, or system for lines the manager adds: start, timeout,
 // abort, exit), and the message: valid UTF-8 without its newline. A line
 // longer than maxLine is split into several records.
+//
+// The log is capped (Config.MaxLogBytes): the first half of the cap is kept
+// as it is written (the head), and past it records go to a rolling tail of
+// two segment files beside the log, each a quarter of the cap, the older
+// one overwritten when the newer fills. When the attempt ends a system
+// record saying how many bytes were dropped, then the tail (between a
+// quarter and a half of the cap), are appended to the log; a system record
+// where the head ends tells a follower why the log pauses. So the log holds
+// how the task began and how it ended, never more than the cap plus the
+// marker, and a follower sees the head live and the tail at the end.
 
 // Stream is where a log line came from.
 type Stream uint8
@@ -123,12 +134,27 @@ func ParseLine(s string) Line {
 	return Line{Time: t, Stream: st, Message: msg}
 }
 
-// logWriter serialises records from both pipes and the manager into the file.
+// logWriter serialises records from both pipes and the manager into the
+// file, within its cap (see the top of this file).
 type logWriter struct {
-	mu  sync.Mutex
-	f   *os.File
-	buf []byte
-	err error
+	mu      sync.Mutex
+	f       *os.File
+	buf     []byte
+	err     error
+	head    int64 // bytes the log may hold before records go to the tail
+	size    int64 // bytes in the log
+	seg     [2]*os.File
+	segLen  [2]int64
+	cur     int   // the segment being written
+	dropped int64 // bytes of overwritten segments
+}
+
+func newLogWriter(f *os.File, maxBytes int64) *logWriter {
+	w := &logWriter{f: f, head: max(maxBytes, config.MinMaxLogBytes) / 2}
+	if fi, err := f.Stat(); err == nil {
+		w.size = fi.Size()
+	}
+	return w
 }
 
 func (w *logWriter) write(s Stream, msg []byte) {
@@ -138,7 +164,81 @@ func (w *logWriter) write(s Stream, msg []byte) {
 		return
 	}
 	w.buf = formatLine(w.buf[:0], time.Now(), s, msg)
-	_, w.err = w.f.Write(w.buf)
+	if w.seg[0] == nil && w.size+int64(len(w.buf)) <= w.head {
+		_, w.err = w.f.Write(w.buf)
+		w.size += int64(len(w.buf))
+		return
+	}
+	if w.seg[0] == nil {
+		// Followers see the log stop here: say why.
+		notice := formatLine(nil, time.Now(), System, fmt.Appendf(nil,
+			"the log reached half its cap of %d bytes (executor.local.maxLogBytes): from here only its tail is kept, added when the attempt ends", 2*w.head))
+		if _, w.err = w.f.Write(notice); w.err != nil {
+			return
+		}
+		w.size += int64(len(notice))
+	}
+	w.err = w.writeTail(w.buf)
+}
+
+// writeTail appends a record to the rolling tail.
+func (w *logWriter) writeTail(rec []byte) error {
+	segMax := w.head / 2
+	if w.seg[w.cur] != nil && w.segLen[w.cur] > 0 && w.segLen[w.cur]+int64(len(rec)) > segMax {
+		w.cur ^= 1
+		w.dropped += w.segLen[w.cur]
+		w.segLen[w.cur] = 0
+		if w.seg[w.cur] != nil {
+			if err := w.seg[w.cur].Truncate(0); err != nil {
+				return err
+			}
+			if _, err := w.seg[w.cur].Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+		}
+	}
+	if w.seg[w.cur] == nil {
+		f, err := os.OpenFile(w.segPath(w.cur), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+		if err != nil {
+			return err
+		}
+		w.seg[w.cur] = f
+	}
+	n, err := w.seg[w.cur].Write(rec)
+	w.segLen[w.cur] += int64(n)
+	return err
+}
+
+func (w *logWriter) segPath(i int) string { return fmt.Sprintf("%s.tail%d", w.f.Name(), i) }
+
+// flushTail appends the truncation marker and the tail, older segment
+// first, to the log, and removes the segments.
+func (w *logWriter) flushTail() error {
+	if w.seg[0] == nil {
+		return nil
+	}
+	var err error
+	if w.dropped > 0 {
+		marker := formatLine(nil, time.Now(), System, fmt.Appendf(nil,
+			"log truncated: %d bytes dropped here (the log keeps its first %d and its last %d bytes; executor.local.maxLogBytes)",
+			w.dropped, w.size, w.segLen[0]+w.segLen[1]))
+		_, err = w.f.Write(marker)
+	}
+	for _, i := range []int{w.cur ^ 1, w.cur} {
+		f := w.seg[i]
+		if f == nil {
+			continue
+		}
+		if err == nil {
+			if _, err = f.Seek(0, io.SeekStart); err == nil {
+				_, err = io.Copy(w.f, io.LimitReader(f, w.segLen[i]))
+			}
+		}
+		f.Close()
+		os.Remove(f.Name())
+		w.seg[i] = nil
+	}
+	return err
 }
 
 func (w *logWriter) system(format string, args ...any) {
@@ -151,7 +251,7 @@ func (w *logWriter) close() error {
 	if w.f == nil {
 		return w.err
 	}
-	err := errors.Join(w.err, w.f.Close())
+	err := errors.Join(w.err, w.flushTail(), w.f.Close())
 	w.f = nil
 	return err
 }
@@ -196,7 +296,8 @@ func pump(r io.Reader, s Stream, w *logWriter, t *tail) {
 	}
 }
 
-// ReadLog reads a whole attempt log.
+// ReadLog reads a whole attempt log into memory; for tests and small logs
+// (TailLogs streams with FollowLog).
 func ReadLog(path string) ([]Line, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -227,7 +328,8 @@ func splitLines(b []byte) ([]Line, []byte) {
 var FollowPoll = 100 * time.Millisecond
 
 // FollowLog streams an attempt log: everything already in it, then new lines
-// as they are written, in batches passed to emit. done reports that the
+// as they are written, in batches passed to emit, reading a bounded chunk
+// at a time. done reports that the
 // attempt ended (its log is complete); FollowLog then delivers the rest and
 // returns nil. A log that does not exist yet is waited for. It returns
 // ctx.Err() when ctx ends first, and emit's error if emit fails.
@@ -251,20 +353,18 @@ func FollowLog(ctx context.Context, path string, done func() bool, emit func([]L
 				return err
 			}
 		}
-		if f != nil {
-			for {
-				n, err := f.Read(buf)
-				partial = append(partial, buf[:n]...)
-				if errors.Is(err, io.EOF) || (err == nil && n == 0) {
-					break
-				}
-				if err != nil {
-					return err
-				}
+		// One chunk at a time, each emitted before the next is read, so
+		// a log of any size costs a chunk and one partial record.
+		for f != nil {
+			n, err := f.Read(buf)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
 			}
+			atEOF := n == 0
+			partial = append(partial, buf[:n]...)
 			lines, rest := splitLines(partial)
 			partial = append(partial[:0], rest...)
-			if finished && len(partial) > 0 {
+			if atEOF && finished && len(partial) > 0 {
 				lines = append(lines, ParseLine(string(partial)))
 				partial = partial[:0]
 			}
@@ -272,6 +372,9 @@ func FollowLog(ctx context.Context, path string, done func() bool, emit func([]L
 				if err := emit(lines); err != nil {
 					return err
 				}
+			}
+			if atEOF {
+				break
 			}
 		}
 		if finished {

@@ -5,6 +5,14 @@
 // that lets a restarted manager find and stop an attempt it lost track of
 // (KillOrphan) without ever signalling a recycled pid.
 //
+// Containment: where the host allows it, every attempt runs in a cgroup of
+// its own (cgroup_linux.go) that carries its resource limits and lets the
+// attempt's end kill every process it started, however detached. Without
+// one, the end of an attempt kills its process group, its process tree and
+// whatever still works in its directory. Either way nothing an attempt
+// started outlives it, and the manager, a child subreaper (reaper_linux.go),
+// inherits and reaps what detached.
+//
 // Lifetime: the attempt's process gets Pdeathsig SIGKILL, so it dies with the
 // manager. Pdeathsig fires when the OS *thread* that forked the child exits,
 // not the process, and the Go runtime may retire threads at any time; so the
@@ -29,6 +37,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 )
 
@@ -52,11 +61,18 @@ type Config struct {
 	DrainTimeout time.Duration
 	// TailLines is how many lines of each stream ExitStatus keeps.
 	TailLines int
+	// MaxLogBytes caps each attempt's log (see logfile.go); 0 means
+	// config.DefaultMaxLogBytes.
+	MaxLogBytes int64
+	// CgroupRoot is where the cgroup hierarchies are mounted
+	// (/sys/fs/cgroup when empty); "none" runs attempts without cgroups.
+	CgroupRoot string
 }
 
 // Runner starts attempt processes.
 type Runner struct {
 	cfg Config
+	cg  *cgroupHost
 }
 
 // NewRunner returns a Runner; zero Config fields take their defaults.
@@ -70,8 +86,27 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.TailLines <= 0 {
 		cfg.TailLines = DefaultTailLines
 	}
-	return &Runner{cfg: cfg}
+	if cfg.MaxLogBytes <= 0 {
+		cfg.MaxLogBytes = config.DefaultMaxLogBytes
+	}
+	r := &Runner{cfg: cfg}
+	switch cfg.CgroupRoot {
+	case "none":
+		r.cg = &cgroupHost{why: "disabled for this runner"}
+	case "":
+		r.cg = probeCgroups(cgroupRoot)
+	default:
+		r.cg = probeCgroups(cfg.CgroupRoot)
+	}
+	return r
 }
+
+// Containment says in a sentence how attempts are contained on this host
+// and whether their resource limits are enforced (logged once at start).
+func (r *Runner) Containment() string { return r.cg.Describe() }
+
+// Cgroups reports whether attempts run in cgroups of their own.
+func (r *Runner) Cgroups() bool { return r.cg.ok() }
 
 // Spec is one attempt to run.
 type Spec struct {
@@ -89,6 +124,9 @@ type Spec struct {
 	LogPath string
 	// Timeout stops the process group when it fires; 0 means none.
 	Timeout time.Duration
+	// Limits are the task's resources, enforced through the attempt's
+	// cgroup when the host gives one (else the log says they are not).
+	Limits Limits
 }
 
 // ExitStatus is how the process ended.
@@ -107,6 +145,10 @@ type ExitStatus struct {
 	// StdoutTail and StderrTail hold the last lines of each stream.
 	StdoutTail []string
 	StderrTail []string
+	// OOMKilled says the kernel killed a process of the attempt for going
+	// over MemoryLimit, and the attempt did not succeed.
+	OOMKilled   bool
+	MemoryLimit int64
 	// Err is set when waiting for the process failed in an unexpected way.
 	Err error
 }
@@ -126,10 +168,18 @@ type Process struct {
 	errTail *tail
 	pipes   []*os.File
 	pumps   sync.WaitGroup
+	exited  chan struct{} // the leader exited; not reaped yet
+	reap    chan struct{} // closed by supervise: reap the leader now
 	waitCh  chan error
 	abortCh chan string
 	done    chan struct{}
 	status  ExitStatus
+	dir     string
+	cg      *cgroup
+	limits  Limits
+	// Unenforced says why the declared limits are not enforced ("" when
+	// they are, or none were declared).
+	unenforced string
 }
 
 // Start launches spec. It returns once the process runs (or failed to
@@ -157,22 +207,29 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	p := &Process{
 		cfg:     r.cfg,
 		logPath: spec.LogPath,
-		log:     &logWriter{f: lf},
+		log:     newLogWriter(lf, r.cfg.MaxLogBytes),
 		outTail: &tail{n: r.cfg.TailLines},
 		errTail: &tail{n: r.cfg.TailLines},
+		exited:  make(chan struct{}),
+		reap:    make(chan struct{}),
 		waitCh:  make(chan error, 1),
 		abortCh: make(chan string, 1),
 		done:    make(chan struct{}),
+		dir:     spec.Dir,
+		limits:  spec.Limits,
 	}
+	p.setUpCgroup(r.cg, spec)
 	env := withBinDir(spec.Env, r.cfg.BinDir)
 	path, err := lookPath(spec.Args[0], env)
 	if err != nil {
 		p.log.system("cannot start: %v", err)
+		p.releaseCgroup()
 		p.log.close()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		p.releaseCgroup()
 		p.log.close()
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
@@ -180,21 +237,26 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if err != nil {
 		outR.Close()
 		outW.Close()
+		p.releaseCgroup()
 		p.log.close()
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
 	p.pipes = []*os.File{outR, errR}
+	attr := &syscall.SysProcAttr{
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if p.cg != nil && p.cg.v2 {
+		attr.UseCgroupFD, attr.CgroupFD = true, p.cg.fd
+	}
 	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   spec.Args,
-		Env:    env,
-		Dir:    spec.Dir,
-		Stdout: outW,
-		Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Path:        path,
+		Args:        spec.Args,
+		Env:         env,
+		Dir:         spec.Dir,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: attr,
 	}
 	type started struct {
 		id  Identity
@@ -205,7 +267,16 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// Locked for the life of the child and never unlocked: see the
 		// package comment on Pdeathsig.
 		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
+		// Held from before the fork until the leader is tracked: see
+		// reaper_linux.go.
+		reaper.mu.RLock()
+		err := p.cg.enterThread()
+		if err == nil {
+			err = cmd.Start()
+			p.cg.leaveThread()
+		}
+		if err != nil {
+			reaper.mu.RUnlock()
 			startCh <- started{err: err}
 			return
 		}
@@ -216,7 +287,15 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		if err != nil {
 			id = Identity{PID: pid, PGID: pid, BootID: bootID}
 		}
+		trackLocked(pid, pid) // Setpgid: the leader's group is its pid
+		reaper.mu.RUnlock()
 		startCh <- started{id: id}
+		// Learn of the exit without reaping: the leader's zombie keeps
+		// its pid, and so its group's number, from reuse until supervise
+		// has dealt with the leftovers (see reaper_linux.go).
+		_ = waitExitedNoReap(pid)
+		close(p.exited)
+		<-p.reap
 		p.waitCh <- cmd.Wait()
 	}()
 	st := <-startCh
@@ -226,6 +305,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		outR.Close()
 		errR.Close()
 		p.log.system("cannot start %s: %v", path, st.err)
+		p.releaseCgroup()
 		p.log.close()
 		return nil, fmt.Errorf("process: start %s: %w", path, st.err)
 	}
@@ -295,7 +375,7 @@ func (p *Process) supervise(timeout time.Duration) {
 wait:
 	for {
 		select {
-		case waitErr = <-p.waitCh:
+		case <-p.exited:
 			break wait
 		case <-timer:
 			timer = nil
@@ -318,13 +398,10 @@ wait:
 		}
 	}
 	p.status.Ended = time.Now()
-
-	// Whatever the leader left behind in its group (or, when stopping, in
-	// its tree) does not outlive the attempt.
-	if n := len(groupMembers(p.id.PGID)); n > 0 && p.id.leader() != leaderRecycled {
-		p.log.system("killing %d process(es) left in the process group", n)
-	}
-	p.signalAll(tree, syscall.SIGKILL)
+	p.killLeftovers(tree)
+	untrack(p.id.PID, p.id.PGID)
+	close(p.reap)
+	waitErr = <-p.waitCh
 
 	drained := make(chan struct{})
 	go func() { p.pumps.Wait(); close(drained) }()
@@ -357,7 +434,11 @@ wait:
 	}
 	p.status.StdoutTail = p.outTail.get()
 	p.status.StderrTail = p.errTail.get()
+	p.noteOOM()
+	p.releaseCgroup()
 	switch {
+	case p.status.OOMKilled:
+		p.log.system("the attempt went over its memory limit of %s and was killed (OOM)", FormatBytes(p.status.MemoryLimit))
 	case p.status.Err != nil:
 		p.log.system("lost the process: %v", p.status.Err)
 	case p.status.Signal != "":

@@ -1,0 +1,124 @@
+package process
+
+import (
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// leftoverKillTimeout bounds the wait for an attempt's leftovers to die
+// after SIGKILL (they die at once unless stuck in the kernel).
+const leftoverKillTimeout = 10 * time.Second
+
+// setUpCgroup gives the attempt its cgroup, or says in its log why it runs
+// without one and which declared limits are therefore not enforced.
+func (p *Process) setUpCgroup(h *cgroupHost, spec Spec) {
+	if h.ok() {
+		cg, err := h.newCgroup(cgroupName(filepath.Clean(spec.Dir)), spec.Limits)
+		if err == nil {
+			p.cg = cg
+		} else {
+			p.log.system("running without a cgroup: %v", err)
+		}
+	}
+	lim := spec.Limits
+	if !lim.any() {
+		return
+	}
+	var not Limits
+	switch {
+	case p.cg == nil:
+		not = lim
+	default:
+		if !h.memory {
+			not.MemoryBytes = lim.MemoryBytes
+		}
+		if !h.cpu {
+			not.CPUMillis = lim.CPUMillis
+		}
+	}
+	if not.any() {
+		p.unenforced = fmt.Sprintf("the task's resource limits (%s) are not enforced: %s", not, h.Describe())
+		p.log.system("%s", p.unenforced)
+	} else {
+		p.log.system("resource limits: %s", lim)
+	}
+}
+
+// Unenforced says why the limits the task declared are not enforced, ""
+// when they are (or it declared none).
+func (p *Process) Unenforced() string { return p.unenforced }
+
+// killLeftovers kills whatever the attempt started that still runs once
+// its leader exited: everything in its cgroup, and (with or without one)
+// its process group, the tree recorded when it was stopped, and every
+// process working in its directory with that process's own descendants.
+// Detached processes were re-parented to the manager (a subreaper), so
+// their /proc parent links lead nowhere near the leader any more: the
+// directory is what still ties them to the attempt without a cgroup.
+func (p *Process) killLeftovers(tree []Identity) {
+	n := 0
+	if p.cg != nil {
+		k, err := p.cg.kill(leftoverKillTimeout)
+		if err != nil {
+			p.log.system("%v", err)
+		}
+		n += k
+	}
+	if p.id.leader() != leaderRecycled {
+		n += len(groupMembers(p.id.PGID))
+	}
+	p.signalAll(tree, syscall.SIGKILL)
+	k, err := killInDir(p.dir)
+	if err != nil {
+		p.log.system("%v", err)
+	}
+	n += k
+	if n > 0 {
+		p.log.system("killed %d process(es) the attempt left running", n)
+	}
+}
+
+// noteOOM records that the kernel's OOM killer ended the attempt: a
+// process of its cgroup was OOM-killed and the attempt did not succeed. A
+// task that survives the loss of a child and exits 0 succeeded.
+func (p *Process) noteOOM() {
+	if p.cg == nil || p.limits.MemoryBytes <= 0 || p.status.Aborted || p.status.TimedOut {
+		return
+	}
+	if p.status.Code == 0 && p.status.Signal == "" && p.status.Err == nil {
+		return
+	}
+	if p.cg.oomKills() > 0 {
+		p.status.OOMKilled = true
+		p.status.MemoryLimit = p.limits.MemoryBytes
+	}
+}
+
+// releaseCgroup removes the attempt's cgroup (empty by now).
+func (p *Process) releaseCgroup() {
+	if p.cg == nil {
+		return
+	}
+	if err := p.cg.remove(); err != nil {
+		p.log.system("%v", err)
+	}
+	p.cg = nil
+}
+
+// KillCgroup kills whatever still runs in the cgroup of the attempt whose
+// working directory is dir, and removes it: for an attempt a previous
+// manager started (its cgroup survives the manager). It reports how many
+// processes it killed.
+func (r *Runner) KillCgroup(dir string) (int, error) {
+	if !r.cg.ok() {
+		return 0, nil
+	}
+	cg := r.cg.cgroupOf(cgroupName(filepath.Clean(dir)))
+	n, err := cg.kill(leftoverKillTimeout)
+	if err != nil {
+		return n, err
+	}
+	return n, cg.remove()
+}
