@@ -19,13 +19,13 @@ import (
 func (h *harness) runSpec(name string, spec *task.TaskSpec) store.ActionKey {
 	h.t.Helper()
 	_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
-		Id:   &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "d", Name: name}},
+		Id:   &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
 		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return store.RunKey{Project: "p", Domain: "d", RunName: name}.Action(store.RootName)
+	return store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName)
 }
 
 // withMemory declares a memory request, as the SDK's Resources(memory=...)

@@ -439,6 +439,8 @@ func (d *Driver) work() {
 		case d.workCtx.Err() != nil:
 		case errors.Is(err, errStandby):
 			d.q.forget(key) // the holder's scan finds it
+		case errors.Is(err, errPaused):
+			d.q.forget(key) // resumeAttempts queues it again
 		case errors.Is(err, store.ErrFenced):
 			// Lost the lease: keepLease notices at its next renewal and
 			// puts the driver on standby; nothing was written.

@@ -25,12 +25,18 @@ import (
 //     clock (no holder clocks are compared), or at once when the holder
 //     recorded this host and this work directory: this driver holds that
 //     directory's flock, so that holder has died (a restart).
-//   - The holder renews the lease every leaseTTL/5. When it cannot renew it
-//     for leaseTTL/2 (the database is unreachable, or another manager took
-//     it over) it gives it up: it stops starting and recording attempts, and
-//     stops the processes of its running attempts, which the next holder
-//     would otherwise run again beside them. A standby waits a whole
-//     leaseTTL, so the holder stops first.
+//   - The holder renews the lease every leaseTTL/5. When another manager
+//     took it over, it gives it up: it stops starting and recording
+//     attempts, and stops the processes of its running attempts, which the
+//     next holder runs again. When it merely cannot renew it for leaseTTL/2
+//     (the database is unreachable: down for everyone, or only for this
+//     manager, which it cannot tell apart) it pauses instead: its attempts'
+//     processes are stopped with SIGSTOP and nothing new starts, while it
+//     keeps trying to renew. A standby waits a whole leaseTTL, so nothing
+//     of the holder runs by then. A renewal that succeeds again proves that
+//     nobody took over: the attempts continue where they were, and no work
+//     is lost to a database outage. A renewal refused for the token ends
+//     them.
 //   - Every executor write carries the lease token (store.Update.Fence) and
 //     commits only while the lease row still has it: a manager that paused
 //     past its lease and wakes up cannot record anything.
@@ -48,10 +54,22 @@ type lease struct {
 	seen       store.Lease // the row as last read on standby
 	seenAt     time.Time   // when seen last changed
 	everHolder bool        // the lease was held at least once
+	paused     bool        // held, but not renewed for ttl/2: attempts are paused
+}
+
+// isPaused reports whether the holder paused its attempts.
+func (l *lease) isPaused() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.paused
 }
 
 // errStandby: the driver does not hold the lease, so it writes nothing.
 var errStandby = errors.New("executor: this manager does not hold the executor lease (standby)")
+
+// errPaused: the lease could not be renewed lately, so the driver neither
+// starts nor records anything until it is.
+var errPaused = errors.New("executor: the executor lease could not be renewed; attempts are paused")
 
 func newLease(workDir string, ttl time.Duration) *lease {
 	host, _ := os.Hostname()
@@ -74,6 +92,9 @@ func (l *lease) fence() int64 {
 func (l *lease) describe() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.token != 0 && l.paused {
+		return fmt.Sprintf("lease holder (token %d), paused: the lease could not be renewed since %s", l.token, l.renewedAt.UTC().Format(time.RFC3339))
+	}
 	if l.token != 0 {
 		return fmt.Sprintf("lease holder (token %d)", l.token)
 	}
@@ -123,9 +144,13 @@ func (d *Driver) leaseStep(ctx context.Context) time.Duration {
 		// A renewal that hangs must not hold the holder past the moment
 		// it has to give the lease up: the call ends by then.
 		l.mu.Lock()
-		giveUp := l.renewedAt.Add(l.ttl / 2)
+		giveUp, paused := l.renewedAt.Add(l.ttl/2), l.paused
 		l.mu.Unlock()
-		cctx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(period), giveUp))
+		deadline := time.Now().Add(period)
+		if !paused {
+			deadline = minTime(deadline, giveUp)
+		}
+		cctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		start := time.Now()
 		err := leases.Renew(cctx, store.LocalExecutorLease, l.me.Holder, tok, l.ttl)
@@ -136,10 +161,16 @@ func (d *Driver) leaseStep(ctx context.Context) time.Duration {
 				l.renewedAt = start
 			}
 			l.mu.Unlock()
+			if paused {
+				d.resumeAttempts(tok)
+			}
 		case errors.Is(err, store.ErrFenced):
 			d.loseLease(tok, "another manager took it over")
+		case paused:
+			return period
 		case !time.Now().Before(giveUp):
-			d.loseLease(tok, fmt.Sprintf("it could not be renewed for %s: %v", (l.ttl/2).Round(time.Millisecond), err))
+			d.pauseAttempts(tok, fmt.Sprintf("it could not be renewed for %s: %v", (l.ttl/2).Round(time.Millisecond), err))
+			return period
 		default:
 			if d.workCtx.Err() == nil {
 				d.log.Warn("renewing the executor lease (will retry)", "err", err)
@@ -218,7 +249,7 @@ func (d *Driver) loseLease(tok int64, why string) {
 		l.mu.Unlock()
 		return
 	}
-	l.token = 0
+	l.token, l.paused = 0, false
 	l.seen, l.seenAt = store.Lease{}, time.Time{}
 	l.mu.Unlock()
 	d.life.Lock()
@@ -226,20 +257,69 @@ func (d *Driver) loseLease(tok int64, why string) {
 		d.status = lifeStandby
 	}
 	d.life.Unlock()
-	d.mu.Lock()
-	var procs []*attempt
-	for _, e := range d.running {
-		if e.proc != nil {
-			procs = append(procs, e)
-		}
-	}
-	d.mu.Unlock()
+	procs := d.startedAttempts()
 	d.log.Error("lost the executor lease: the executor is on standby and stops its attempts", "why", why,
 		"token", tok, "attempts", len(procs))
 	d.slots.dropAllWaiting()
 	for _, e := range procs {
 		e.proc.Abort("this manager lost the executor lease")
 	}
+}
+
+// pauseAttempts stops the processes of the attempts of the lease held with
+// tok (SIGSTOP) while it cannot be renewed; nothing new starts meanwhile.
+func (d *Driver) pauseAttempts(tok int64, why string) {
+	l := d.lease
+	l.mu.Lock()
+	if l.token != tok || l.paused {
+		l.mu.Unlock()
+		return
+	}
+	l.paused = true
+	l.mu.Unlock()
+	procs := d.startedAttempts()
+	d.log.Error("the executor lease cannot be renewed: the executor pauses its attempts until it can", "why", why,
+		"token", tok, "attempts", len(procs))
+	for _, e := range procs {
+		e.proc.Pause()
+	}
+}
+
+// resumeAttempts continues the paused attempts once a renewal proved the
+// lease still ours, and looks at everything again (an attempt may have
+// ended just before the pause; actions may have arrived meanwhile).
+func (d *Driver) resumeAttempts(tok int64) {
+	l := d.lease
+	l.mu.Lock()
+	if l.token != tok || !l.paused {
+		l.mu.Unlock()
+		return
+	}
+	l.paused = false
+	l.mu.Unlock()
+	procs := d.startedAttempts()
+	d.log.Warn("the executor lease is renewed again: the executor resumes its attempts", "token", tok, "attempts", len(procs))
+	for _, e := range procs {
+		e.proc.Resume()
+		d.q.add(e.key)
+	}
+	select {
+	case d.rescan <- struct{}{}:
+	default:
+	}
+}
+
+// startedAttempts are the attempts of ours whose process runs.
+func (d *Driver) startedAttempts() []*attempt {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var procs []*attempt
+	for _, e := range d.running {
+		if e.proc != nil {
+			procs = append(procs, e)
+		}
+	}
+	return procs
 }
 
 // releaseLease gives the lease up at a graceful stop, so that a standby

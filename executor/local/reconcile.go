@@ -69,6 +69,11 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	e := d.running[key]
 	ended := e != nil && e.status != nil
 	d.mu.Unlock()
+	if d.lease.isPaused() {
+		// The lease could not be renewed: nothing is started or recorded
+		// until it is; resumeAttempts queues our attempts and rescans.
+		return errPaused
+	}
 	if d.lease.fence() == 0 {
 		// Standby, or the lease was lost: nothing is started or recorded.
 		// An attempt of ours that ended is forgotten unrecorded; the
@@ -335,6 +340,9 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	e.proc = proc
 	abort := e.abort
 	d.mu.Unlock()
+	if d.lease.isPaused() {
+		proc.Pause() // the lease went unrenewed while it started
+	}
 	handedOff = true
 	go d.waitFor(e)
 	if abort {

@@ -338,8 +338,11 @@ func TestRestartsSpendTheSystemBudget(t *testing.T) {
 		d := h.driver(one)
 		key := h.run("rbudget", countRuns("rbudget")+`exec sleep 60`, taskOpts{retries: 3})
 		for n := int32(1); n <= 2; n++ {
-			h.wait(key, fmt.Sprintf("RUNNING attempt %d", n), 30*time.Second, func(a *store.Action) bool {
-				return a.Phase == store.PhaseRunning && a.Attempts == n
+			// RUNNING is recorded once the process started; the script
+			// counts itself a moment later: wait for both, so the kill
+			// really hits the running task.
+			h.wait(key, fmt.Sprintf("RUNNING attempt %d, counted", n), 30*time.Second, func(a *store.Action) bool {
+				return a.Phase == store.PhaseRunning && a.Attempts == n && h.runsOf("rbudget") == int(n)
 			})
 			d.abandon()
 			d = h.driver(one)

@@ -172,6 +172,8 @@ type Process struct {
 	reap    chan struct{} // closed by supervise: reap the leader now
 	waitCh  chan error
 	abortCh chan string
+	pauseCh chan bool     // Pause (true) and Resume (false), handled by supervise
+	watched chan struct{} // closed when supervise stops watching the process
 	done    chan struct{}
 	status  ExitStatus
 	dir     string
@@ -214,6 +216,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		reap:    make(chan struct{}),
 		waitCh:  make(chan error, 1),
 		abortCh: make(chan string, 1),
+		pauseCh: make(chan bool),
+		watched: make(chan struct{}),
 		done:    make(chan struct{}),
 		dir:     spec.Dir,
 		limits:  spec.Limits,
@@ -365,11 +369,15 @@ func (p *Process) supervise(timeout time.Duration) {
 		defer t.Stop()
 		timer = t.C
 	}
-	stopping := false
+	stopping, paused := false, false
 	stop := func() {
 		stopping = true
 		tree = descendants(p.id.PID)
 		p.signalAll(tree, syscall.SIGTERM)
+		if paused {
+			// A stopped process handles SIGTERM only once it continues.
+			p.signalPaused(syscall.SIGCONT)
+		}
 		grace = time.After(p.cfg.KillGrace)
 	}
 wait:
@@ -395,8 +403,14 @@ wait:
 			grace = nil
 			p.log.system("still running %s after SIGTERM: sending SIGKILL", p.cfg.KillGrace)
 			p.signalAll(tree, syscall.SIGKILL)
+		case pause := <-p.pauseCh:
+			if pause != paused && !stopping {
+				paused = pause
+				p.pauseOrResume(pause)
+			}
 		}
 	}
+	close(p.watched)
 	p.status.Ended = time.Now()
 	p.killLeftovers(tree)
 	untrack(p.id.PID, p.id.PGID)
