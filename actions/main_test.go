@@ -2,15 +2,12 @@ package actions_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"gorm.io/gorm"
 
@@ -26,6 +23,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
@@ -178,17 +176,5 @@ func (h *harness) children(t *testing.T, run, parent string) []string {
 	}
 }
 
-// wantCode fails unless err is a Connect error with code whose message
-// mentions every fragment.
-func wantCode(t *testing.T, err error, code connect.Code, fragments ...string) {
-	t.Helper()
-	var cerr *connect.Error
-	if !errors.As(err, &cerr) || cerr.Code() != code {
-		t.Fatalf("error = %v, want code %v", err, code)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(cerr.Message(), f) {
-			t.Fatalf("error message %q does not mention %q", cerr.Message(), f)
-		}
-	}
-}
+// wantCode is rpctest.WantCode.
+var wantCode = rpctest.WantCode

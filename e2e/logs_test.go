@@ -57,7 +57,7 @@ func resetPeakRSS(t *testing.T, pid int) {
 func TestHugeLogIsCappedAndStreamed(t *testing.T) {
 	const printed = 300_000_000
 	m := startManager(t, "sqlite://"+filepath.Join(t.TempDir(), "fm.db"))
-	pid := m.cmd.Process.Pid
+	pid := m.PID()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	httpc := &http.Client{Timeout: 10 * time.Minute}

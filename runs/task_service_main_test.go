@@ -2,13 +2,11 @@ package runs_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -21,6 +19,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
@@ -101,20 +100,8 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	return h
 }
 
-// wantCode fails unless err is a Connect error with code and a message
-// holding every fragment.
-func wantCode(t *testing.T, err error, code connect.Code, fragments ...string) {
-	t.Helper()
-	var cerr *connect.Error
-	if !errors.As(err, &cerr) || cerr.Code() != code {
-		t.Fatalf("error = %v, want code %v", err, code)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(cerr.Message(), f) {
-			t.Fatalf("error message %q does not mention %q", cerr.Message(), f)
-		}
-	}
-}
+// wantCode is rpctest.WantCode.
+var wantCode = rpctest.WantCode
 
 func must[T any](t *testing.T) func(v T, err error) T {
 	return func(v T, err error) T {
