@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/sdktest"
@@ -39,13 +40,15 @@ func TestMain(m *testing.M) {
 // backend names a database the manager can run on.
 type backend struct {
 	name string
-	dsn  func(t *testing.T) string
+	dsn  func(t testing.TB) string
 }
 
-// backends are the two databases every end-to-end scenario runs on.
+// backends are the two databases every end-to-end scenario runs on, each a
+// fresh database as dbtest makes them. (Not dbtest.EachDSN itself: the
+// crash matrix picks cells per database.)
 var backends = []backend{
-	{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "fm.db") }},
-	{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
+	{"sqlite", dbtest.SQLiteDSN},
+	{"postgres", pgtest.NewDatabase},
 }
 
 // manager is one running flyte-manager process (a mgrproc.Process) seen
