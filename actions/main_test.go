@@ -87,6 +87,9 @@ func newHarness(t *testing.T, g *gorm.DB) *harness {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st := store.New(g)
 	hub := runstate.NewHub(st.Actions, log)
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-hubDone })

@@ -45,6 +45,9 @@ func services(ctx context.Context, d *deps) ([]server.Service, error) {
 	}
 	st := store.New(d.db)
 	hub := runstate.NewHub(st.Actions, d.log)
+	if err := hub.Start(ctx); err != nil { // before anything can subscribe
+		return nil, err
+	}
 	state := runstate.New(st, blobs, hub, d.cfg.Projects, d.log)
 	exec := local.New(state, d.cfg.Executor, func() string { return advertisedAddr(d) }, d.log)
 	state.SetExecutor(exec)

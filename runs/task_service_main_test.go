@@ -65,6 +65,9 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 		t.Fatal(err)
 	}
 	hub := runstate.NewHub(st.Actions, log)
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-hubDone })

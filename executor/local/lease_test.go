@@ -28,6 +28,9 @@ func (h *harness) peer() *harness {
 	h.t.Helper()
 	p := *h
 	hub := runstate.NewHub(h.st.Actions, h.log)
+	if err := hub.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = hub.Run(ctx) }()

@@ -20,9 +20,10 @@ type Hub struct {
 
 	wake chan struct{}
 
-	mu   sync.Mutex
-	last int64 // highest resource version dispatched
-	subs map[*Subscription]struct{}
+	mu      sync.Mutex
+	started bool  // last is set: Start ran
+	last    int64 // highest resource version dispatched
+	subs    map[*Subscription]struct{}
 }
 
 // Subscription receives the changes its filter selects. When the subscriber
@@ -55,14 +56,35 @@ func (h *Hub) Notify() {
 }
 
 // Run dispatches until ctx ends.
-func (h *Hub) Run(ctx context.Context) error {
+// Start fixes where dispatching begins: the change log's current version.
+// Call it before anything can subscribe (the manager does, before it
+// serves): Subscribe promises every change committed after it returns, and
+// a change committed between a Subscribe and a later Start would be skipped.
+// Run calls it when it was not called.
+func (h *Hub) Start(ctx context.Context) error {
+	h.mu.Lock()
+	started := h.started
+	h.mu.Unlock()
+	if started {
+		return nil
+	}
 	rv, err := h.actions.CurrentVersion(ctx)
 	if err != nil {
 		return err
 	}
 	h.mu.Lock()
-	h.last = rv
+	if !h.started {
+		h.last, h.started = rv, true
+	}
 	h.mu.Unlock()
+	return nil
+}
+
+// Run dispatches changes until ctx ends.
+func (h *Hub) Run(ctx context.Context) error {
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
 	for {

@@ -59,6 +59,9 @@ func suite(t *testing.T, fn func(t *testing.T, e *env)) {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		st := store.New(g)
 		hub := runstate.NewHub(st.Actions, log)
+		if err := hub.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 		go func() { _ = hub.Run(ctx) }()
 		state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
 		rec := &recorder{}
