@@ -15,6 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -177,11 +178,11 @@ func TestWatchForUpdates(t *testing.T) {
 			h.state.Changed()
 			return a
 		}
-		set("old1", store.Update{Phase: store.PhaseRunning})
+		set("old1", store.Update{Phase: phase.Running})
 		if m := recv(); m.update.GetActionId().GetName() != "old1" || m.update.GetPhase() != common.ActionPhase_ACTION_PHASE_RUNNING {
 			t.Fatalf("update %v, want old1 RUNNING", m)
 		}
-		done1 := set("old1", store.Update{Phase: store.PhaseSucceeded})
+		done1 := set("old1", store.Update{Phase: phase.Succeeded})
 		m := recv()
 		if m.update.GetActionId().GetName() != "old1" || m.update.GetPhase() != common.ActionPhase_ACTION_PHASE_SUCCEEDED ||
 			m.update.GetOutputUri() != runstate.OutputDir(done1, done1.Attempts) || m.update.GetError() != nil {
@@ -191,7 +192,7 @@ func TestWatchForUpdates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		failed := set("new", store.Update{Phase: store.PhaseFailed, ErrorInfo: failure})
+		failed := set("new", store.Update{Phase: phase.Failed, ErrorInfo: failure})
 		m = recv()
 		if m.update.GetActionId().GetName() != "new" || m.update.GetPhase() != common.ActionPhase_ACTION_PHASE_FAILED ||
 			m.update.GetOutputUri() != runstate.OutputDir(failed, failed.Attempts) ||
@@ -199,8 +200,8 @@ func TestWatchForUpdates(t *testing.T) {
 			t.Fatalf("failure update %v, want new FAILED with its output dir and the ValueError", m.update)
 		}
 		// The parent's own changes are not its children's updates.
-		set("a0", store.Update{Phase: store.PhaseRunning})
-		set("old2", store.Update{Phase: store.PhaseRunning})
+		set("a0", store.Update{Phase: phase.Running})
+		set("old2", store.Update{Phase: phase.Running})
 		if m := recv(); m.update.GetActionId().GetName() != "old2" {
 			t.Fatalf("update %v, want old2 (the parent's change is not sent)", m)
 		}

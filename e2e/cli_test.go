@@ -15,7 +15,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
-	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/phase"
 )
 
 // This file holds the scenarios that drive the flyte CLI as a user types it,
@@ -55,20 +55,20 @@ func phaseName(p common.ActionPhase) string { return strings.TrimPrefix(p.String
 // ends the test.
 func waitRun(t *testing.T, ctx context.Context, m *manager, run string) string {
 	t.Helper()
-	var phase common.ActionPhase
+	var p common.ActionPhase
 	if msg := eventually(5*time.Minute, time.Second, func() string {
 		var err error
-		if phase, err = runPhase(t, ctx, m, run); err != nil {
+		if p, err = runPhase(t, ctx, m, run); err != nil {
 			return "GetRunDetails: " + err.Error()
 		}
-		if store.Phase(phase).Terminal() {
+		if phase.FromProto(p).Terminal() {
 			return ""
 		}
-		return "still " + phaseName(phase)
+		return "still " + phaseName(p)
 	}); msg != "" {
 		t.Fatalf("run %s did not end: %s", run, msg)
 	}
-	return phaseName(phase)
+	return phaseName(p)
 }
 
 // jsonOutput decodes the first line of CLI output that is a JSON document

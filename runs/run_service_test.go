@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -63,7 +64,7 @@ func (h *harness) enqueue(t *testing.T, run *common.RunIdentifier, parent, name 
 }
 
 // setPhase moves an action as the executor would, and tells the watchers.
-func (h *harness) setPhase(t *testing.T, run *common.RunIdentifier, name string, p store.Phase) {
+func (h *harness) setPhase(t *testing.T, run *common.RunIdentifier, name string, p phase.Phase) {
 	t.Helper()
 	if _, err := h.st.Actions.Update(context.Background(), runKeyOf(run).Action(name), store.AnyVersion, store.Update{Phase: p}); err != nil {
 		t.Fatalf("set %s %v: %v", name, p, err)
@@ -231,13 +232,13 @@ func TestWatchRuns(t *testing.T) {
 		// A phase change of a run in scope arrives with its new phase; a
 		// child's change is not a run's.
 		h.enqueue(t, r1, "a0", "c1")
-		h.setPhase(t, r1, "c1", store.PhaseRunning)
-		h.setPhase(t, r1, "a0", store.PhaseRunning)
+		h.setPhase(t, r1, "c1", phase.Running)
+		h.setPhase(t, r1, "a0", phase.Running)
 		for _, w := range []*runWatch{byProject, byTask, byLocalOrg} {
 			w.await(t, running, "r1")
 		}
 		// The acme watch saw none of it (await fails on r1).
-		h.setPhase(t, rid("acme", "p", "development", "other-org"), "a0", store.PhaseRunning)
+		h.setPhase(t, rid("acme", "p", "development", "other-org"), "a0", phase.Running)
 		byOrg.await(t, running, "other-org")
 	})
 }
@@ -269,7 +270,7 @@ func TestWatchActions(t *testing.T) {
 		h.enqueue(t, r1, "a0", "c2")
 		h.enqueue(t, r1, "c1", "g1")
 		h.createRun(t, rid("", "p", "development", "r2"), "env.main")
-		h.setPhase(t, r1, "c2", store.PhaseRunning)
+		h.setPhase(t, r1, "c2", phase.Running)
 
 		type seen struct {
 			name  string
@@ -308,9 +309,9 @@ func TestWatchActions(t *testing.T) {
 		// runs, an action may come again with its latest state, so the test
 		// awaits the changes and checks every message on the way: r2's
 		// change, made first, would arrive before them if it leaked.
-		h.setPhase(t, rid("", "p", "development", "r2"), "a0", store.PhaseRunning)
-		h.setPhase(t, r1, "c1", store.PhaseSucceeded)
-		h.setPhase(t, r1, "g1", store.PhaseRunning)
+		h.setPhase(t, rid("", "p", "development", "r2"), "a0", phase.Running)
+		h.setPhase(t, r1, "c1", phase.Succeeded)
+		h.setPhase(t, r1, "g1", phase.Running)
 		for _, c := range []struct {
 			name   string
 			stream *serverStream[workflow.WatchActionsResponse]
@@ -380,22 +381,22 @@ func TestWatchDetails(t *testing.T) {
 			t.Fatalf("r1 starts %v", p)
 		}
 		// Changes elsewhere in the run are not the watched action's.
-		h.setPhase(t, r1, "a0", store.PhaseRunning)
-		h.setPhase(t, r1, "c1", store.PhaseRunning)
+		h.setPhase(t, r1, "a0", phase.Running)
+		h.setPhase(t, r1, "c1", phase.Running)
 		if p := runPhase(); p != common.ActionPhase_ACTION_PHASE_RUNNING {
 			t.Fatalf("r1 then %v, want RUNNING", p)
 		}
 		if p := actionPhase(); p != common.ActionPhase_ACTION_PHASE_RUNNING {
 			t.Fatalf("c1 then %v, want RUNNING", p)
 		}
-		h.setPhase(t, r1, "c1", store.PhaseSucceeded)
+		h.setPhase(t, r1, "c1", phase.Succeeded)
 		if p := actionPhase(); p != common.ActionPhase_ACTION_PHASE_SUCCEEDED {
 			t.Fatalf("c1 then %v, want SUCCEEDED", p)
 		}
 		if err := action.end(t); err != nil {
 			t.Fatalf("action watch ended with %v after the terminal phase, want a clean end", err)
 		}
-		h.setPhase(t, r1, "a0", store.PhaseFailed)
+		h.setPhase(t, r1, "a0", phase.Failed)
 		if p := runPhase(); p != common.ActionPhase_ACTION_PHASE_FAILED {
 			t.Fatalf("r1 then %v, want FAILED", p)
 		}

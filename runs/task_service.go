@@ -312,7 +312,7 @@ func (s *TaskService) latestRun(ctx context.Context, id store.TaskID) (*task.Lat
 	return &task.LatestRunSummary{
 		RunId:        ident.RunProto(r.RunKey),
 		RunTime:      timestamppb.New(r.CreatedAt),
-		Phase:        common.ActionPhase(r.Phase),
+		Phase:        r.Phase.Proto(),
 		RootTaskName: r.Task.Name,
 	}, nil
 }

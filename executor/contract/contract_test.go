@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -434,15 +435,15 @@ func TestResultEvents(t *testing.T) {
 		}
 	}
 	// A classified failure drives the machine as the rules say.
-	s := machine.State{Phase: machine.PhaseRunning, Attempt: 1}
+	s := machine.State{Phase: phase.Running, Attempt: 1}
 	r := Classify(Exit{}, errorDoc(t, "NonRecoverableError", "no", core.ContainerError_NON_RECOVERABLE, core.ExecutionError_USER), false)
 	_, d, err := machine.Transition(s, r.Event(1), machine.Policy{MaxUserRetries: 3})
-	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != machine.PhaseFailed {
+	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != phase.Failed {
 		t.Errorf("non-recoverable error document: %v %v", d, err)
 	}
 	r = Classify(Exit{Code: 2}, nil, false)
 	_, d, err = machine.Transition(s, r.Event(1), machine.Policy{MaxSystemRetries: 3})
-	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != machine.PhaseFailed {
+	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != phase.Failed {
 		t.Errorf("usage error must not be retried: %v %v", d, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/phase"
 )
 
 func outputsOf(t *testing.T, names ...string) []byte {
@@ -84,8 +85,8 @@ func TestClassifyFiles(t *testing.T) {
 func TestCrashUsesTheTaskRetries(t *testing.T) {
 	r := ClassifyFiles(Exit{Code: 1}, Files{})
 	p := machine.Policy{MaxUserRetries: 0, MaxSystemRetries: 3}
-	_, d, err := machine.Transition(machine.State{Phase: machine.PhaseRunning, Attempt: 1}, r.Event(1), p)
-	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != machine.PhaseFailed || term.Error.Kind != machine.KindUser {
+	_, d, err := machine.Transition(machine.State{Phase: phase.Running, Attempt: 1}, r.Event(1), p)
+	if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != phase.Failed || term.Error.Kind != machine.KindUser {
 		t.Fatalf("crash with retries=0: %v %v", d, err)
 	}
 }

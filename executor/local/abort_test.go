@@ -12,6 +12,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -22,21 +23,21 @@ func TestAbort(t *testing.T) {
 		// session; c1 takes the root's slot (a parent does not count); c2
 		// finds none and waits.
 		root := h.run("rabort", `sleep 60 & echo $! > "$SHARED/gc1"; setsid sleep 60 & echo $! > "$SHARED/gc2"; echo $$ > "$SHARED/root"; wait`, taskOpts{})
-		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		eventually(t, "the root's pids", 10*time.Second, func() bool {
 			return atoi(h.readShared("root")) > 0 && atoi(h.readShared("gc1")) > 0 && atoi(h.readShared("gc2")) > 0
 		})
 		c1 := h.child(root, "c1", `echo $$ > "$SHARED/c1"; exec sleep 60`, taskOpts{})
-		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c2 := h.child(root, "c2", `touch "$SHARED/c2-ran"; `+succeed, taskOpts{})
-		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseWaitingForResources })
+		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.WaitingForResources })
 		eventually(t, "c1's pid", 10*time.Second, func() bool { return atoi(h.readShared("c1")) > 0 })
 
 		if err := h.state.Abort(h.ctx, root, "enough", "alice"); err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range []store.ActionKey{root, c1, c2} {
-			a := h.terminal(k, store.PhaseAborted, 20*time.Second)
+			a := h.terminal(k, phase.Aborted, 20*time.Second)
 			ai := &workflow.AbortInfo{}
 			if err := proto.Unmarshal(a.AbortInfo, ai); err != nil || ai.GetReason() != "enough" {
 				t.Errorf("%s abort info %v (%v)", k.Name, ai, err)
@@ -62,8 +63,8 @@ func TestAbort(t *testing.T) {
 		scanned := d.scans.Load()
 		eventually(t, "two resync scans", 30*time.Second, func() bool { return d.scans.Load() >= scanned+2 })
 		for _, k := range []store.ActionKey{root, c1, c2} {
-			if a, _ := h.st.Actions.Get(h.ctx, k); a.Phase != store.PhaseAborted || a.Attempts != 1 {
-				t.Errorf("%s: %s, %d attempts", k.Name, phaseOf(a), a.Attempts)
+			if a, _ := h.st.Actions.Get(h.ctx, k); a.Phase != phase.Aborted || a.Attempts != 1 {
+				t.Errorf("%s: %s, %d attempts", k.Name, a.Phase.String(), a.Attempts)
 			}
 		}
 	})
@@ -76,11 +77,11 @@ func TestChildOfAnEndedParentIsAborted(t *testing.T) {
 		root := h.run("rended", succeed, taskOpts{})
 		c1 := h.child(root, "c1", `touch "$SHARED/c1-ran"; `+succeed, taskOpts{})
 		// The parent ends behind the executor's back.
-		if _, err := h.st.Actions.Update(h.ctx, root, store.AnyVersion, store.Update{Phase: store.PhaseFailed}); err != nil {
+		if _, err := h.st.Actions.Update(h.ctx, root, store.AnyVersion, store.Update{Phase: phase.Failed}); err != nil {
 			t.Fatal(err)
 		}
 		h.driver()
-		a := h.terminal(c1, store.PhaseAborted, 20*time.Second)
+		a := h.terminal(c1, phase.Aborted, 20*time.Second)
 		ai := &workflow.AbortInfo{}
 		_ = proto.Unmarshal(a.AbortInfo, ai)
 		if !strings.Contains(ai.GetReason(), "parent action a0 ended FAILED") {
@@ -99,7 +100,7 @@ func TestMaxActionConcurrency(t *testing.T) {
 		h.driver() // 4 global slots
 		root := h.run("rconc", `i=0; while [ $i -lt 600 ] && [ ! -e "$SHARED/go" ]; do sleep 0.05; i=$((i+1)); done; `+succeed,
 			taskOpts{limit: 1})
-		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		child := `if ! mkdir "$SHARED/lock" 2>/dev/null; then touch "$SHARED/overlap"; fi
 echo "start $7 $(date +%s%N)" >> "$SHARED/trace"; sleep 0.3; echo "end $7 $(date +%s%N)" >> "$SHARED/trace"
 rmdir "$SHARED/lock"; ` + succeed
@@ -108,10 +109,10 @@ rmdir "$SHARED/lock"; ` + succeed
 			kids = append(kids, h.child(root, n, child, taskOpts{}))
 		}
 		for _, k := range kids {
-			h.terminal(k, store.PhaseSucceeded, 30*time.Second)
+			h.terminal(k, phase.Succeeded, 30*time.Second)
 		}
 		writeFile(t, h.sharedFile("go"), "", 0o644) // the root ends once its children did
-		h.terminal(root, store.PhaseSucceeded, 30*time.Second)
+		h.terminal(root, phase.Succeeded, 30*time.Second)
 		if _, err := os.Stat(h.sharedFile("overlap")); err == nil {
 			t.Fatalf("two children ran at once:\n%s", h.readShared("trace"))
 		}

@@ -12,6 +12,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -58,7 +59,7 @@ while [ ! -s "$SHARED/$7.setsid" ] || [ ! -s "$SHARED/$7.double" ]; do sleep 0.0
 	}
 
 	done := h.run("detach-done", detach+succeed, taskOpts{})
-	h.terminal(done, store.PhaseSucceeded, time.Minute)
+	h.terminal(done, phase.Succeeded, time.Minute)
 	for _, pid := range pids(done) {
 		if alive(pid) {
 			t.Errorf("pid %d outlived its attempt, which succeeded", pid)
@@ -66,12 +67,12 @@ while [ ! -s "$SHARED/$7.setsid" ] || [ ! -s "$SHARED/$7.double" ]; do sleep 0.0
 	}
 
 	aborted := h.run("detach-abort", detach+"exec sleep 300", taskOpts{})
-	h.wait(aborted, "RUNNING", time.Minute, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+	h.wait(aborted, "RUNNING", time.Minute, func(a *store.Action) bool { return a.Phase == phase.Running })
 	left := pids(aborted)
 	if err := h.state.Abort(h.ctx, aborted, "stop", "test"); err != nil {
 		t.Fatal(err)
 	}
-	h.terminal(aborted, store.PhaseAborted, time.Minute)
+	h.terminal(aborted, phase.Aborted, time.Minute)
 	for _, pid := range left {
 		if alive(pid) {
 			t.Errorf("pid %d outlived its attempt, which was aborted", pid)
@@ -96,7 +97,7 @@ func TestMemoryLimitFailsTheActionAsOOM(t *testing.T) {
 	}
 
 	over := h.runSpec("oom", withMemory(h.spec("oom", alloc(600), taskOpts{}), "200Mi"))
-	a := h.terminal(over, store.PhaseFailed, time.Minute)
+	a := h.terminal(over, phase.Failed, time.Minute)
 	e := execErr(a.ErrorInfo)
 	if e.GetKind() != core.ExecutionError_USER || e.GetCode() != CodeOOMKilled || !strings.Contains(e.GetMessage(), "memory limit of 200Mi") {
 		t.Errorf("error %v, want the user's OOMKilled naming the 200Mi limit", e)
@@ -106,10 +107,10 @@ func TestMemoryLimitFailsTheActionAsOOM(t *testing.T) {
 	}
 
 	within := h.runSpec("fits", withMemory(h.spec("fits", alloc(50), taskOpts{}), "200Mi"))
-	h.terminal(within, store.PhaseSucceeded, time.Minute)
+	h.terminal(within, phase.Succeeded, time.Minute)
 
 	bad := h.runSpec("badmem", withMemory(h.spec("badmem", succeed, taskOpts{}), "lots"))
-	a = h.terminal(bad, store.PhaseFailed, time.Minute)
+	a = h.terminal(bad, phase.Failed, time.Minute)
 	if e := execErr(a.ErrorInfo); e.GetKind() != core.ExecutionError_USER || !strings.Contains(e.GetMessage(), `memory resource "lots"`) {
 		t.Errorf("bad quantity: error %v", e)
 	}

@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -41,11 +42,11 @@ env | grep -E '^(_U_|RUN_NAME|ACTION_NAME|FLYTE_ATTEMPT_NUMBER|FLYTE_INTERNAL_EX
 echo "hello from the task"; echo "to stderr" >&2
 ` + succeed
 		key := h.run("rsucc", script, taskOpts{env: map[string]string{"TASKLEVEL": "task"}, runEnv: map[string]string{"RUNLEVEL": "run"}})
-		a := h.terminal(key, store.PhaseSucceeded, 20*time.Second)
+		a := h.terminal(key, phase.Succeeded, 20*time.Second)
 
 		out := runstate.OutputDir(a, 1)
 		atts := h.attempts(key)
-		if len(atts) != 1 || atts[0].OutputURI != out || atts[0].Phase != store.PhaseSucceeded || len(atts[0].LogInfo) == 0 {
+		if len(atts) != 1 || atts[0].OutputURI != out || atts[0].Phase != phase.Succeeded || len(atts[0].LogInfo) == 0 {
 			t.Fatalf("attempts %+v, want one SUCCEEDED with output %s and log info", atts, out)
 		}
 		tl := &core.TaskLog{}
@@ -117,23 +118,23 @@ func TestRecoverableErrorsAreRetried(t *testing.T) {
 echo "prev=$5" > "$SHARED/prev"
 ` + succeed
 		key := h.run("rretry", script, taskOpts{retries: 2})
-		a := h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		a := h.terminal(key, phase.Succeeded, 30*time.Second)
 		atts := h.attempts(key)
 		if a.Attempts != 3 || len(atts) != 3 {
 			t.Fatalf("%d attempts, want 3", len(atts))
 		}
 		for i, at := range atts[:2] {
 			e := execErr(at.ErrorInfo)
-			if at.Phase != store.PhaseFailed || e.GetCode() != "ValueError" || e.GetMessage() != "try again" ||
+			if at.Phase != phase.Failed || e.GetCode() != "ValueError" || e.GetMessage() != "try again" ||
 				e.GetKind() != core.ExecutionError_USER || e.GetRecoverability() != core.ContainerError_RECOVERABLE ||
 				e.GetErrorUri() != runstate.OutputDir(a, int32(i+1))+"/error.pb" {
-				t.Errorf("attempt %d: %s %v", i+1, phaseName(at.Phase), e)
+				t.Errorf("attempt %d: %s %v", i+1, at.Phase.String(), e)
 			}
 			if got := h.phases(key, int32(i+1)); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "FAILED"}) {
 				t.Errorf("attempt %d phases %v", i+1, got)
 			}
 		}
-		if atts[2].Phase != store.PhaseSucceeded || atts[2].OutputURI != runstate.OutputDir(a, 3) {
+		if atts[2].Phase != phase.Succeeded || atts[2].OutputURI != runstate.OutputDir(a, 3) {
 			t.Errorf("attempt 3: %+v", atts[2])
 		}
 		if got := h.phases(key, 3); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {
@@ -149,7 +150,7 @@ func TestNonRecoverableErrorFailsAtOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		h.driver()
 		key := h.run("rfatal", `cp "$FIXTURES/fatal.pb" "$2/error.pb"`, taskOpts{retries: 2})
-		a := h.terminal(key, store.PhaseFailed, 20*time.Second)
+		a := h.terminal(key, phase.Failed, 20*time.Second)
 		e := execErr(a.ErrorInfo)
 		if a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || e.GetMessage() != "cannot recover from this" ||
 			e.GetKind() != core.ExecutionError_USER || e.GetRecoverability() != core.ContainerError_NON_RECOVERABLE {
@@ -187,7 +188,7 @@ func TestCrashesUseTheTaskRetries(t *testing.T) {
 			keys[tc.run] = h.run(tc.run, tc.script, taskOpts{retries: tc.retries})
 		}
 		for _, tc := range cases {
-			a := h.terminal(keys[tc.run], store.PhaseFailed, 30*time.Second)
+			a := h.terminal(keys[tc.run], phase.Failed, 30*time.Second)
 			e := execErr(a.ErrorInfo)
 			if a.Attempts != tc.attempts || e.GetCode() != tc.code || e.GetKind() != core.ExecutionError_USER || !strings.Contains(e.GetMessage(), tc.msg) {
 				t.Errorf("%s: attempts %d, error %v; want %d attempts, a USER %s containing %q", tc.run, a.Attempts, e, tc.attempts, tc.code, tc.msg)
@@ -214,7 +215,7 @@ func TestDeathAfterTheResultIsRecordedFromTheFile(t *testing.T) {
 		bad := h.run("rabrterr", `cp "$FIXTURES/fatal.pb" "$2/error.pb"; echo x >> "$SHARED/err.runs"; kill -ABRT $$`, taskOpts{retries: 2})
 		torn := h.run("rabrttorn", `head -c 5 "$FIXTURES/outputs.pb" > "$2/outputs.pb"; echo x >> "$SHARED/torn.runs"; kill -ABRT $$`, taskOpts{})
 
-		a := h.terminal(ok, store.PhaseSucceeded, 30*time.Second)
+		a := h.terminal(ok, phase.Succeeded, 30*time.Second)
 		if a.Attempts != 1 || h.readShared("ok.runs") != "x\n" {
 			t.Errorf("outputs then SIGABRT: %d attempts, runs %q", a.Attempts, h.readShared("ok.runs"))
 		}
@@ -229,13 +230,13 @@ func TestDeathAfterTheResultIsRecordedFromTheFile(t *testing.T) {
 			t.Errorf("the attempt's log has no warning naming the signal: %+v", lines)
 		}
 
-		a = h.terminal(bad, store.PhaseFailed, 30*time.Second)
+		a = h.terminal(bad, phase.Failed, 30*time.Second)
 		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || h.readShared("err.runs") != "x\n" {
 			t.Errorf("error file then SIGABRT: %d attempts, error %v", a.Attempts, e)
 		}
 
 		// A file cut short is not a result: that death is a crash.
-		a = h.terminal(torn, store.PhaseFailed, 30*time.Second)
+		a = h.terminal(torn, phase.Failed, 30*time.Second)
 		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != machine.CodeCrashed || e.GetKind() != core.ExecutionError_USER {
 			t.Errorf("torn outputs then SIGABRT: %d attempts, error %v", a.Attempts, e)
 		}
@@ -247,7 +248,7 @@ func TestTimeouts(t *testing.T) {
 		h.driver(func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
 		check := func(key store.ActionKey, code, msg string) {
 			t.Helper()
-			a := h.terminal(key, store.PhaseTimedOut, 30*time.Second)
+			a := h.terminal(key, phase.TimedOut, 30*time.Second)
 			e := execErr(a.ErrorInfo)
 			if a.Attempts != 1 || e.GetCode() != code || !strings.Contains(e.GetMessage(), msg) {
 				t.Errorf("%s: attempts %d, error %v", key.RunName, a.Attempts, e)
@@ -255,7 +256,7 @@ func TestTimeouts(t *testing.T) {
 		}
 		// The run time: the process tree is stopped.
 		key := h.run("rtime", `echo $$ > "$SHARED/pid"; sleep 60`, taskOpts{retries: 2, timeout: time.Second})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		// Waiting too long for the only slot, held by rtime.
 		queued := h.run("rqueued", `touch "$SHARED/queued-ran"`, taskOpts{queued: 300 * time.Millisecond})
 		check(queued, machine.CodeQueuedTimeout, "queued timeout of 300ms")
@@ -297,7 +298,7 @@ func TestTaskTypesWithoutAContainerFail(t *testing.T) {
 		}
 		h.state.Changed()
 		// No Submit: the resync scan finds it.
-		a = h.terminal(a.ActionKey, store.PhaseFailed, 20*time.Second)
+		a = h.terminal(a.ActionKey, phase.Failed, 20*time.Second)
 		e := execErr(a.ErrorInfo)
 		if a.Attempts != 1 || e.GetCode() != CodeUnsupportedTask || !strings.Contains(e.GetMessage(), `"core-sleep"`) ||
 			e.GetRecoverability() != core.ContainerError_NON_RECOVERABLE {
@@ -311,7 +312,7 @@ func TestLogs(t *testing.T) {
 		d := h.driver()
 		script := `echo first; echo second >&2; while [ ! -e "$SHARED/go" ]; do sleep 0.05; done; echo third; ` + succeed
 		key := h.run("rlogs", script, taskOpts{})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 
 		if err := d.Logs(h.ctx, key, 2, false, func([]*dataplane.LogLine) error { return nil }); !errors.Is(err, errs.ErrNotFound) {
 			t.Errorf("logs of an attempt that never started: %v", err)
@@ -367,7 +368,7 @@ func TestLogs(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("follow did not end with the attempt")
 		}
-		h.terminal(key, store.PhaseSucceeded, 20*time.Second)
+		h.terminal(key, phase.Succeeded, 20*time.Second)
 
 		// A finished attempt: the whole log, system lines included.
 		var user, system []string

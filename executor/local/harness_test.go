@@ -26,6 +26,7 @@ import (
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -252,19 +253,19 @@ func (h *harness) wait(key store.ActionKey, what string, d time.Duration, cond f
 		}
 		if time.Now().After(deadline) {
 			h.dumpLogs(key)
-			h.t.Fatalf("%s: %s did not become %s within %s (phase %s, attempt %d)", h.t.Name(), key.Name, what, d, phaseOf(a), a.Attempts)
+			h.t.Fatalf("%s: %s did not become %s within %s (phase %s, attempt %d)", h.t.Name(), key.Name, what, d, a.Phase.String(), a.Attempts)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // terminal waits for key to end and checks the phase.
-func (h *harness) terminal(key store.ActionKey, want store.Phase, d time.Duration) *store.Action {
+func (h *harness) terminal(key store.ActionKey, want phase.Phase, d time.Duration) *store.Action {
 	h.t.Helper()
 	a := h.wait(key, "terminal", d, func(a *store.Action) bool { return a.Phase.Terminal() })
 	if a.Phase != want {
 		h.dumpLogs(key)
-		h.t.Fatalf("%s ended %s, want %s (error %v)", key.Name, phaseOf(a), phaseName(want), execErr(a.ErrorInfo))
+		h.t.Fatalf("%s ended %s, want %s (error %v)", key.Name, a.Phase.String(), want.String(), execErr(a.ErrorInfo))
 	}
 	return a
 }
@@ -288,7 +289,7 @@ func (h *harness) phases(key store.ActionKey, n int32) []string {
 	var out []string
 	for _, tr := range ts {
 		if tr.Attempt == n {
-			out = append(out, phaseName(tr.Phase))
+			out = append(out, tr.Phase.String())
 		}
 	}
 	return out
@@ -322,11 +323,6 @@ func (h *harness) readShared(name string) string {
 	b, _ := os.ReadFile(h.sharedFile(name))
 	return string(b)
 }
-
-func phaseName(p store.Phase) string {
-	return strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_")
-}
-func phaseOf(a *store.Action) string { return phaseName(a.Phase) }
 
 func execErr(b []byte) *core.ExecutionError {
 	if len(b) == 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -65,13 +66,13 @@ func TestLeaseStandbyAndTakeover(t *testing.T) {
 
 		// Submitted to the standby, run by the holder.
 		quick := p.run("lquick", succeed, taskOpts{})
-		h.terminal(quick, store.PhaseSucceeded, 30*time.Second)
+		h.terminal(quick, phase.Succeeded, 30*time.Second)
 		if atts := h.attempts(quick); len(atts) != 1 || atts[0].OwnerToken != tok1 {
 			t.Fatalf("attempts %+v, want one owned by token %d", atts, tok1)
 		}
 
 		key := p.run("llong", longFirstAttempt, taskOpts{})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		pids := h.firstAttemptPids()
 		// The holder dies; its task processes die with it (Pdeathsig does
 		// that for a real manager).
@@ -80,7 +81,7 @@ func TestLeaseStandbyAndTakeover(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		eventually(t, "the standby to take the lease", 4*testLeaseTTL, func() bool { return d2.lease.fence() != 0 })
-		a := h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		a := h.terminal(key, phase.Succeeded, 30*time.Second)
 		tok2 := d2.lease.fence()
 		atts := h.attempts(key)
 		if a.Attempts != 2 || len(atts) != 2 || atts[0].OwnerToken != tok1 || atts[1].OwnerToken != tok2 || tok2 <= tok1 {
@@ -102,7 +103,7 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		d := h.driver(shortLease)
 		key := h.run("llost", longFirstAttempt, taskOpts{})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		pids := h.firstAttemptPids()
 		before, err := h.st.Actions.Get(h.ctx, key)
 		if err != nil {
@@ -155,9 +156,9 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.ResourceVersion != before.ResourceVersion || after.Phase != store.PhaseRunning {
+		if after.ResourceVersion != before.ResourceVersion || after.Phase != phase.Running {
 			t.Fatalf("a manager without the lease recorded something: %s attempt %d (version %d, was %d)",
-				phaseOf(after), after.Attempts, after.ResourceVersion, before.ResourceVersion)
+				after.Phase.String(), after.Attempts, after.ResourceVersion, before.ResourceVersion)
 		}
 
 		// The thief goes away: the driver takes the lease back and recovers
@@ -167,7 +168,7 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 		if err := h.st.Leases.Release(h.ctx, store.LocalExecutorLease, thief.Holder, stolen.Token); err != nil {
 			t.Fatal(err)
 		}
-		a := h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		a := h.terminal(key, phase.Succeeded, 30*time.Second)
 		if a.Attempts != 2 {
 			t.Errorf("%d attempts", a.Attempts)
 		}
@@ -186,20 +187,20 @@ func TestLeaseReleasedAtGracefulStop(t *testing.T) {
 		p := h.peer()
 		d2 := p.driver(shortLease)
 		key := h.run("lstop", longFirstAttempt, taskOpts{})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := d1.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if a, _ := h.st.Actions.Get(h.ctx, key); a.Attempts != 2 {
-			t.Fatalf("the stopping holder did not record its attempt: %s attempt %d", phaseOf(a), a.Attempts)
+			t.Fatalf("the stopping holder did not record its attempt: %s attempt %d", a.Phase.String(), a.Attempts)
 		}
 		row, err := h.st.Leases.Get(h.ctx, store.LocalExecutorLease)
 		if err != nil || row.Holder != "" && row.Holder != d2.lease.me.Holder {
 			t.Fatalf("after a graceful stop the lease is %+v (%v)", row, err)
 		}
-		h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		h.terminal(key, phase.Succeeded, 30*time.Second)
 		if d2.lease.fence() == 0 || testutil.ToFloat64(d2.metrics.takeovers) != 0 {
 			t.Errorf("the standby should hold a released lease, not one taken over: token %d, takeovers %v",
 				d2.lease.fence(), testutil.ToFloat64(d2.metrics.takeovers))

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fmgr.dev/executor/machine"
+	"fmgr.dev/internal/phase"
 )
 
 // metrics are the driver's Prometheus collectors; RegisterMetrics hands
@@ -88,13 +89,13 @@ func (m *metrics) countEnd(dec machine.Decision) {
 		result = "retried"
 	case *machine.Terminal:
 		switch dec.Phase {
-		case machine.PhaseSucceeded:
+		case phase.Succeeded:
 			result = "succeeded"
-		case machine.PhaseFailed:
+		case phase.Failed:
 			result = "failed"
-		case machine.PhaseTimedOut:
+		case phase.TimedOut:
 			result = "timed_out"
-		case machine.PhaseAborted:
+		case phase.Aborted:
 			result = "aborted"
 		}
 	}

@@ -43,6 +43,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -210,7 +211,7 @@ func noopParent(ctx context.Context, d *Driver, a *store.Action, e *attempt, end
 	}
 	note := func(u *workflow.ActionUpdate) {
 		name := u.GetActionId().GetName()
-		if children[name] && store.Phase(u.GetPhase()).Terminal() {
+		if children[name] && phase.FromProto(u.GetPhase()).Terminal() {
 			ended[name] = u.GetPhase()
 		}
 	}

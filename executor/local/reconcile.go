@@ -20,6 +20,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/failpoint"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -129,7 +130,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 	}
 	if a.AbortRequestedAt != nil {
 		d.slots.forget(key)
-		if machine.Phase(a.Phase).Active() {
+		if a.Phase.Active() {
 			// Not ours: whatever is left of the attempt goes first, and a
 			// success it reached before the abort still counts.
 			return d.recoverOrphan(ctx, a)
@@ -146,9 +147,9 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 			fmt.Sprintf("action type %d cannot run on the local executor", a.ActionType))
 	}
 	switch {
-	case machine.Phase(a.Phase).Active():
+	case a.Phase.Active():
 		return d.recoverOrphan(ctx, a)
-	case a.Phase == store.PhaseQueued || a.Phase == store.PhaseWaitingForResources:
+	case a.Phase.Pending():
 	default:
 		d.log.Debug("leaving an action in a phase the executor does not drive", "action", key.String(), "phase", a.Phase)
 		return nil
@@ -173,7 +174,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 			// and the abort branch above records ABORTED.
 			how := "is being aborted"
 			if parent.Phase.Terminal() {
-				how = "ended " + machine.Phase(parent.Phase).String()
+				how = "ended " + parent.Phase.String()
 			}
 			return d.state.Abort(ctx, key, fmt.Sprintf("parent action %s %s", parent.Name, how), "")
 		}
@@ -249,7 +250,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		if lim.queuedLeft > 0 {
 			d.q.addAfter(key, lim.queuedLeft) // to time it out if it still waits then
 		}
-		if a.Phase == store.PhaseQueued {
+		if a.Phase == phase.Queued {
 			_, _, err := d.apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: "no free slot"}, record{})
 			return err
 		}
@@ -367,7 +368,7 @@ func (d *Driver) markRunning(ctx context.Context, key store.ActionKey, e *attemp
 			d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
 			return
 		}
-		if a.Attempts != e.n || a.Phase != store.PhaseInitializing {
+		if a.Attempts != e.n || a.Phase != phase.Initializing {
 			return
 		}
 		_, _, err = d.apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)}, record{logs: true})
@@ -560,7 +561,7 @@ type record struct {
 // apply feeds ev to the machine for a and writes the result with a's
 // version (errs.ErrConflict when a changed meanwhile).
 func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec record) (*store.Action, machine.Decision, error) {
-	s := machine.State{Phase: machine.Phase(a.Phase), Attempt: uint32(a.Attempts)}
+	s := machine.State{Phase: a.Phase, Attempt: uint32(a.Attempts)}
 	switch ev.(type) {
 	case machine.Failed, machine.Crashed, machine.Orphaned:
 		// Retry budgets are counted from the attempts that ended in a retry.
@@ -585,21 +586,21 @@ func (d *Driver) apply(ctx context.Context, a *store.Action, spec *task.TaskSpec
 	case *machine.Ignored:
 		return a, dec, nil
 	case *machine.Retry:
-		u = store.Update{Phase: store.PhaseQueued, AttemptPhase: store.PhaseFailed, Retry: true,
+		u = store.Update{Phase: phase.Queued, AttemptPhase: phase.Failed, Retry: true,
 			ErrorInfo: executionError(dec.Cause, rec.errorURI), OutputURI: rec.outDir}
 	case *machine.Terminal:
-		u = store.Update{Phase: store.Phase(dec.Phase), OutputURI: rec.outDir}
+		u = store.Update{Phase: dec.Phase, OutputURI: rec.outDir}
 		if dec.Error != nil {
 			u.ErrorInfo = executionError(*dec.Error, rec.errorURI)
 		}
-		if dec.Phase == machine.PhaseAborted && len(a.AbortInfo) == 0 {
+		if dec.Phase == phase.Aborted && len(a.AbortInfo) == 0 {
 			u.AbortInfo, _ = proto.Marshal(&workflow.AbortInfo{Reason: dec.Reason})
 		}
 	default:
 		if next.Phase == s.Phase && !rec.logs {
 			return a, dec, nil
 		}
-		u = store.Update{Phase: store.Phase(next.Phase)}
+		u = store.Update{Phase: next.Phase}
 		if rec.logs {
 			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
 		}
@@ -647,7 +648,7 @@ func (d *Driver) abortChildren(ctx context.Context, a *store.Action) error {
 		}
 		for i := range kids {
 			if !kids[i].Phase.Terminal() {
-				reason := fmt.Sprintf("parent action %s ended %s", a.Name, machine.Phase(a.Phase))
+				reason := fmt.Sprintf("parent action %s ended %s", a.Name, a.Phase)
 				return d.state.Abort(ctx, a.ActionKey, reason, "")
 			}
 		}

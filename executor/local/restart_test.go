@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -67,7 +68,7 @@ func TestRestartRecoversOrphans(t *testing.T) {
 			eachDB(t, func(t *testing.T, h *harness) {
 				d1 := h.driver()
 				key := h.run("rcrash", longFirstAttempt, taskOpts{})
-				h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+				h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 				pids := h.firstAttemptPids()
 
 				d1.abandon()
@@ -88,7 +89,7 @@ func TestRestartRecoversOrphans(t *testing.T) {
 				}
 
 				h.driver()
-				a := h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+				a := h.terminal(key, phase.Succeeded, 30*time.Second)
 				for _, p := range pids {
 					if alive(p) {
 						t.Errorf("orphan %d survived the restart", p)
@@ -102,9 +103,9 @@ func TestRestartRecoversOrphans(t *testing.T) {
 					t.Fatalf("%d attempts", len(atts))
 				}
 				e := execErr(atts[0].ErrorInfo)
-				if atts[0].Phase != store.PhaseFailed || e.GetCode() != machine.CodeOrphaned || e.GetKind() != core.ExecutionError_SYSTEM ||
+				if atts[0].Phase != phase.Failed || e.GetCode() != machine.CodeOrphaned || e.GetKind() != core.ExecutionError_SYSTEM ||
 					!strings.Contains(e.GetMessage(), "manager restarted while attempt 1 was running") || !strings.Contains(e.GetMessage(), tc.want) {
-					t.Errorf("attempt 1: %s %v", phaseOf(&store.Action{Phase: atts[0].Phase}), e)
+					t.Errorf("attempt 1: %s %v", atts[0].Phase.String(), e)
 				}
 			})
 		})
@@ -117,7 +118,7 @@ func TestGracefulStop(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		d1 := h.driver()
 		key := h.run("rstop", longFirstAttempt, taskOpts{})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		pids := h.firstAttemptPids()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -136,13 +137,13 @@ func TestGracefulStop(t *testing.T) {
 		a, _ := h.st.Actions.Get(h.ctx, key)
 		atts := h.attempts(key)
 		e := execErr(atts[0].ErrorInfo)
-		if a.Phase != store.PhaseQueued || a.Attempts != 2 || e.GetCode() != machine.CodeOrphaned ||
+		if a.Phase != phase.Queued || a.Attempts != 2 || e.GetCode() != machine.CodeOrphaned ||
 			!strings.Contains(e.GetMessage(), "shutting down") {
-			t.Fatalf("after stop: %s attempt %d, error %v", phaseOf(a), a.Attempts, e)
+			t.Fatalf("after stop: %s attempt %d, error %v", a.Phase.String(), a.Attempts, e)
 		}
 
 		h.driver()
-		h.terminal(key, store.PhaseSucceeded, 30*time.Second)
+		h.terminal(key, phase.Succeeded, 30*time.Second)
 		if o := h.readShared("overlap"); o != "" {
 			t.Errorf("attempts overlapped: %s", o)
 		}
@@ -158,25 +159,25 @@ func TestRestartWithChildren(t *testing.T) {
 		d1 := h.driver(one)
 		root := h.run("rkids", `if [ "$FLYTE_ATTEMPT_NUMBER" = 1 ]; then exec sleep 60; fi
 i=0; while [ $i -lt 600 ] && [ ! -e "$SHARED/go" ]; do sleep 0.05; i=$((i+1)); done; `+succeed, taskOpts{})
-		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c1 := h.child(root, "c1", `if [ "$FLYTE_ATTEMPT_NUMBER" = 1 ]; then exec sleep 60; fi; `+succeed, taskOpts{})
-		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c2 := h.child(root, "c2", succeed, taskOpts{})
-		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseWaitingForResources })
+		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.WaitingForResources })
 
 		d1.abandon()
 		h.driver(one)
 		// The root (like the SDK in a parent) ends once its children did.
 		for k, attempts := range map[store.ActionKey]int32{c1: 2, c2: 1} {
-			if a := h.terminal(k, store.PhaseSucceeded, 30*time.Second); a.Attempts != attempts {
+			if a := h.terminal(k, phase.Succeeded, 30*time.Second); a.Attempts != attempts {
 				t.Errorf("%s: %d attempts, want %d", k.Name, a.Attempts, attempts)
 			}
 		}
 		if a, _ := h.st.Actions.Get(h.ctx, root); a.Phase.Terminal() || a.Attempts != 2 {
-			t.Errorf("root: %s, %d attempts", phaseOf(a), a.Attempts)
+			t.Errorf("root: %s, %d attempts", a.Phase.String(), a.Attempts)
 		}
 		writeFile(t, h.sharedFile("go"), "", 0o644)
-		if a := h.terminal(root, store.PhaseSucceeded, 30*time.Second); a.Attempts != 2 {
+		if a := h.terminal(root, phase.Succeeded, 30*time.Second); a.Attempts != 2 {
 			t.Errorf("root: %d attempts, want 2", a.Attempts)
 		}
 	})
@@ -212,7 +213,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	eventually(t, "readiness", 10*time.Second, func() bool { return d.Ready() == nil })
 
 	key := h.run("rrun", longFirstAttempt, taskOpts{})
-	h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+	h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 	pids := h.firstAttemptPids()
 	cancel()
 	select {
@@ -228,8 +229,8 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 			t.Errorf("pid %d survived", p)
 		}
 	}
-	if a, _ := h.st.Actions.Get(h.ctx, key); a.Phase != store.PhaseQueued || a.Attempts != 2 {
-		t.Errorf("after Run: %s attempt %d", phaseOf(a), a.Attempts)
+	if a, _ := h.st.Actions.Get(h.ctx, key); a.Phase != phase.Queued || a.Attempts != 2 {
+		t.Errorf("after Run: %s attempt %d", a.Phase.String(), a.Attempts)
 	}
 }
 
@@ -255,7 +256,7 @@ func TestRestartAbortRequestedWhileDown(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		d1 := h.driver()
 		key := h.run("rabortdown", countRuns("rabortdown")+`sleep 60 & echo "$! $$" > "$SHARED/pids.tmp"; mv "$SHARED/pids.tmp" "$SHARED/pids"; wait`, taskOpts{retries: 2})
-		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+		h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		pids := h.firstAttemptPids()
 		d1.abandon()
 		if _, err := h.st.Actions.RequestAbort(h.ctx, key, abortInfo(t, "stop it")); err != nil {
@@ -263,14 +264,14 @@ func TestRestartAbortRequestedWhileDown(t *testing.T) {
 		}
 
 		h.driver()
-		a := h.terminal(key, store.PhaseAborted, 30*time.Second)
+		a := h.terminal(key, phase.Aborted, 30*time.Second)
 		for _, p := range pids {
 			if alive(p) {
 				t.Errorf("pid %d of the aborted attempt survived", p)
 			}
 		}
 		atts := h.attempts(key)
-		if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != store.PhaseAborted || h.runsOf("rabortdown") != 1 {
+		if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != phase.Aborted || h.runsOf("rabortdown") != 1 {
 			t.Fatalf("%d attempts %+v, %d runs", a.Attempts, atts, h.runsOf("rabortdown"))
 		}
 		if reason := abortReason(a); reason != "stop it" {
@@ -292,7 +293,7 @@ func TestRestartRecordsAResultWrittenWhileDown(t *testing.T) {
 		fatal := h.run("rdownerr", countRuns("rdownerr")+block+`cp "$FIXTURES/fatal.pb" "$2/error.pb"; exit 1`, taskOpts{retries: 2})
 		late := h.run("rdownlate", countRuns("rdownlate")+block+succeed, taskOpts{retries: 2})
 		for _, k := range []store.ActionKey{ok, fatal, late} {
-			h.wait(k, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+			h.wait(k, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		}
 		d1.abandon()
 		// The processes end while no driver watches them.
@@ -308,9 +309,9 @@ func TestRestartRecordsAResultWrittenWhileDown(t *testing.T) {
 
 		h.driver()
 		for _, k := range []store.ActionKey{ok, late} {
-			a := h.terminal(k, store.PhaseSucceeded, 30*time.Second)
+			a := h.terminal(k, phase.Succeeded, 30*time.Second)
 			atts := h.attempts(k)
-			if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != store.PhaseSucceeded || atts[0].OutputURI == "" || h.runsOf(k.RunName) != 1 {
+			if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != phase.Succeeded || atts[0].OutputURI == "" || h.runsOf(k.RunName) != 1 {
 				t.Errorf("%s: %d attempts %+v, %d runs", k.RunName, a.Attempts, atts, h.runsOf(k.RunName))
 			}
 			lines, err := process.ReadLog(h.logPath(k, 1))
@@ -323,7 +324,7 @@ func TestRestartRecordsAResultWrittenWhileDown(t *testing.T) {
 				t.Errorf("%s: no warning in the attempt's log: %+v", k.RunName, lines)
 			}
 		}
-		a := h.terminal(fatal, store.PhaseFailed, 30*time.Second)
+		a := h.terminal(fatal, phase.Failed, 30*time.Second)
 		if e := execErr(a.ErrorInfo); a.Attempts != 1 || e.GetCode() != "NonRecoverableError" || h.runsOf("rdownerr") != 1 {
 			t.Errorf("rdownerr: %d attempts, error %v, %d runs", a.Attempts, e, h.runsOf("rdownerr"))
 		}
@@ -342,12 +343,12 @@ func TestRestartsSpendTheSystemBudget(t *testing.T) {
 			// counts itself a moment later: wait for both, so the kill
 			// really hits the running task.
 			h.wait(key, fmt.Sprintf("RUNNING attempt %d, counted", n), 30*time.Second, func(a *store.Action) bool {
-				return a.Phase == store.PhaseRunning && a.Attempts == n && h.runsOf("rbudget") == int(n)
+				return a.Phase == phase.Running && a.Attempts == n && h.runsOf("rbudget") == int(n)
 			})
 			d.abandon()
 			d = h.driver(one)
 		}
-		a := h.terminal(key, store.PhaseFailed, 30*time.Second)
+		a := h.terminal(key, phase.Failed, 30*time.Second)
 		e := execErr(a.ErrorInfo)
 		if a.Attempts != 2 || h.runsOf("rbudget") != 2 || e.GetCode() != machine.CodeOrphaned || e.GetKind() != core.ExecutionError_SYSTEM ||
 			!strings.Contains(e.GetMessage(), "the system retry budget is spent, 1 of 1 used") {
@@ -370,7 +371,7 @@ func TestAbortRacingCompletion(t *testing.T) {
 			keys = append(keys, h.run(name, countRuns(name)+`while [ ! -e "$SHARED/go" ]; do sleep 0.02; done; `+succeed, taskOpts{retries: 2}))
 		}
 		for _, k := range keys {
-			h.wait(k, "RUNNING", 30*time.Second, func(a *store.Action) bool { return a.Phase == store.PhaseRunning })
+			h.wait(k, "RUNNING", 30*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		}
 		writeFile(t, h.sharedFile("go"), "", 0o644)
 		for _, k := range keys {
@@ -378,24 +379,24 @@ func TestAbortRacingCompletion(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		seen := map[store.Phase]int{}
+		seen := map[phase.Phase]int{}
 		for _, k := range keys {
 			a := h.wait(k, "terminal", 30*time.Second, func(a *store.Action) bool { return a.Phase.Terminal() })
 			atts := h.attempts(k)
 			seen[a.Phase]++
 			if len(atts) != 1 || atts[0].Phase != a.Phase || h.runsOf(k.RunName) != 1 {
-				t.Errorf("%s: %s with attempts %+v, %d runs", k.RunName, phaseOf(a), atts, h.runsOf(k.RunName))
+				t.Errorf("%s: %s with attempts %+v, %d runs", k.RunName, a.Phase.String(), atts, h.runsOf(k.RunName))
 			}
 			switch a.Phase {
-			case store.PhaseSucceeded:
+			case phase.Succeeded:
 				if atts[0].OutputURI == "" || len(a.ErrorInfo) != 0 {
 					t.Errorf("%s: SUCCEEDED without its outputs or with an error: %+v", k.RunName, atts[0])
 				}
-			case store.PhaseAborted:
+			case phase.Aborted:
 			default:
-				t.Errorf("%s ended %s", k.RunName, phaseOf(a))
+				t.Errorf("%s ended %s", k.RunName, a.Phase.String())
 			}
 		}
-		t.Logf("outcomes: %d succeeded, %d aborted", seen[store.PhaseSucceeded], seen[store.PhaseAborted])
+		t.Logf("outcomes: %d succeeded, %d aborted", seen[phase.Succeeded], seen[phase.Aborted])
 	})
 }

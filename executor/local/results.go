@@ -102,7 +102,7 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	}
 	var ev machine.Event = machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
 		"the manager restarted while attempt %d was %s; %s",
-		n, strings.ToLower(machine.Phase(a.Phase).String()), what)}
+		n, strings.ToLower(a.Phase.String()), what)}
 	rec := record{}
 	switch {
 	case res.Outcome != contract.Succeeded && a.AbortRequestedAt != nil:

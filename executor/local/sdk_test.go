@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/sdktest"
 	"fmgr.dev/internal/store"
 )
@@ -84,7 +85,7 @@ func TestRealSDKRuntime(t *testing.T) {
 	add := create("rsdkadd", "add")
 	boom := create("rsdkboom", "boom")
 
-	a := h.terminal(add, store.PhaseSucceeded, 3*time.Minute)
+	a := h.terminal(add, phase.Succeeded, 3*time.Minute)
 	atts := h.attempts(add)
 	b, err := os.ReadFile(filepath.Join(atts[0].OutputURI, contract.OutputsFile))
 	if err != nil {
@@ -114,7 +115,7 @@ func TestRealSDKRuntime(t *testing.T) {
 
 	// A task raising ValueError with retries=2: three attempts, then FAILED
 	// with the user's error.
-	a = h.terminal(boom, store.PhaseFailed, 3*time.Minute)
+	a = h.terminal(boom, phase.Failed, 3*time.Minute)
 	e := execErr(a.ErrorInfo)
 	if a.Attempts != 3 || e.GetCode() != "ValueError" || e.GetKind() != core.ExecutionError_USER ||
 		!strings.Contains(e.GetMessage(), "boom goes the task with 3 and 4") {

@@ -3,6 +3,8 @@ package machine
 import (
 	"fmt"
 	"time"
+
+	"fmgr.dev/internal/phase"
 )
 
 // Event is something a driver observed about an action or one of its
@@ -135,7 +137,7 @@ type Retry struct {
 
 // Terminal: the action ended.
 type Terminal struct {
-	Phase Phase
+	Phase phase.Phase
 	// Error is set for FAILED and TIMED_OUT.
 	Error *Error
 	// StopAttempt asks the driver to kill the current attempt's process

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/phase"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -12,7 +13,7 @@ import (
 // machine has no clock: the caller stamps At).
 type Change struct {
 	Attempt uint32
-	Phase   Phase
+	Phase   phase.Phase
 	At      time.Time
 	// Error is the attempt's failure (FAILED, TIMED_OUT).
 	Error  *Error
@@ -30,8 +31,8 @@ func Changes(prev, next State, d Decision) []Change {
 	case *Retry:
 		cause := d.Cause
 		return []Change{
-			{Attempt: prev.Attempt, Phase: PhaseFailed, Error: &cause, Reason: d.Reason},
-			{Attempt: d.Attempt, Phase: PhaseQueued, Reason: d.Reason},
+			{Attempt: prev.Attempt, Phase: phase.Failed, Error: &cause, Reason: d.Reason},
+			{Attempt: d.Attempt, Phase: phase.Queued, Reason: d.Reason},
 		}
 	case *Terminal:
 		return []Change{{Attempt: prev.Attempt, Phase: d.Phase, Error: d.Error, Reason: d.Reason}}
@@ -53,7 +54,7 @@ func Stamp(cs []Change, at time.Time) []Change {
 // Span is the time an attempt spent in one phase. End is zero while the span
 // is open; a terminal span starts and ends at the same instant.
 type Span struct {
-	Phase Phase
+	Phase phase.Phase
 	Start time.Time
 	End   time.Time
 }
@@ -71,7 +72,7 @@ func (s Span) Proto() *workflow.PhaseTransition {
 type AttemptHistory struct {
 	Attempt uint32
 	// Phase is the attempt's latest phase.
-	Phase Phase
+	Phase phase.Phase
 	Start time.Time
 	// End is zero until the attempt reached a terminal phase.
 	End time.Time
@@ -94,7 +95,7 @@ func Attempts(changes []Change) []AttemptHistory {
 	})
 	var out []AttemptHistory
 	for _, c := range cs {
-		if c.Attempt == 0 || !c.Phase.Valid() {
+		if c.Attempt == 0 || !valid(c.Phase) {
 			continue
 		}
 		if len(out) == 0 || out[len(out)-1].Attempt != c.Attempt {

@@ -1,3 +1,20 @@
+// Package machine is the executor's one state machine for an action and its
+// attempts. It is pure: no clock, no I/O, no goroutines. A driver (local host
+// processes or Kubernetes) feeds it Events; Transition answers with the next
+// State and a Decision (retry with a new attempt, stop at a terminal phase, or
+// nothing to do). Both drivers apply the same rules:
+//
+//   - user retries only for RECOVERABLE user errors, up to
+//     TaskMetadata.retries.retries; NON_RECOVERABLE fails at once;
+//   - system failures (a crash without an error document, an attempt orphaned
+//     by a manager restart, a recoverable error of SYSTEM origin) are retried
+//     up to Policy.MaxSystemRetries, independently of the user budget;
+//   - a timeout ends the action TIMED_OUT;
+//   - an abort ends any non-terminal action ABORTED;
+//   - terminal phases absorb every later event (no resurrection).
+//
+// Phases are fmgr.dev/internal/phase, the one phase type of the machine, the
+// store and the views.
 package machine
 
 import (
@@ -8,6 +25,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 )
 
 // DefaultMaxSystemRetries bounds retries after system failures when the
@@ -20,7 +38,7 @@ var ErrInvalidTransition = fmt.Errorf("invalid transition: %w", errs.ErrPrecondi
 
 // State is everything the machine needs to know about an action.
 type State struct {
-	Phase Phase
+	Phase phase.Phase
 	// Attempt is the current attempt number, 1-based.
 	Attempt uint32
 	// UserRetries and SystemRetries count retries already paid from each
@@ -30,11 +48,11 @@ type State struct {
 }
 
 // New is the state of a freshly created action: QUEUED, attempt 1.
-func New() State { return State{Phase: PhaseQueued, Attempt: 1} }
+func New() State { return State{Phase: phase.Queued, Attempt: 1} }
 
 // Validate reports a state the machine cannot work from.
 func (s State) Validate() error {
-	if !s.Phase.Valid() {
+	if !valid(s.Phase) {
 		return fmt.Errorf("phase %s: %w", s.Phase, ErrInvalidTransition)
 	}
 	if s.Attempt == 0 {
@@ -45,6 +63,12 @@ func (s State) Validate() error {
 			s.Attempt, s.UserRetries, s.SystemRetries, ErrInvalidTransition)
 	}
 	return nil
+}
+
+// valid reports whether p is a phase the machine can work from: pending,
+// active or terminal. PAUSED and UNSPECIFIED are not.
+func valid(p phase.Phase) bool {
+	return p.Pending() || p.Active() || p.Terminal()
 }
 
 // Backoff paces retries: the n-th retry (0-indexed) waits
@@ -133,26 +157,26 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 	switch e := ev.(type) {
 	case Wait:
 		switch {
-		case s.Phase == PhaseQueued:
-			s.Phase = PhaseWaitingForResources
+		case s.Phase == phase.Queued:
+			s.Phase = phase.WaitingForResources
 			return s, nil, nil
-		case s.Phase == PhaseWaitingForResources:
+		case s.Phase == phase.WaitingForResources:
 			return s, nil, nil
 		}
 	case Start:
 		if s.Phase.Pending() {
-			s.Phase = PhaseInitializing
+			s.Phase = phase.Initializing
 			return s, nil, nil
 		}
 	case Running:
 		if s.Phase.Active() {
-			s.Phase = PhaseRunning
+			s.Phase = phase.Running
 			return s, nil, nil
 		}
 	case Succeeded:
 		// From a pending phase this is a cache hit: no attempt ran.
-		s.Phase = PhaseSucceeded
-		return s, &Terminal{Phase: PhaseSucceeded, Reason: "succeeded"}, nil
+		s.Phase = phase.Succeeded
+		return s, &Terminal{Phase: phase.Succeeded, Reason: "succeeded"}, nil
 	case TimedOut:
 		code := e.Code
 		if code == "" {
@@ -163,9 +187,9 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 			msg = "attempt " + fmt.Sprint(s.Attempt) + " exceeded its time limit"
 		}
 		stop := s.Phase.Active()
-		s.Phase = PhaseTimedOut
+		s.Phase = phase.TimedOut
 		return s, &Terminal{
-			Phase:       PhaseTimedOut,
+			Phase:       phase.TimedOut,
 			Error:       &Error{Kind: KindUser, Code: code, Message: msg},
 			StopAttempt: stop,
 			Reason:      "timed out: " + code,
@@ -197,7 +221,7 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 
 func abort(s State, e AbortRequested) (State, Decision, error) {
 	stop := s.Phase.Active()
-	s.Phase = PhaseAborted
+	s.Phase = phase.Aborted
 	reason := e.Reason
 	if reason == "" {
 		reason = "aborted"
@@ -205,7 +229,7 @@ func abort(s State, e AbortRequested) (State, Decision, error) {
 	if e.By != "" {
 		reason += " (by " + e.By + ")"
 	}
-	return s, &Terminal{Phase: PhaseAborted, StopAttempt: stop, Reason: reason}, nil
+	return s, &Terminal{Phase: phase.Aborted, StopAttempt: stop, Reason: reason}, nil
 }
 
 // fail decides between a retry and FAILED. Errors of SYSTEM origin draw on the
@@ -215,9 +239,9 @@ func abort(s State, e AbortRequested) (State, Decision, error) {
 func fail(s State, p Policy, cause Error, stop bool) (State, Decision, error) {
 	system := cause.Kind == KindSystem
 	terminal := func(reason string) (State, Decision, error) {
-		s.Phase = PhaseFailed
+		s.Phase = phase.Failed
 		c := cause
-		return s, &Terminal{Phase: PhaseFailed, Error: &c, StopAttempt: stop, Reason: reason}, nil
+		return s, &Terminal{Phase: phase.Failed, Error: &c, StopAttempt: stop, Reason: reason}, nil
 	}
 	if !cause.Recoverable {
 		return terminal("non-recoverable " + cause.Kind.String() + " error")
@@ -237,7 +261,7 @@ func fail(s State, p Policy, cause Error, stop bool) (State, Decision, error) {
 	n := *used
 	*used++
 	s.Attempt++
-	s.Phase = PhaseQueued
+	s.Phase = phase.Queued
 	delay := p.UserBackoff.Delay(n)
 	if system {
 		delay = p.SystemBackoff.Delay(n)

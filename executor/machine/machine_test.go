@@ -10,25 +10,17 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-func TestPhaseNumbersMatchWire(t *testing.T) {
-	for p, name := range phaseNames {
-		wire := common.ActionPhase(p)
-		if got := common.ActionPhase_name[int32(wire)]; got != "ACTION_PHASE_"+name {
-			t.Errorf("phase %d: wire name %q, ours %q", p, got, name)
-		}
-		if PhaseFromProto(p.Proto()) != p {
-			t.Errorf("phase %s does not round-trip", p)
-		}
-	}
+func TestErrorKindsMatchWire(t *testing.T) {
 	if int32(KindUser) != int32(core.ExecutionError_USER) || int32(KindSystem) != int32(core.ExecutionError_SYSTEM) {
 		t.Error("error kinds differ from core.ExecutionError.ErrorKind")
 	}
 }
 
-func st(p Phase, attempt, user, system uint32) State {
+func st(p phase.Phase, attempt, user, system uint32) State {
 	return State{Phase: p, Attempt: attempt, UserRetries: user, SystemRetries: system}
 }
 
@@ -45,11 +37,11 @@ func TestTransition(t *testing.T) {
 	none := Policy{MaxSystemRetries: 3}
 	type want struct {
 		state    State
-		decision string // "", "retry", "terminal", "ignored"
-		phase    Phase  // terminal phase
-		system   bool   // retry paid by the system budget
-		stop     bool   // StopAttempt
-		code     string // error code of the terminal error / retry cause
+		decision string      // "", "retry", "terminal", "ignored"
+		phase    phase.Phase // terminal phase
+		system   bool        // retry paid by the system budget
+		stop     bool        // StopAttempt
+		code     string      // error code of the terminal error / retry cause
 		err      bool
 	}
 	cases := []struct {
@@ -60,96 +52,96 @@ func TestTransition(t *testing.T) {
 		want   want
 	}{
 		// The happy path.
-		{"start from queued", New(), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
-		{"start names its attempt", New(), Start{Attempt: 1}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
-		{"running from initializing", st(PhaseInitializing, 1, 0, 0), Running{}, none, want{state: st(PhaseRunning, 1, 0, 0)}},
-		{"running again is a no-op", st(PhaseRunning, 1, 0, 0), Running{}, none, want{state: st(PhaseRunning, 1, 0, 0)}},
-		{"succeeded from running", st(PhaseRunning, 1, 0, 0), Succeeded{}, none,
-			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
-		{"succeeded straight from initializing", st(PhaseInitializing, 1, 0, 0), Succeeded{}, none,
-			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
+		{"start from queued", New(), Start{}, none, want{state: st(phase.Initializing, 1, 0, 0)}},
+		{"start names its attempt", New(), Start{Attempt: 1}, none, want{state: st(phase.Initializing, 1, 0, 0)}},
+		{"running from initializing", st(phase.Initializing, 1, 0, 0), Running{}, none, want{state: st(phase.Running, 1, 0, 0)}},
+		{"running again is a no-op", st(phase.Running, 1, 0, 0), Running{}, none, want{state: st(phase.Running, 1, 0, 0)}},
+		{"succeeded from running", st(phase.Running, 1, 0, 0), Succeeded{}, none,
+			want{state: st(phase.Succeeded, 1, 0, 0), decision: "terminal", phase: phase.Succeeded}},
+		{"succeeded straight from initializing", st(phase.Initializing, 1, 0, 0), Succeeded{}, none,
+			want{state: st(phase.Succeeded, 1, 0, 0), decision: "terminal", phase: phase.Succeeded}},
 		{"cache hit from queued", New(), Succeeded{}, none,
-			want{state: st(PhaseSucceeded, 1, 0, 0), decision: "terminal", phase: PhaseSucceeded}},
+			want{state: st(phase.Succeeded, 1, 0, 0), decision: "terminal", phase: phase.Succeeded}},
 
 		// Waiting for resources.
-		{"wait from queued", New(), Wait{Reason: "cache reservation"}, none, want{state: st(PhaseWaitingForResources, 1, 0, 0)}},
-		{"wait again is a no-op", st(PhaseWaitingForResources, 1, 0, 0), Wait{}, none, want{state: st(PhaseWaitingForResources, 1, 0, 0)}},
-		{"start after waiting", st(PhaseWaitingForResources, 1, 0, 0), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0)}},
+		{"wait from queued", New(), Wait{Reason: "cache reservation"}, none, want{state: st(phase.WaitingForResources, 1, 0, 0)}},
+		{"wait again is a no-op", st(phase.WaitingForResources, 1, 0, 0), Wait{}, none, want{state: st(phase.WaitingForResources, 1, 0, 0)}},
+		{"start after waiting", st(phase.WaitingForResources, 1, 0, 0), Start{}, none, want{state: st(phase.Initializing, 1, 0, 0)}},
 
 		// Invalid transitions.
-		{"start twice", st(PhaseInitializing, 1, 0, 0), Start{}, none, want{state: st(PhaseInitializing, 1, 0, 0), err: true}},
-		{"start while running", st(PhaseRunning, 1, 0, 0), Start{}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
-		{"wait while running", st(PhaseRunning, 1, 0, 0), Wait{}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"start twice", st(phase.Initializing, 1, 0, 0), Start{}, none, want{state: st(phase.Initializing, 1, 0, 0), err: true}},
+		{"start while running", st(phase.Running, 1, 0, 0), Start{}, none, want{state: st(phase.Running, 1, 0, 0), err: true}},
+		{"wait while running", st(phase.Running, 1, 0, 0), Wait{}, none, want{state: st(phase.Running, 1, 0, 0), err: true}},
 		{"running before start", New(), Running{}, none, want{state: New(), err: true}},
 		{"orphan of a queued action", New(), Orphaned{}, none, want{state: New(), err: true}},
-		{"event for a future attempt", st(PhaseRunning, 1, 0, 0), Succeeded{Attempt: 2}, none, want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"event for a future attempt", st(phase.Running, 1, 0, 0), Succeeded{Attempt: 2}, none, want{state: st(phase.Running, 1, 0, 0), err: true}},
 		{"nil event", New(), nil, none, want{state: New(), err: true}},
 		{"unknown event", New(), bogus{}, none, want{state: New(), err: true}},
-		{"failure of an undefined kind", st(PhaseRunning, 1, 0, 0), Failed{Kind: 7, Recoverable: true}, two,
-			want{state: st(PhaseRunning, 1, 0, 0), err: true}},
+		{"failure of an undefined kind", st(phase.Running, 1, 0, 0), Failed{Kind: 7, Recoverable: true}, two,
+			want{state: st(phase.Running, 1, 0, 0), err: true}},
 		{"unspecified phase", State{Attempt: 1}, Start{}, none, want{state: State{Attempt: 1}, err: true}},
 		{"paused phase", State{Phase: 9, Attempt: 1}, Start{}, none, want{state: State{Phase: 9, Attempt: 1}, err: true}},
-		{"attempt zero", State{Phase: PhaseQueued}, Start{}, none, want{state: State{Phase: PhaseQueued}, err: true}},
-		{"retries beyond attempts", st(PhaseRunning, 2, 1, 1), Running{}, none, want{state: st(PhaseRunning, 2, 1, 1), err: true}},
+		{"attempt zero", State{Phase: phase.Queued}, Start{}, none, want{state: State{Phase: phase.Queued}, err: true}},
+		{"retries beyond attempts", st(phase.Running, 2, 1, 1), Running{}, none, want{state: st(phase.Running, 2, 1, 1), err: true}},
 
 		// Stale events from an attempt that was already retried.
-		{"stale success", st(PhaseQueued, 2, 1, 0), Succeeded{Attempt: 1}, two,
-			want{state: st(PhaseQueued, 2, 1, 0), decision: "ignored"}},
-		{"stale crash", st(PhaseRunning, 3, 1, 1), Crashed{Attempt: 2, ExitCode: 1}, two,
-			want{state: st(PhaseRunning, 3, 1, 1), decision: "ignored"}},
+		{"stale success", st(phase.Queued, 2, 1, 0), Succeeded{Attempt: 1}, two,
+			want{state: st(phase.Queued, 2, 1, 0), decision: "ignored"}},
+		{"stale crash", st(phase.Running, 3, 1, 1), Crashed{Attempt: 2, ExitCode: 1}, two,
+			want{state: st(phase.Running, 3, 1, 1), decision: "ignored"}},
 
 		// User retries.
-		{"recoverable user error retries", st(PhaseRunning, 1, 0, 0), userRecoverable, two,
-			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: "ValueError"}},
-		{"second user retry", st(PhaseRunning, 2, 1, 0), userRecoverable, two,
-			want{state: st(PhaseQueued, 3, 2, 0), decision: "retry", code: "ValueError"}},
-		{"user retries exhausted", st(PhaseRunning, 3, 2, 0), userRecoverable, two,
-			want{state: st(PhaseFailed, 3, 2, 0), decision: "terminal", phase: PhaseFailed, code: "ValueError"}},
-		{"no user retries configured", st(PhaseRunning, 1, 0, 0), userRecoverable, none,
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "ValueError"}},
-		{"non-recoverable fails at once", st(PhaseRunning, 1, 0, 0), userNonRecoverable, two,
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "NonRecoverableError"}},
-		{"unknown origin draws on the user budget", st(PhaseRunning, 1, 0, 0), unknownRecoverable, two,
-			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: "Weird"}},
+		{"recoverable user error retries", st(phase.Running, 1, 0, 0), userRecoverable, two,
+			want{state: st(phase.Queued, 2, 1, 0), decision: "retry", code: "ValueError"}},
+		{"second user retry", st(phase.Running, 2, 1, 0), userRecoverable, two,
+			want{state: st(phase.Queued, 3, 2, 0), decision: "retry", code: "ValueError"}},
+		{"user retries exhausted", st(phase.Running, 3, 2, 0), userRecoverable, two,
+			want{state: st(phase.Failed, 3, 2, 0), decision: "terminal", phase: phase.Failed, code: "ValueError"}},
+		{"no user retries configured", st(phase.Running, 1, 0, 0), userRecoverable, none,
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "ValueError"}},
+		{"non-recoverable fails at once", st(phase.Running, 1, 0, 0), userNonRecoverable, two,
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "NonRecoverableError"}},
+		{"unknown origin draws on the user budget", st(phase.Running, 1, 0, 0), unknownRecoverable, two,
+			want{state: st(phase.Queued, 2, 1, 0), decision: "retry", code: "Weird"}},
 		{"user failure before launch", New(), userNonRecoverable, two,
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "NonRecoverableError"}},
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "NonRecoverableError"}},
 
 		// System retries.
-		{"recoverable system error retries", st(PhaseRunning, 1, 0, 0), systemRecoverable, none,
-			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, code: "StorageError"}},
-		{"non-recoverable system error fails", st(PhaseRunning, 1, 0, 0), systemFatal, two,
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "UsageError"}},
+		{"recoverable system error retries", st(phase.Running, 1, 0, 0), systemRecoverable, none,
+			want{state: st(phase.Queued, 2, 0, 1), decision: "retry", system: true, code: "StorageError"}},
+		{"non-recoverable system error fails", st(phase.Running, 1, 0, 0), systemFatal, two,
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "UsageError"}},
 		// A crash is the task's: it draws on the user budget.
-		{"crash with retries=0 fails at once", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 137, Signal: "killed"}, none,
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
-		{"crash retries on the user budget", st(PhaseRunning, 1, 0, 0), Crashed{ExitCode: 1}, two,
-			want{state: st(PhaseQueued, 2, 1, 0), decision: "retry", code: CodeCrashed}},
-		{"crash with user budget spent fails", st(PhaseRunning, 3, 2, 0), Crashed{ExitCode: 1}, two,
-			want{state: st(PhaseFailed, 3, 2, 0), decision: "terminal", phase: PhaseFailed, code: CodeCrashed}},
-		{"user retry with system budget spent", st(PhaseRunning, 4, 0, 3), userRecoverable, two,
-			want{state: st(PhaseQueued, 5, 1, 3), decision: "retry", code: "ValueError"}},
-		{"system retries exhausted", st(PhaseRunning, 4, 0, 3), Orphaned{}, two,
-			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, stop: true, code: CodeOrphaned}},
-		{"system retries disabled", st(PhaseRunning, 1, 0, 0), systemRecoverable, Policy{MaxUserRetries: 5},
-			want{state: st(PhaseFailed, 1, 0, 0), decision: "terminal", phase: PhaseFailed, code: "StorageError"}},
-		{"orphan retries and stops the old process", st(PhaseRunning, 1, 0, 0), Orphaned{}, none,
-			want{state: st(PhaseQueued, 2, 0, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
-		{"orphan while initializing", st(PhaseInitializing, 2, 1, 0), Orphaned{Attempt: 2}, two,
-			want{state: st(PhaseQueued, 3, 1, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
-		{"orphan with system budget spent", st(PhaseRunning, 4, 0, 3), Orphaned{}, none,
-			want{state: st(PhaseFailed, 4, 0, 3), decision: "terminal", phase: PhaseFailed, stop: true, code: CodeOrphaned}},
+		{"crash with retries=0 fails at once", st(phase.Running, 1, 0, 0), Crashed{ExitCode: 137, Signal: "killed"}, none,
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: CodeCrashed}},
+		{"crash retries on the user budget", st(phase.Running, 1, 0, 0), Crashed{ExitCode: 1}, two,
+			want{state: st(phase.Queued, 2, 1, 0), decision: "retry", code: CodeCrashed}},
+		{"crash with user budget spent fails", st(phase.Running, 3, 2, 0), Crashed{ExitCode: 1}, two,
+			want{state: st(phase.Failed, 3, 2, 0), decision: "terminal", phase: phase.Failed, code: CodeCrashed}},
+		{"user retry with system budget spent", st(phase.Running, 4, 0, 3), userRecoverable, two,
+			want{state: st(phase.Queued, 5, 1, 3), decision: "retry", code: "ValueError"}},
+		{"system retries exhausted", st(phase.Running, 4, 0, 3), Orphaned{}, two,
+			want{state: st(phase.Failed, 4, 0, 3), decision: "terminal", phase: phase.Failed, stop: true, code: CodeOrphaned}},
+		{"system retries disabled", st(phase.Running, 1, 0, 0), systemRecoverable, Policy{MaxUserRetries: 5},
+			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "StorageError"}},
+		{"orphan retries and stops the old process", st(phase.Running, 1, 0, 0), Orphaned{}, none,
+			want{state: st(phase.Queued, 2, 0, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
+		{"orphan while initializing", st(phase.Initializing, 2, 1, 0), Orphaned{Attempt: 2}, two,
+			want{state: st(phase.Queued, 3, 1, 1), decision: "retry", system: true, stop: true, code: CodeOrphaned}},
+		{"orphan with system budget spent", st(phase.Running, 4, 0, 3), Orphaned{}, none,
+			want{state: st(phase.Failed, 4, 0, 3), decision: "terminal", phase: phase.Failed, stop: true, code: CodeOrphaned}},
 
 		// Timeouts.
-		{"runtime timeout", st(PhaseRunning, 1, 0, 0), TimedOut{}, two,
-			want{state: st(PhaseTimedOut, 1, 0, 0), decision: "terminal", phase: PhaseTimedOut, stop: true, code: CodeMaxRuntime}},
+		{"runtime timeout", st(phase.Running, 1, 0, 0), TimedOut{}, two,
+			want{state: st(phase.TimedOut, 1, 0, 0), decision: "terminal", phase: phase.TimedOut, stop: true, code: CodeMaxRuntime}},
 		{"queued timeout", New(), TimedOut{Code: CodeQueuedTimeout}, two,
-			want{state: st(PhaseTimedOut, 1, 0, 0), decision: "terminal", phase: PhaseTimedOut, code: CodeQueuedTimeout}},
-		{"deadline while waiting", st(PhaseWaitingForResources, 2, 1, 0), TimedOut{Code: CodeDeadline}, two,
-			want{state: st(PhaseTimedOut, 2, 1, 0), decision: "terminal", phase: PhaseTimedOut, code: CodeDeadline}},
+			want{state: st(phase.TimedOut, 1, 0, 0), decision: "terminal", phase: phase.TimedOut, code: CodeQueuedTimeout}},
+		{"deadline while waiting", st(phase.WaitingForResources, 2, 1, 0), TimedOut{Code: CodeDeadline}, two,
+			want{state: st(phase.TimedOut, 2, 1, 0), decision: "terminal", phase: phase.TimedOut, code: CodeDeadline}},
 	}
 
 	// Abort from every non-terminal phase.
-	for _, p := range []Phase{PhaseQueued, PhaseWaitingForResources, PhaseInitializing, PhaseRunning} {
+	for _, p := range []phase.Phase{phase.Queued, phase.WaitingForResources, phase.Initializing, phase.Running} {
 		cases = append(cases, struct {
 			name   string
 			state  State
@@ -157,15 +149,16 @@ func TestTransition(t *testing.T) {
 			policy Policy
 			want   want
 		}{"abort while " + p.String(), st(p, 2, 1, 0), AbortRequested{Reason: "user", By: "alice"}, two,
-			want{state: st(PhaseAborted, 2, 1, 0), decision: "terminal", phase: PhaseAborted, stop: p.Active()}})
+			want{state: st(phase.Aborted, 2, 1, 0), decision: "terminal", phase: phase.Aborted, stop: p.Active()}})
 	}
 
-	// Terminal phases absorb everything.
+	// Terminal phases absorb everything, RECOVERED included: the machine
+	// knows the same terminal phases as the store.
 	everything := []Event{
 		Wait{}, Start{}, Running{}, Succeeded{}, userRecoverable, userNonRecoverable, systemRecoverable,
 		TimedOut{}, Crashed{ExitCode: 1}, Orphaned{}, AbortRequested{}, Succeeded{Attempt: 9},
 	}
-	for _, p := range []Phase{PhaseSucceeded, PhaseFailed, PhaseAborted, PhaseTimedOut} {
+	for _, p := range phase.Terminals() {
 		for _, ev := range everything {
 			cases = append(cases, struct {
 				name   string
@@ -223,7 +216,7 @@ func TestTransition(t *testing.T) {
 					t.Errorf("terminal %+v, want phase %s stop %v", term, tc.want.phase, tc.want.stop)
 				}
 				switch term.Phase {
-				case PhaseFailed, PhaseTimedOut:
+				case phase.Failed, phase.TimedOut:
 					if term.Error == nil || term.Error.Code != tc.want.code {
 						t.Errorf("terminal error %v, want code %s", term.Error, tc.want.code)
 					}
@@ -266,14 +259,14 @@ func TestBudgetsAreIndependent(t *testing.T) {
 			t.Fatalf("failure %d (%s): want retry as attempt %d, state %+v", i, ev.Name(), i+2, s)
 		}
 	}
-	if s != st(PhaseQueued, 6, 2, 3) {
+	if s != st(phase.Queued, 6, 2, 3) {
 		t.Fatalf("after five retries: %+v", s)
 	}
 	step(Start{})
 	step(Running{})
 	d := step(Crashed{Signal: "killed"})
 	term, ok := d.(*Terminal)
-	if !ok || term.Phase != PhaseFailed || term.Error.Kind != KindUser || term.Error.Message != "process killed by signal killed" {
+	if !ok || term.Phase != phase.Failed || term.Error.Kind != KindUser || term.Error.Message != "process killed by signal killed" {
 		t.Fatalf("want FAILED after the user budget ran out, got %v (%+v)", d, term)
 	}
 	if s.Attempt != 6 {
@@ -302,7 +295,7 @@ func TestBackoff(t *testing.T) {
 	}
 
 	p := Policy{MaxUserRetries: 3, UserBackoff: b, SystemBackoff: Backoff{Base: time.Millisecond}, MaxSystemRetries: 1}
-	s := st(PhaseRunning, 2, 1, 0)
+	s := st(phase.Running, 2, 1, 0)
 	_, d, _ := Transition(s, userRecoverable, p)
 	if r := d.(*Retry); r.Delay != 2*time.Second {
 		t.Errorf("second user retry waits %v", r.Delay)
@@ -335,7 +328,7 @@ func TestHistory(t *testing.T) {
 	clock := t0
 	var recorded []Change
 	s := New()
-	recorded = append(recorded, Change{Attempt: 1, Phase: PhaseQueued, At: clock})
+	recorded = append(recorded, Change{Attempt: 1, Phase: phase.Queued, At: clock})
 	for _, ev := range []Event{Start{}, Running{}, Running{}, userRecoverable, Start{}, Running{}, AbortRequested{Reason: "stop"}, Succeeded{}} {
 		clock = clock.Add(time.Second)
 		next, d, err := Transition(s, ev, p)
@@ -357,24 +350,24 @@ func TestHistory(t *testing.T) {
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 	a1, a2 := hs[0], hs[1]
 	wantSpans1 := []Span{
-		{PhaseQueued, sec(0), sec(1)},
-		{PhaseInitializing, sec(1), sec(2)},
-		{PhaseRunning, sec(2), sec(4)},
-		{PhaseFailed, sec(4), sec(4)},
+		{phase.Queued, sec(0), sec(1)},
+		{phase.Initializing, sec(1), sec(2)},
+		{phase.Running, sec(2), sec(4)},
+		{phase.Failed, sec(4), sec(4)},
 	}
-	if a1.Attempt != 1 || a1.Phase != PhaseFailed || !a1.End.Equal(sec(4)) || !reflect.DeepEqual(a1.Spans, wantSpans1) {
+	if a1.Attempt != 1 || a1.Phase != phase.Failed || !a1.End.Equal(sec(4)) || !reflect.DeepEqual(a1.Spans, wantSpans1) {
 		t.Errorf("attempt 1: %+v", a1)
 	}
 	if a1.Error == nil || a1.Error.Code != "ValueError" {
 		t.Errorf("attempt 1 error: %v", a1.Error)
 	}
 	wantSpans2 := []Span{
-		{PhaseQueued, sec(4), sec(5)},
-		{PhaseInitializing, sec(5), sec(6)},
-		{PhaseRunning, sec(6), sec(7)},
-		{PhaseAborted, sec(7), sec(7)},
+		{phase.Queued, sec(4), sec(5)},
+		{phase.Initializing, sec(5), sec(6)},
+		{phase.Running, sec(6), sec(7)},
+		{phase.Aborted, sec(7), sec(7)},
 	}
-	if a2.Attempt != 2 || a2.Phase != PhaseAborted || !a2.Start.Equal(sec(4)) || !reflect.DeepEqual(a2.Spans, wantSpans2) {
+	if a2.Attempt != 2 || a2.Phase != phase.Aborted || !a2.Start.Equal(sec(4)) || !reflect.DeepEqual(a2.Spans, wantSpans2) {
 		t.Errorf("attempt 2: %+v", a2)
 	}
 	if a2.Error != nil {
@@ -384,13 +377,13 @@ func TestHistory(t *testing.T) {
 	if pt.GetPhase() != common.ActionPhase_ACTION_PHASE_RUNNING || !pt.GetStartTime().AsTime().Equal(sec(6)) || !pt.GetEndTime().AsTime().Equal(sec(7)) {
 		t.Errorf("proto span %v", pt)
 	}
-	if open := (Span{Phase: PhaseRunning, Start: sec(1)}).Proto(); open.EndTime != nil {
+	if open := (Span{Phase: phase.Running, Start: sec(1)}).Proto(); open.EndTime != nil {
 		t.Errorf("open span has an end: %v", open)
 	}
 
 	// A change recorded after the terminal one does not reopen the attempt.
-	late := append(recorded, Change{Attempt: 2, Phase: PhaseRunning, At: sec(9)})
-	if h := Attempts(late)[1]; h.Phase != PhaseAborted || len(h.Spans) != 4 {
+	late := append(recorded, Change{Attempt: 2, Phase: phase.Running, At: sec(9)})
+	if h := Attempts(late)[1]; h.Phase != phase.Aborted || len(h.Spans) != 4 {
 		t.Errorf("late change reopened attempt 2: %+v", h)
 	}
 }
@@ -398,9 +391,9 @@ func TestHistory(t *testing.T) {
 // A system failure that is not retried says why: its cause alone (a restart,
 // a launch failure) would read as if it were.
 func TestSpentSystemBudgetIsExplained(t *testing.T) {
-	_, d, err := Transition(st(PhaseRunning, 2, 0, 1), Orphaned{Message: "the manager restarted"}, Policy{MaxSystemRetries: 1})
+	_, d, err := Transition(st(phase.Running, 2, 0, 1), Orphaned{Message: "the manager restarted"}, Policy{MaxSystemRetries: 1})
 	term, ok := d.(*Terminal)
-	if err != nil || !ok || term.Phase != PhaseFailed ||
+	if err != nil || !ok || term.Phase != phase.Failed ||
 		term.Error.Message != "the manager restarted (not retried: the system retry budget is spent, 1 of 1 used)" {
 		t.Fatalf("%v %+v %v", d, term, err)
 	}

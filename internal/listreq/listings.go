@@ -10,6 +10,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/project"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -249,15 +250,15 @@ func setOnce(dst *string, c Cond) error {
 
 // noPhase is a phase no action has: the store's filter for "no phase
 // matches" (an empty Phases list means any phase).
-const noPhase = store.Phase(-1)
+const noPhase = phase.Phase(-1)
 
 // phaseSet intersects phase conditions; nil means "any phase".
 type phaseSet struct {
-	set map[store.Phase]bool
+	set map[phase.Phase]bool
 }
 
 func (s *phaseSet) and(c Cond) {
-	next := map[store.Phase]bool{}
+	next := map[phase.Phase]bool{}
 	switch c.Func {
 	case common.Filter_EQUAL, common.Filter_VALUE_IN:
 		for _, p := range c.Phases {
@@ -265,8 +266,8 @@ func (s *phaseSet) and(c Cond) {
 		}
 	default: // NOT_EQUAL, VALUE_NOT_IN
 		for n := range common.ActionPhase_name {
-			if !slices.Contains(c.Phases, store.Phase(n)) {
-				next[store.Phase(n)] = true
+			if !slices.Contains(c.Phases, phase.Phase(n)) {
+				next[phase.Phase(n)] = true
 			}
 		}
 	}
@@ -280,14 +281,14 @@ func (s *phaseSet) and(c Cond) {
 	s.set = next
 }
 
-func (s *phaseSet) list() []store.Phase {
+func (s *phaseSet) list() []phase.Phase {
 	if s.set == nil {
 		return nil
 	}
 	if len(s.set) == 0 {
-		return []store.Phase{noPhase}
+		return []phase.Phase{noPhase}
 	}
-	out := make([]store.Phase, 0, len(s.set))
+	out := make([]phase.Phase, 0, len(s.set))
 	for p := range s.set {
 		out = append(out, p)
 	}

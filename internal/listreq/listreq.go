@@ -17,6 +17,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -80,7 +81,7 @@ type Cond struct {
 	Field  string
 	Func   common.Filter_Function
 	Values []string      // as sent (every kind)
-	Phases []store.Phase // KindPhase
+	Phases []phase.Phase // KindPhase
 	Times  []time.Time   // KindTime, in UTC
 }
 
@@ -288,18 +289,18 @@ func funcNames(fns []common.Filter_Function) string {
 
 // ParsePhase reads an action phase as a number ("5"), an enum name
 // ("ACTION_PHASE_SUCCEEDED") or its short form ("succeeded"), in any case.
-func ParsePhase(v string) (store.Phase, error) {
+func ParsePhase(v string) (phase.Phase, error) {
 	s := strings.ToUpper(strings.TrimSpace(v))
 	if n, ok := common.ActionPhase_value[s]; ok {
-		return store.Phase(n), nil
+		return phase.Phase(n), nil
 	}
 	if n, ok := common.ActionPhase_value["ACTION_PHASE_"+s]; ok {
-		return store.Phase(n), nil
+		return phase.Phase(n), nil
 	}
 	var n int32
 	if _, err := fmt.Sscan(s, &n); err == nil && fmt.Sprint(n) == s {
 		if _, ok := common.ActionPhase_name[n]; ok {
-			return store.Phase(n), nil
+			return phase.Phase(n), nil
 		}
 	}
 	return 0, fmt.Errorf("%q is not an action phase (e.g. SUCCEEDED, ACTION_PHASE_RUNNING or 5)", v)

@@ -10,6 +10,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/project"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -90,13 +91,13 @@ func TestParseRuns(t *testing.T) {
 		{
 			name: "phase EQUAL by number (flyte get run --in-phase succeeded)",
 			req:  &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "5")}},
-			want: store.RunFilter{Phases: []store.Phase{store.PhaseSucceeded}},
+			want: store.RunFilter{Phases: []phase.Phase{phase.Succeeded}},
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
 			name: "phase 10 split into characters by the SDK",
 			req:  &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "1", "0")}},
-			want: store.RunFilter{Phases: []store.Phase{store.PhaseRecovered}},
+			want: store.RunFilter{Phases: []phase.Phase{phase.Recovered}},
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
@@ -104,7 +105,7 @@ func TestParseRuns(t *testing.T) {
 			req: &common.ListRequest{Filters: []*common.Filter{
 				filter(common.Filter_VALUE_IN, "phase", "ACTION_PHASE_FAILED", "succeeded", "Running"),
 			}},
-			want: store.RunFilter{Phases: []store.Phase{store.PhaseRunning, store.PhaseSucceeded, store.PhaseFailed}},
+			want: store.RunFilter{Phases: []phase.Phase{phase.Running, phase.Succeeded, phase.Failed}},
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
@@ -113,7 +114,7 @@ func TestParseRuns(t *testing.T) {
 				filter(common.Filter_VALUE_IN, "phase", "5", "6", "7"),
 				filter(common.Filter_NOT_EQUAL, "phase", "FAILED"),
 			}},
-			want: store.RunFilter{Phases: []store.Phase{store.PhaseSucceeded, store.PhaseAborted}},
+			want: store.RunFilter{Phases: []phase.Phase{phase.Succeeded, phase.Aborted}},
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
@@ -122,7 +123,7 @@ func TestParseRuns(t *testing.T) {
 				filter(common.Filter_EQUAL, "phase", "5"),
 				filter(common.Filter_EQUAL, "phase", "6"),
 			}},
-			want: store.RunFilter{Phases: []store.Phase{noPhase}},
+			want: store.RunFilter{Phases: []phase.Phase{noPhase}},
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
@@ -392,10 +393,10 @@ func TestParseProjects(t *testing.T) {
 }
 
 func TestParsePhase(t *testing.T) {
-	for in, want := range map[string]store.Phase{
-		"0": store.PhaseUnspecified, "5": store.PhaseSucceeded, "10": store.PhaseRecovered,
-		"ACTION_PHASE_TIMED_OUT": store.PhaseTimedOut, "timed_out": store.PhaseTimedOut, " Queued ": store.PhaseQueued,
-		"waiting_for_resources": store.PhaseWaitingForResources,
+	for in, want := range map[string]phase.Phase{
+		"0": phase.Unspecified, "5": phase.Succeeded, "10": phase.Recovered,
+		"ACTION_PHASE_TIMED_OUT": phase.TimedOut, "timed_out": phase.TimedOut, " Queued ": phase.Queued,
+		"waiting_for_resources": phase.WaitingForResources,
 	} {
 		if got, err := ParsePhase(in); err != nil || got != want {
 			t.Errorf("ParsePhase(%q) = %v, %v; want %v", in, got, err, want)

@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -502,9 +503,9 @@ func checkTraceTimes(tr *workflow.TraceAction) error {
 }
 
 func traceAction(key store.ActionKey, tr *workflow.TraceAction) store.NewAction {
-	n := store.NewAction{Key: key, ActionType: store.ActionTypeTrace, ShortName: tr.GetName(), Phase: store.Phase(tr.GetPhase())}
+	n := store.NewAction{Key: key, ActionType: store.ActionTypeTrace, ShortName: tr.GetName(), Phase: phase.FromProto(tr.GetPhase())}
 	if !n.Phase.Terminal() {
-		n.Phase = store.PhaseSucceeded
+		n.Phase = phase.Succeeded
 	}
 	if tr.GetStartTime() != nil {
 		n.CreatedAt = tr.GetStartTime().AsTime()
@@ -515,9 +516,9 @@ func traceAction(key store.ActionKey, tr *workflow.TraceAction) store.NewAction 
 	return n
 }
 
-func phaseName(p store.Phase, abortRequested bool) string {
+func phaseName(p phase.Phase, abortRequested bool) string {
 	if abortRequested && !p.Terminal() {
 		return "being aborted"
 	}
-	return strings.ToLower(strings.TrimPrefix(common.ActionPhase(p).String(), "ACTION_PHASE_"))
+	return strings.ToLower(p.String())
 }

@@ -15,6 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -149,7 +150,7 @@ func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (Action
 			return ActionData{}, err
 		}
 	}
-	if a.Phase != store.PhaseSucceeded {
+	if a.Phase != phase.Succeeded {
 		return out, nil
 	}
 	dir, err := s.resultDir(ctx, a)

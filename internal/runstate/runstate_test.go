@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -244,7 +245,7 @@ func TestWatchChildren(t *testing.T) {
 			t.Fatalf("update = %+v, want new QUEUED", m)
 		}
 		key := store.RunKey{Project: "p", Domain: "development", RunName: "r3"}.Action("new")
-		if _, err := e.st.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: store.PhaseSucceeded}); err != nil {
+		if _, err := e.st.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
 		e.state.Changed()

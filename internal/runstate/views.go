@@ -7,11 +7,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -53,7 +53,7 @@ func metadataOf(a *store.Action) *workflow.ActionMetadata {
 
 func statusOf(a *store.Action) *workflow.ActionStatus {
 	st := &workflow.ActionStatus{
-		Phase:       common.ActionPhase(a.Phase),
+		Phase:       a.Phase.Proto(),
 		StartTime:   ts(a.CreatedAt),
 		EndTime:     tsPtr(a.EndedAt),
 		Attempts:    uint32(a.Attempts),
@@ -111,7 +111,7 @@ func abortInfo(b []byte) *workflow.AbortInfo {
 // transitions.
 func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.ActionDetails, error) {
 	d := &workflow.ActionDetails{Id: ident.ActionProto(a.ActionKey), Metadata: metadataOf(a), Status: statusOf(a)}
-	if a.Phase == store.PhaseAborted {
+	if a.Phase == phase.Aborted {
 		if ai := abortInfo(a.AbortInfo); ai != nil {
 			d.Result = &workflow.ActionDetails_AbortInfo{AbortInfo: ai}
 		}
@@ -141,7 +141,7 @@ func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.Actio
 
 func attemptOf(at *store.Attempt, all []store.PhaseTransition) *workflow.ActionAttempt {
 	out := &workflow.ActionAttempt{
-		Phase:     common.ActionPhase(at.Phase),
+		Phase:     at.Phase.Proto(),
 		StartTime: ts(at.StartedAt),
 		EndTime:   tsPtr(at.EndedAt),
 		ErrorInfo: errorInfo(at.ErrorInfo),
@@ -167,7 +167,7 @@ func attemptOf(at *store.Attempt, all []store.PhaseTransition) *workflow.ActionA
 		}
 	}
 	for i, t := range mine {
-		pt := &workflow.PhaseTransition{Phase: common.ActionPhase(t.Phase), StartTime: ts(t.OccurredAt)}
+		pt := &workflow.PhaseTransition{Phase: t.Phase.Proto(), StartTime: ts(t.OccurredAt)}
 		if i+1 < len(mine) {
 			pt.EndTime = ts(mine[i+1].OccurredAt)
 		} else if at.EndedAt != nil {
@@ -181,10 +181,10 @@ func attemptOf(at *store.Attempt, all []store.PhaseTransition) *workflow.ActionA
 // UpdateOf is what WatchForUpdates/StateService.Watch send for a child: its
 // phase, and when terminal the output directory and, for failures, the error.
 func UpdateOf(a *store.Action, outputURI string) *workflow.ActionUpdate {
-	u := &workflow.ActionUpdate{ActionId: ident.ActionProto(a.ActionKey), Phase: common.ActionPhase(a.Phase)}
+	u := &workflow.ActionUpdate{ActionId: ident.ActionProto(a.ActionKey), Phase: a.Phase.Proto()}
 	if a.Phase.Terminal() {
 		u.OutputUri = outputURI
-		if a.Phase == store.PhaseFailed || a.Phase == store.PhaseTimedOut {
+		if a.Phase == phase.Failed || a.Phase == phase.TimedOut {
 			u.Error = executionError(a.ErrorInfo)
 		}
 	}

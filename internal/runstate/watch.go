@@ -9,6 +9,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/listreq"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -43,7 +44,7 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 	if _, err := s.Get(ctx, parent); err != nil {
 		return err
 	}
-	sent := map[string]store.Phase{}
+	sent := map[string]phase.Phase{}
 	deliver := func(a *store.Action) error {
 		if a.ParentName == nil || *a.ParentName != parent.Name || sent[a.Name] == a.Phase {
 			return nil
@@ -269,7 +270,7 @@ func actionFilter(filters []*common.Filter) (func(*store.Action) bool, error) {
 				return strings.Contains(strings.ToLower(a.Name), needle) || strings.Contains(strings.ToLower(a.ShortName), needle)
 			})
 		case f.GetField() == "phase" && (f.GetFunction() == common.Filter_VALUE_IN || f.GetFunction() == common.Filter_EQUAL):
-			set := map[store.Phase]bool{}
+			set := map[phase.Phase]bool{}
 			for _, v := range f.GetValues() {
 				p, err := listreq.ParsePhase(v)
 				if err != nil {

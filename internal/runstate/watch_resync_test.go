@@ -12,6 +12,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -110,10 +111,10 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 		}
 		err := inParallel(existing, func(i int) error {
 			name := fmt.Sprintf("c%04d", i)
-			if err := update(name, store.Update{Phase: store.PhaseRunning}); err != nil {
+			if err := update(name, store.Update{Phase: phase.Running}); err != nil {
 				return err
 			}
-			return update(name, store.Update{Phase: store.PhaseSucceeded})
+			return update(name, store.Update{Phase: phase.Succeeded})
 		})
 		if err == nil {
 			err = inParallel(added, func(i int) error {
@@ -121,7 +122,7 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 				if err := e.state.Enqueue(ctx, renamed(tmpl, name)); err != nil {
 					return err
 				}
-				return update(name, store.Update{Phase: store.PhaseFailed, ErrorInfo: failure})
+				return update(name, store.Update{Phase: phase.Failed, ErrorInfo: failure})
 			})
 		}
 		if err != nil {
@@ -170,7 +171,7 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 				got[u.GetActionId().GetName()] = s
 			}
 			s.phases = append(s.phases, u.GetPhase())
-			if store.Phase(u.GetPhase()).Terminal() {
+			if phase.FromProto(u.GetPhase()).Terminal() {
 				s.terminal++
 				terminal++
 				checkTerminal(t, e, runKey, u)

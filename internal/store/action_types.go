@@ -5,47 +5,21 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"fmgr.dev/internal/phase"
 )
 
-// Phase mirrors flyteidl2's ActionPhase enum values.
-type Phase int32
-
-const (
-	PhaseUnspecified         Phase = 0
-	PhaseQueued              Phase = 1
-	PhaseWaitingForResources Phase = 2
-	PhaseInitializing        Phase = 3
-	PhaseRunning             Phase = 4
-	PhaseSucceeded           Phase = 5
-	PhaseFailed              Phase = 6
-	PhaseAborted             Phase = 7
-	PhaseTimedOut            Phase = 8
-	PhasePaused              Phase = 9
-	PhaseRecovered           Phase = 10
-)
-
-// terminalPhases must agree with the predicate of the partial index
-// actions_active_idx (migration 0002); activePredicate is that predicate,
-// spelled identically so the planner can use the index.
-var terminalPhases = []Phase{PhaseSucceeded, PhaseFailed, PhaseAborted, PhaseTimedOut, PhaseRecovered}
-
+// activePredicate selects the actions that have not ended. It must agree with
+// the predicate of the partial index actions_active_idx (migration 0002) and
+// is spelled identically, so the planner can use the index.
 var activePredicate = func() string {
-	s := make([]string, len(terminalPhases))
-	for i, p := range terminalPhases {
+	terminal := phase.Terminals()
+	s := make([]string, len(terminal))
+	for i, p := range terminal {
 		s[i] = strconv.Itoa(int(p))
 	}
 	return "phase NOT IN (" + strings.Join(s, ", ") + ")"
 }()
-
-// Terminal reports whether no further phase change is possible.
-func (p Phase) Terminal() bool {
-	for _, t := range terminalPhases {
-		if p == t {
-			return true
-		}
-	}
-	return false
-}
 
 // ActionType mirrors flyteidl2's ActionType enum values.
 type ActionType int32
@@ -94,7 +68,7 @@ type Action struct {
 	ShortName        string
 	EnvironmentName  string
 	SpecDigest       string // "" for actions without a stored spec (stored as NULL)
-	Phase            Phase
+	Phase            phase.Phase
 	Attempts         int32  // number of the current attempt; attempts start at 1
 	InputURI         string `gorm:"column:input_uri"`
 	RunOutputBase    string
@@ -123,7 +97,7 @@ func (a *Action) IsRoot() bool { return a.ParentName == nil }
 type Attempt struct {
 	ActionID  int64 `gorm:"primaryKey"`
 	Attempt   int32 `gorm:"primaryKey"`
-	Phase     Phase
+	Phase     phase.Phase
 	StartedAt time.Time
 	EndedAt   *time.Time
 	ErrorInfo []byte
@@ -142,7 +116,7 @@ type PhaseTransition struct {
 	ID         int64 `gorm:"primaryKey"`
 	ActionID   int64
 	Attempt    int32
-	Phase      Phase
+	Phase      phase.Phase
 	OccurredAt time.Time
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 )
 
 // Actions is the repository of runs and actions, their attempts, phase
@@ -28,8 +29,8 @@ type NewAction struct {
 	ShortName       string
 	EnvironmentName string
 	SpecDigest      string
-	Spec            []byte // if not nil, stored under SpecDigest in the same transaction
-	Phase           Phase  // initial phase, QUEUED if unset; a terminal one (a finished trace) also ends it
+	Spec            []byte      // if not nil, stored under SpecDigest in the same transaction
+	Phase           phase.Phase // initial phase, QUEUED if unset; a terminal one (a finished trace) also ends it
 	InputURI        string
 	RunOutputBase   string
 	Group           string
@@ -44,8 +45,8 @@ func (n *NewAction) validate() error {
 	if k.Project == "" || k.Domain == "" || k.RunName == "" || k.Name == "" {
 		return errs.Invalidf("action %s: project, domain, run name and action name are required", k)
 	}
-	if n.Phase == PhaseUnspecified {
-		n.Phase = PhaseQueued
+	if n.Phase == phase.Unspecified {
+		n.Phase = phase.Queued
 	}
 	if n.Spec != nil && n.SpecDigest == "" {
 		n.SpecDigest = SpecDigest(n.Spec)
@@ -252,8 +253,8 @@ func (r *Actions) Transitions(ctx context.Context, key ActionKey) ([]PhaseTransi
 	return out, nil
 }
 
-func addTransition(tx *gorm.DB, actionID int64, attempt int32, phase Phase, at time.Time) error {
-	t := PhaseTransition{ActionID: actionID, Attempt: attempt, Phase: phase, OccurredAt: at}
+func addTransition(tx *gorm.DB, actionID int64, attempt int32, p phase.Phase, at time.Time) error {
+	t := PhaseTransition{ActionID: actionID, Attempt: attempt, Phase: p, OccurredAt: at}
 	if err := tx.Create(&t).Error; err != nil {
 		return fmt.Errorf("record phase transition: %w", db.Translate(err))
 	}

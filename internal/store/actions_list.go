@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/phase"
 )
 
 // RunFilter narrows ListRuns. Org is always matched; every other empty
@@ -16,7 +17,7 @@ type RunFilter struct {
 	Org           string
 	Project       string
 	Domain        string
-	Phases        []Phase // any of these
+	Phases        []phase.Phase // any of these
 	TaskName      string
 	TaskVersion   string
 	CreatedBy     string

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -49,7 +50,7 @@ func TestCreateRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !a.IsRoot() || a.Name != store.RootName || a.Phase != store.PhaseQueued || a.Attempts != 1 || a.ResourceVersion == 0 {
+		if !a.IsRoot() || a.Name != store.RootName || a.Phase != phase.Queued || a.Attempts != 1 || a.ResourceVersion == 0 {
 			t.Fatalf("created %+v", a)
 		}
 		got := must[*store.Action](t)(s.Actions.Get(ctx, run1.Action(store.RootName)))
@@ -65,7 +66,7 @@ func TestCreateRun(t *testing.T) {
 			t.Fatalf("spec = %q", spec)
 		}
 		attempts := must[[]store.Attempt](t)(s.Actions.Attempts(ctx, a.ActionKey))
-		if len(attempts) != 1 || attempts[0].Attempt != 1 || attempts[0].Phase != store.PhaseQueued {
+		if len(attempts) != 1 || attempts[0].Attempt != 1 || attempts[0].Phase != phase.Queued {
 			t.Fatalf("attempts = %+v", attempts)
 		}
 		changes := must[[]store.Change](t)(s.Actions.ChangesSince(ctx, 0, 10))
@@ -119,7 +120,7 @@ func TestCreateChild(t *testing.T) {
 		must[*store.Action](t)(first(s.Actions.CreateChild(ctx, child(run1, "c1-1", "c1"))))
 		started := time.Now().Add(-time.Minute)
 		trace := store.NewAction{Key: run1.Action("t1"), ParentName: "c1", ActionType: store.ActionTypeTrace,
-			Phase: store.PhaseSucceeded, CreatedAt: started, EndedAt: started.Add(time.Second)}
+			Phase: phase.Succeeded, CreatedAt: started, EndedAt: started.Add(time.Second)}
 		tr := must[*store.Action](t)(first(s.Actions.CreateChild(ctx, trace)))
 		if tr.SpecDigest != "" || tr.EndedAt == nil || tr.EndedAt.Sub(*tr.StartedAt) != time.Second {
 			t.Fatalf("trace = %+v", tr)
@@ -146,43 +147,43 @@ func TestUpdatePhases(t *testing.T) {
 		a := must[*store.Action](t)(s.Actions.CreateRun(ctx, newRun(run1)))
 		key := a.ActionKey
 
-		running, err := s.Actions.Update(ctx, key, a.ResourceVersion, store.Update{Phase: store.PhaseRunning, Cluster: "local"})
+		running, err := s.Actions.Update(ctx, key, a.ResourceVersion, store.Update{Phase: phase.Running, Cluster: "local"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if running.Phase != store.PhaseRunning || running.StartedAt == nil || running.ResourceVersion <= a.ResourceVersion {
+		if running.Phase != phase.Running || running.StartedAt == nil || running.ResourceVersion <= a.ResourceVersion {
 			t.Fatalf("after RUNNING: %+v", running)
 		}
 		// A writer holding the old version loses.
-		_, err = s.Actions.Update(ctx, key, a.ResourceVersion, store.Update{Phase: store.PhaseFailed})
+		_, err = s.Actions.Update(ctx, key, a.ResourceVersion, store.Update{Phase: phase.Failed})
 		wantErr(t, err, errs.ErrConflict)
 
 		// Attempt 1 fails and is retried: the action goes back to QUEUED.
 		retried, err := s.Actions.Update(ctx, key, running.ResourceVersion, store.Update{
-			Phase: store.PhaseQueued, AttemptPhase: store.PhaseFailed, Retry: true, ErrorInfo: []byte("oom"),
+			Phase: phase.Queued, AttemptPhase: phase.Failed, Retry: true, ErrorInfo: []byte("oom"),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if retried.Attempts != 2 || retried.Phase != store.PhaseQueued || string(retried.ErrorInfo) != "oom" {
+		if retried.Attempts != 2 || retried.Phase != phase.Queued || string(retried.ErrorInfo) != "oom" {
 			t.Fatalf("after retry: %+v", retried)
 		}
-		done, err := s.Actions.Update(ctx, key, retried.ResourceVersion, store.Update{Phase: store.PhaseSucceeded, OutputURI: "file:///out/2"})
+		done, err := s.Actions.Update(ctx, key, retried.ResourceVersion, store.Update{Phase: phase.Succeeded, OutputURI: "file:///out/2"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if done.EndedAt == nil || !done.Phase.Terminal() {
 			t.Fatalf("after SUCCEEDED: %+v", done)
 		}
-		_, err = s.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: store.PhaseRunning})
+		_, err = s.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: phase.Running})
 		wantErr(t, err, errs.ErrPrecondition)
-		_, err = s.Actions.Update(ctx, run1.Action("nope"), store.AnyVersion, store.Update{Phase: store.PhaseRunning})
+		_, err = s.Actions.Update(ctx, run1.Action("nope"), store.AnyVersion, store.Update{Phase: phase.Running})
 		wantErr(t, err, errs.ErrNotFound)
 
 		attempts := must[[]store.Attempt](t)(s.Actions.Attempts(ctx, key))
 		if len(attempts) != 2 ||
-			attempts[0].Phase != store.PhaseFailed || attempts[0].EndedAt == nil || string(attempts[0].ErrorInfo) != "oom" || attempts[0].Cluster != "local" ||
-			attempts[1].Phase != store.PhaseSucceeded || attempts[1].EndedAt == nil || attempts[1].OutputURI != "file:///out/2" {
+			attempts[0].Phase != phase.Failed || attempts[0].EndedAt == nil || string(attempts[0].ErrorInfo) != "oom" || attempts[0].Cluster != "local" ||
+			attempts[1].Phase != phase.Succeeded || attempts[1].EndedAt == nil || attempts[1].OutputURI != "file:///out/2" {
 			t.Fatalf("attempts = %+v", attempts)
 		}
 		var got [][2]int
@@ -208,7 +209,7 @@ func TestRequestAbortCascades(t *testing.T) {
 		for _, c := range [][2]string{{"c1", store.RootName}, {"c2", store.RootName}, {"c1-1", "c1"}, {"c1-1-1", "c1-1"}} {
 			must[*store.Action](t)(first(s.Actions.CreateChild(ctx, child(run1, c[0], c[1]))))
 		}
-		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c2"), store.AnyVersion, store.Update{Phase: store.PhaseSucceeded}))
+		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c2"), store.AnyVersion, store.Update{Phase: phase.Succeeded}))
 
 		marked := must[[]store.Action](t)(s.Actions.RequestAbort(ctx, run1.Action(store.RootName), []byte("user")))
 		if len(marked) != 4 { // everything but the finished c2
@@ -232,8 +233,8 @@ func TestListNonTerminal(t *testing.T) {
 		for _, n := range []string{"c1", "c2", "c3", "c4", "c5"} {
 			must[*store.Action](t)(first(s.Actions.CreateChild(ctx, child(run1, n, store.RootName))))
 		}
-		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c2"), store.AnyVersion, store.Update{Phase: store.PhaseFailed}))
-		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c4"), store.AnyVersion, store.Update{Phase: store.PhasePaused}))
+		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c2"), store.AnyVersion, store.Update{Phase: phase.Failed}))
+		must[*store.Action](t)(s.Actions.Update(ctx, run1.Action("c4"), store.AnyVersion, store.Update{Phase: phase.Paused}))
 		var got []string
 		token := ""
 		for {

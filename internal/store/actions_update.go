@@ -9,6 +9,7 @@ import (
 
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 )
 
 // AnyVersion, passed as the expected version, skips the optimistic
@@ -19,11 +20,11 @@ const AnyVersion int64 = 0
 type Update struct {
 	// Phase is the action's new phase. The current attempt enters it too,
 	// unless AttemptPhase says otherwise or Retry opens a new attempt.
-	Phase Phase
+	Phase phase.Phase
 	// AttemptPhase closes the current attempt in a phase other than the
 	// action's: an attempt FAILED while the action is retried (Retry) and
 	// goes back to QUEUED.
-	AttemptPhase Phase
+	AttemptPhase phase.Phase
 	// Retry ends the current attempt and opens attempt Attempts+1 in Phase
 	// (or the action's current phase).
 	Retry bool
@@ -87,7 +88,7 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if expected != AnyVersion && a.ResourceVersion != expected {
 		return nil, fmt.Errorf("action %s is at version %d, not %d: %w", key, a.ResourceVersion, expected, errs.ErrConflict)
 	}
-	if u.Phase != PhaseUnspecified && u.Phase != a.Phase && a.Phase.Terminal() {
+	if u.Phase != phase.Unspecified && u.Phase != a.Phase && a.Phase.Terminal() {
 		return nil, fmt.Errorf("action %s already ended in phase %d: %w", key, a.Phase, errs.ErrPrecondition)
 	}
 	at := db.Now()
@@ -98,27 +99,27 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 		return nil, err
 	}
 
-	phase := a.Phase
-	if u.Phase != PhaseUnspecified {
-		phase = u.Phase
+	to := a.Phase
+	if u.Phase != phase.Unspecified {
+		to = u.Phase
 	}
 	f := map[string]any{"updated_at": db.Now(), "resource_version": rv}
-	if phase != a.Phase {
-		f["phase"] = phase
+	if to != a.Phase {
+		f["phase"] = to
 	}
-	if (phase == PhaseInitializing || phase == PhaseRunning) && a.StartedAt == nil {
+	if (to == phase.Initializing || to == phase.Running) && a.StartedAt == nil {
 		f["started_at"] = at
 	}
-	if phase.Terminal() && a.EndedAt == nil {
+	if to.Terminal() && a.EndedAt == nil {
 		f["ended_at"] = at
 	}
 	if u.Retry {
 		next := a.Attempts + 1
 		f["attempts"] = next
-		if err := tx.Create(&Attempt{ActionID: a.ID, Attempt: next, Phase: phase, StartedAt: at}).Error; err != nil {
+		if err := tx.Create(&Attempt{ActionID: a.ID, Attempt: next, Phase: to, StartedAt: at}).Error; err != nil {
 			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, next, db.Translate(err))
 		}
-		if err := addTransition(tx, a.ID, next, phase, at); err != nil {
+		if err := addTransition(tx, a.ID, next, to, at); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +162,7 @@ func applyFields(a *Action, f map[string]any) {
 		case "resource_version":
 			a.ResourceVersion = v.(int64)
 		case "phase":
-			a.Phase = v.(Phase)
+			a.Phase = v.(phase.Phase)
 		case "started_at":
 			t := v.(time.Time)
 			a.StartedAt = &t
@@ -191,18 +192,18 @@ func updateAttempt(tx *gorm.DB, a *Action, u Update, at time.Time) error {
 	if err := tx.Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Take(&cur).Error; err != nil {
 		return fmt.Errorf("action %s: attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
 	}
-	phase := u.AttemptPhase
-	if phase == PhaseUnspecified && !u.Retry {
-		phase = u.Phase
+	to := u.AttemptPhase
+	if to == phase.Unspecified && !u.Retry {
+		to = u.Phase
 	}
 	f := map[string]any{}
-	if phase != PhaseUnspecified && phase != cur.Phase {
-		f["phase"] = phase
-		if err := addTransition(tx, a.ID, cur.Attempt, phase, at); err != nil {
+	if to != phase.Unspecified && to != cur.Phase {
+		f["phase"] = to
+		if err := addTransition(tx, a.ID, cur.Attempt, to, at); err != nil {
 			return err
 		}
 	}
-	if cur.EndedAt == nil && (phase.Terminal() || u.Retry) {
+	if cur.EndedAt == nil && (to.Terminal() || u.Retry) {
 		f["ended_at"] = at
 	}
 	if u.ErrorInfo != nil {

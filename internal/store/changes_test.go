@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -26,7 +27,7 @@ func TestChangeLogIsAtomic(t *testing.T) {
 			if _, err := tx.Actions.CreateRun(ctx, newRun(store.RunKey{Project: "p", Domain: "d", RunName: "doomed"})); err != nil {
 				return err
 			}
-			if _, err := tx.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: store.PhaseRunning}); err != nil {
+			if _, err := tx.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase.Running}); err != nil {
 				return err
 			}
 			return boom
@@ -43,13 +44,13 @@ func TestChangeLogIsAtomic(t *testing.T) {
 		if n := count(t, g, "SELECT COUNT(*) FROM actions WHERE run_name = 'doomed'"); n != 0 {
 			t.Fatal("rolled-back run is visible")
 		}
-		if got := must[*store.Action](t)(s.Actions.Get(ctx, a.ActionKey)); got.Phase != store.PhaseQueued || got.ResourceVersion != a.ResourceVersion {
+		if got := must[*store.Action](t)(s.Actions.Get(ctx, a.ActionKey)); got.Phase != phase.Queued || got.ResourceVersion != a.ResourceVersion {
 			t.Fatalf("rolled-back update is visible: %+v", got)
 		}
 
 		// A losing optimistic update writes nothing either.
-		must[*store.Action](t)(s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: store.PhaseRunning}))
-		if _, err := s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: store.PhaseFailed}); err == nil {
+		must[*store.Action](t)(s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase.Running}))
+		if _, err := s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase.Failed}); err == nil {
 			t.Fatal("stale update succeeded")
 		}
 		if n := count(t, g, "SELECT COUNT(*) FROM change_log"); n != 2 {
@@ -94,11 +95,11 @@ func TestChangeLogOrderUnderConcurrency(t *testing.T) {
 					return
 				}
 				for i := 0; i < updates; i++ {
-					phase := store.PhaseRunning
+					to := phase.Running
 					if i%2 == 1 {
-						phase = store.PhaseInitializing
+						to = phase.Initializing
 					}
-					if a, err = s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase}); err != nil {
+					if a, err = s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: to}); err != nil {
 						errc <- err
 						return
 					}
@@ -158,7 +159,7 @@ func TestOptimisticConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: store.PhaseRunning})
+				_, err := s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase.Running})
 				results <- err
 			}()
 		}

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -45,7 +46,7 @@ func TestLease(t *testing.T) {
 
 		run := must[*store.Action](t)(s.Actions.CreateRun(ctx, newRun(run1)))
 		a1 := must[*store.Action](t)(s.Actions.Update(ctx, run.ActionKey, run.ResourceVersion,
-			store.Update{Phase: store.PhaseInitializing, Fence: la.Token, Owner: la.Token}))
+			store.Update{Phase: phase.Initializing, Fence: la.Token, Owner: la.Token}))
 
 		// b takes over the lease it saw stop moving.
 		lb := must[*store.Lease](t)(s.Leases.Acquire(ctx, *seen, b, time.Minute))
@@ -58,17 +59,17 @@ func TestLease(t *testing.T) {
 			wantErr(t, err, store.ErrFenced)
 		}
 		// The old holder's fenced write fails and leaves the action alone.
-		_, err := s.Actions.Update(ctx, run.ActionKey, a1.ResourceVersion, store.Update{Phase: store.PhaseSucceeded, Fence: la.Token})
+		_, err := s.Actions.Update(ctx, run.ActionKey, a1.ResourceVersion, store.Update{Phase: phase.Succeeded, Fence: la.Token})
 		wantErr(t, err, store.ErrFenced)
 		now := must[*store.Action](t)(s.Actions.Get(ctx, run.ActionKey))
-		if now.Phase != store.PhaseInitializing || now.ResourceVersion != a1.ResourceVersion {
+		if now.Phase != phase.Initializing || now.ResourceVersion != a1.ResourceVersion {
 			t.Fatalf("a fenced write changed the action: phase %d at %d", now.Phase, now.ResourceVersion)
 		}
 		// The new holder records the attempt it starts as its own.
 		must[*store.Action](t)(s.Actions.Update(ctx, run.ActionKey, a1.ResourceVersion,
-			store.Update{Phase: store.PhaseQueued, AttemptPhase: store.PhaseFailed, Retry: true, Fence: lb.Token}))
+			store.Update{Phase: phase.Queued, AttemptPhase: phase.Failed, Retry: true, Fence: lb.Token}))
 		must[*store.Action](t)(s.Actions.Update(ctx, run.ActionKey, store.AnyVersion,
-			store.Update{Phase: store.PhaseInitializing, Fence: lb.Token, Owner: lb.Token}))
+			store.Update{Phase: phase.Initializing, Fence: lb.Token, Owner: lb.Token}))
 		atts := must[[]store.Attempt](t)(s.Actions.Attempts(ctx, run.ActionKey))
 		if len(atts) != 2 || atts[0].OwnerToken != la.Token || atts[1].OwnerToken != lb.Token {
 			t.Fatalf("attempt owners: %+v", atts)
@@ -78,7 +79,7 @@ func TestLease(t *testing.T) {
 		if err := s.Leases.Release(ctx, store.LocalExecutorLease, "b", lb.Token); err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Actions.Update(ctx, run.ActionKey, store.AnyVersion, store.Update{Phase: store.PhaseRunning, Fence: lb.Token})
+		_, err = s.Actions.Update(ctx, run.ActionKey, store.AnyVersion, store.Update{Phase: phase.Running, Fence: lb.Token})
 		wantErr(t, err, store.ErrFenced)
 		rel := must[*store.Lease](t)(s.Leases.Get(ctx, store.LocalExecutorLease))
 		if rel.Holder != "" {

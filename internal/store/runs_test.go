@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
 
@@ -94,7 +95,7 @@ func TestListRunsFilters(t *testing.T) {
 			}
 			a := must[*store.Action](t)(s.Actions.CreateRun(ctx, n))
 			if i < 2 {
-				must[*store.Action](t)(s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: store.PhaseRunning}))
+				must[*store.Action](t)(s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion, store.Update{Phase: phase.Running}))
 			}
 		}
 		// Another project's run is never listed.
@@ -119,8 +120,8 @@ func TestListRunsFilters(t *testing.T) {
 		}{
 			{store.RunFilter{}, "[r5 r4 r3 r2 r1 r0]"},
 			{store.RunFilter{Ascending: true}, "[r0 r1 r2 r3 r4 r5]"},
-			{store.RunFilter{Phases: []store.Phase{store.PhaseRunning}}, "[r1 r0]"},
-			{store.RunFilter{Phases: []store.Phase{store.PhaseQueued, store.PhaseSucceeded}}, "[r5 r4 r3 r2]"},
+			{store.RunFilter{Phases: []phase.Phase{phase.Running}}, "[r1 r0]"},
+			{store.RunFilter{Phases: []phase.Phase{phase.Queued, phase.Succeeded}}, "[r5 r4 r3 r2]"},
 			{store.RunFilter{TaskName: "wf.other"}, "[r5 r3 r1]"},
 			{store.RunFilter{CreatedAfter: base.Add(2 * time.Hour), CreatedBefore: base.Add(4 * time.Hour)}, "[r3 r2]"},
 			{store.RunFilter{CreatedBy: "bob"}, "[]"},

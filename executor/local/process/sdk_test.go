@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/sdktest"
 	"google.golang.org/protobuf/proto"
 )
@@ -114,7 +115,7 @@ func TestRealSDKRuntime(t *testing.T) {
 			}
 			// retries=2 on the task: the machine retries.
 			p := machine.PolicyFor(r.spec.GetTaskTemplate().GetMetadata(), machine.DefaultMaxSystemRetries)
-			_, d, err := machine.Transition(machine.State{Phase: machine.PhaseRunning, Attempt: 1}, r.res.Event(1), p)
+			_, d, err := machine.Transition(machine.State{Phase: phase.Running, Attempt: 1}, r.res.Event(1), p)
 			if rt, ok := d.(*machine.Retry); err != nil || !ok || rt.Attempt != 2 || rt.System {
 				t.Errorf("decision %v (%v), want a user retry", d, err)
 			}
@@ -127,8 +128,8 @@ func TestRealSDKRuntime(t *testing.T) {
 				t.Fatalf("outcome %s, error %v", r.res.Outcome, e)
 			}
 			p := machine.PolicyFor(r.spec.GetTaskTemplate().GetMetadata(), machine.DefaultMaxSystemRetries)
-			_, d, err := machine.Transition(machine.State{Phase: machine.PhaseRunning, Attempt: 1}, r.res.Event(1), p)
-			if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != machine.PhaseFailed {
+			_, d, err := machine.Transition(machine.State{Phase: phase.Running, Attempt: 1}, r.res.Event(1), p)
+			if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != phase.Failed {
 				t.Errorf("decision %v (%v), want FAILED despite retries=2", d, err)
 			}
 		}},
