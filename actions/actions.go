@@ -7,7 +7,6 @@ package actions
 
 import (
 	"context"
-	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -19,6 +18,7 @@ import (
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 )
 
@@ -27,27 +27,16 @@ type Service struct {
 	state *runstate.Service
 }
 
-// New builds the services over the shared run state.
-func New(state *runstate.Service) *Service { return &Service{state: state} }
-
-// Handlers mounts ActionsService, QueueService and StateService.
-func (s *Service) Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
-	out := map[string]http.Handler{}
-	for _, mount := range []func() (string, http.Handler){
-		func() (string, http.Handler) {
-			return actionsconnect.NewActionsServiceHandler(&actionsService{s: s}, opts...)
-		},
-		func() (string, http.Handler) {
-			return workflowconnect.NewQueueServiceHandler(&queueService{s: s}, opts...)
-		},
-		func() (string, http.Handler) {
-			return workflowconnect.NewStateServiceHandler(&stateService{s: s}, opts...)
-		},
-	} {
-		path, h := mount()
-		out[path] = h
-	}
-	return out
+// Setup mounts ActionsService, QueueService and StateService, all over
+// state, on srv.
+func Setup(srv *server.Server, state *runstate.Service) error {
+	s := &Service{state: state}
+	opts := srv.HandlerOptions()
+	return srv.Mount(
+		server.NewService(actionsconnect.NewActionsServiceHandler(&actionsService{s: s}, opts...)),
+		server.NewService(workflowconnect.NewQueueServiceHandler(&queueService{s: s}, opts...)),
+		server.NewService(workflowconnect.NewStateServiceHandler(&stateService{s: s}, opts...)),
+	)
 }
 
 // watchChildren is WatchForUpdates and StateService.Watch.

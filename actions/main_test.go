@@ -93,17 +93,15 @@ func newHarness(t *testing.T, g *gorm.DB) *harness {
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-hubDone })
-	state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
-	h := &harness{state: state, st: st, exec: &recorder{}}
-	state.SetExecutor(h.exec)
+	rec := &recorder{}
+	state, _ := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log, func(*runstate.Service) *recorder { return rec })
+	h := &harness{state: state, st: st, exec: rec}
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
 	srv := server.New(srvCfg, log)
-	for path, handler := range actions.New(state).Handlers(srv.HandlerOptions()...) {
-		if err := srv.Mount(server.Service{Path: path, Handler: handler}); err != nil {
-			t.Fatal(err)
-		}
+	if err := actions.Setup(srv, state); err != nil {
+		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

@@ -3,16 +3,15 @@
 package app
 
 import (
-	"net/http"
-
-	"connectrpc.com/connect"
-
 	"fmgr.dev/gen/go/flyteidl2/app/appconnect"
+	"fmgr.dev/internal/server"
 )
 
-// Handlers mounts AppService and AppLogsService.
-func Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
-	appPath, apps := appconnect.NewAppServiceHandler(appconnect.UnimplementedAppServiceHandler{}, opts...)
-	logsPath, logs := appconnect.NewAppLogsServiceHandler(appconnect.UnimplementedAppLogsServiceHandler{}, opts...)
-	return map[string]http.Handler{appPath: apps, logsPath: logs}
+// Setup mounts AppService and AppLogsService on srv.
+func Setup(srv *server.Server) error {
+	opts := srv.HandlerOptions()
+	return srv.Mount(
+		server.NewService(appconnect.NewAppServiceHandler(appconnect.UnimplementedAppServiceHandler{}, opts...)),
+		server.NewService(appconnect.NewAppLogsServiceHandler(appconnect.UnimplementedAppLogsServiceHandler{}, opts...)),
+	)
 }

@@ -4,17 +4,16 @@
 package cache
 
 import (
-	"net/http"
-
-	"connectrpc.com/connect"
-
 	"fmgr.dev/gen/go/flyteidl2/cacheservice/cacheserviceconnect"
 	cachev2connect "fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
+	"fmgr.dev/internal/server"
 )
 
-// Handlers mounts both cache service versions.
-func Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
-	v1Path, v1 := cacheserviceconnect.NewCacheServiceHandler(cacheserviceconnect.UnimplementedCacheServiceHandler{}, opts...)
-	v2Path, v2 := cachev2connect.NewCacheServiceHandler(cachev2connect.UnimplementedCacheServiceHandler{}, opts...)
-	return map[string]http.Handler{v1Path: v1, v2Path: v2}
+// Setup mounts both cache service versions on srv.
+func Setup(srv *server.Server) error {
+	opts := srv.HandlerOptions()
+	return srv.Mount(
+		server.NewService(cacheserviceconnect.NewCacheServiceHandler(cacheserviceconnect.UnimplementedCacheServiceHandler{}, opts...)),
+		server.NewService(cachev2connect.NewCacheServiceHandler(cachev2connect.UnimplementedCacheServiceHandler{}, opts...)),
+	)
 }

@@ -145,22 +145,16 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 		tb.Fatal(err)
 	}
 	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
-	svcs, err := services(ctx, d)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := srv.Mount(svcs...); err != nil {
+	if err := setup(ctx, d); err != nil {
 		tb.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {
 		tb.Fatal(err)
 	}
-	workers := slices.DeleteFunc(d.workers, func(w worker) bool { return w.name == "executor" })
-	if len(workers) == len(d.workers) {
+	if !srv.DropWorker("executor") {
 		tb.Fatal(`no worker named "executor": the fuzz harness must not run task processes; update startFuzzManager`)
 	}
-	d.workers = workers
-	d.startWorkers()
+	srv.StartWorkers()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	tb.Cleanup(func() {
@@ -174,8 +168,7 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	base := "http://" + srv.Addr().String()
 	httpClient := h2cClient()
 	tb.Cleanup(httpClient.CloseIdleConnections)
-	for _, svc := range svcs {
-		name := strings.Trim(svc.Path, "/")
+	for _, name := range srv.Services() {
 		desc, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
 		if err != nil {
 			tb.Fatalf("served service %s has no registered descriptor: %v", name, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 
 	"fmgr.dev/actions"
 	"fmgr.dev/app"
@@ -22,93 +21,68 @@ import (
 	"fmgr.dev/secret"
 )
 
-// services builds every Connect service the manager serves, each with
-// d.server.HandlerOptions() so it gets the shared interceptors and limits,
-// and registers the background workers (change fan-out, executor).
-func services(ctx context.Context, d *deps) ([]server.Service, error) {
-	opts := d.server.HandlerOptions()
-	var svcs []server.Service
-	add := func(path string, h http.Handler) { svcs = append(svcs, server.Service{Path: path, Handler: h}) }
-
-	blobs, err := blob.Open(ctx, d.cfg.Storage.URL)
+// setup builds everything the manager serves and runs, in dependency order:
+// storage, the run state with its executor, then each service through its
+// package's Setup, which mounts its handlers and registers its workers,
+// readiness checks, metrics and closers on d.server.
+func setup(ctx context.Context, d *deps) error {
+	srv, cfg := d.server, d.cfg
+	blobs, err := blob.Open(ctx, cfg.Storage.URL)
 	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("storage: %w", err)
 	}
-	d.server.AddCloser("storage", func(context.Context) error { return blobs.Close() })
-	signer, err := blob.NewSigner([]byte(d.cfg.Storage.SigningKey))
+	srv.AddCloser("storage", func(context.Context) error { return blobs.Close() })
+	signer, err := blob.NewSigner([]byte(cfg.Storage.SigningKey))
 	if err != nil {
-		return nil, err
+		return err
 	}
 
-	if d.cfg.Executor.Type != config.ExecutorLocal {
-		return nil, fmt.Errorf("executor.type %q is not available in this build yet; use %q", d.cfg.Executor.Type, config.ExecutorLocal)
+	if cfg.Executor.Type != config.ExecutorLocal {
+		return fmt.Errorf("executor.type %q is not available in this build yet; use %q", cfg.Executor.Type, config.ExecutorLocal)
 	}
 	st := store.New(d.db)
 	hub := runstate.NewHub(st.Actions, d.log)
 	if err := hub.Start(ctx); err != nil { // before anything can subscribe
-		return nil, err
+		return err
 	}
-	state := runstate.New(st, blobs, hub, d.cfg.Projects, d.log)
-	exec := local.New(state, d.cfg.Executor, func() string { return advertisedAddr(d) }, d.log)
-	state.SetExecutor(exec)
-	if err := exec.RegisterMetrics(d.server.Registry()); err != nil {
-		return nil, err
-	}
-	d.workers = append(d.workers, worker{"change fan-out", hub.Run}, worker{"executor", exec.Run})
-	// A standby executor (another manager holds the executor lease) is
-	// ready: this manager serves the API in full, and /readyz says which
-	// one it is (see local.Driver.Ready).
-	d.server.AddReadinessCheck("executor", func(context.Context) error {
-		if err := exec.Ready(); err != nil {
-			return err
-		}
-		return server.Detail(exec.LeaseStatus())
+	srv.AddWorker("change fan-out", hub.Run)
+	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *local.Driver {
+		return local.New(state, cfg.Executor, func() string { return advertisedAddr(srv) }, d.log)
 	})
 
-	add(runs.NewRunService(state).Handler(opts...))
-	tasks := runs.NewTaskService(st, d.cfg.Projects, d.log)
-	add(tasks.Handler(opts...))
-	projects := runs.NewProjectService(st, d.cfg.Projects, d.log)
-	if err := projects.Seed(ctx); err != nil {
-		return nil, err
-	}
-	add(projects.Handler(opts...))
-	for path, h := range runs.NewIdentityServices().Handlers(opts...) {
-		add(path, h)
-	}
-	for path, h := range actions.New(state).Handlers(opts...) {
-		add(path, h)
-	}
-	dp := dataproxy.New(dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.log})
-	for _, r := range dp.Handlers(opts...) {
-		if r.Path == blob.SignedPath {
-			if err := d.server.Handle(server.Route{Pattern: r.Path, Handler: r.Handler}); err != nil {
-				return nil, err
-			}
-			continue
+	for _, step := range []func() error{
+		func() error { return local.Setup(srv, exec) },
+		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.log) },
+		func() error { return actions.Setup(srv, state) },
+		func() error {
+			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.log})
+		},
+		func() error { return cache.Setup(srv) },
+		func() error { return secret.Setup(srv) },
+		func() error { return app.Setup(srv) },
+		func() error { return setupUnimplemented(srv) },
+	} {
+		if err := step(); err != nil {
+			return err
 		}
-		add(r.Path, r.Handler)
 	}
+	return nil
+}
 
-	// Services that later work items build answer Unimplemented until then:
-	// every procedure is routed, none answers 404.
-	internalRuns, internalRunsHandler := workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, opts...)
-	add(internalRuns, internalRunsHandler)
-	translator, translatorHandler := workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, opts...)
-	add(translator, translatorHandler)
-	triggers, triggersHandler := triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, opts...)
-	add(triggers, triggersHandler)
-	for _, handlers := range []map[string]http.Handler{cache.Handlers(opts...), secret.Handlers(opts...), app.Handlers(opts...)} {
-		for path, h := range handlers {
-			add(path, h)
-		}
-	}
-	return svcs, nil
+// setupUnimplemented mounts the services later work items build: until
+// then every procedure is routed and answers Unimplemented, none 404.
+func setupUnimplemented(srv *server.Server) error {
+	opts := srv.HandlerOptions()
+	return srv.Mount(
+		server.NewService(workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, opts...)),
+		server.NewService(workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, opts...)),
+		server.NewService(triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, opts...)),
+	)
 }
 
 // advertisedAddr is the host:port task processes use to reach the manager.
-func advertisedAddr(d *deps) string {
-	addr := d.server.Addr()
+func advertisedAddr(srv *server.Server) string {
+	addr := srv.Addr()
 	if addr == nil {
 		return ""
 	}

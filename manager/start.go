@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -22,49 +21,12 @@ import (
 	"fmgr.dev/internal/server"
 )
 
-// deps is what services are built from.
+// deps is what setup builds the services from.
 type deps struct {
 	cfg    *config.Config
 	db     *gorm.DB
 	log    *slog.Logger
 	server *server.Server
-
-	// workers run in the background once the server listens (the
-	// executor needs the address it advertises to tasks); each must return
-	// when its context ends, which happens at shutdown before the closers.
-	workers []worker
-}
-
-type worker struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
-// startWorkers runs d's workers and registers one closer that stops them
-// and waits for them to return.
-func (d *deps) startWorkers() {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, w := range d.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.run(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("background worker stopped", "worker", w.name, "err", err)
-			}
-		}()
-	}
-	d.server.AddCloser("workers", func(stop context.Context) error {
-		cancel()
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-			return nil
-		case <-stop.Done():
-			return stop.Err()
-		}
-	})
 }
 
 func newStartCmd(g *globalFlags) *cobra.Command {
@@ -112,18 +74,16 @@ func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
 	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
-	svcs, err := services(ctx, d)
-	if err != nil {
+	if err := setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
-	}
-	if err := srv.Mount(svcs...); err != nil {
-		return closeAfter(srv, err)
 	}
 	logger.Debug("mounted services", "services", strings.Join(srv.Services(), ","))
 	if err := srv.Listen(); err != nil {
 		return closeAfter(srv, err)
 	}
-	d.startWorkers()
+	// Workers start once the server listens: the executor tells task
+	// processes the address it got.
+	srv.StartWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", version)
 	warnIfExposed(logger, cfg.Server.Host)
 	printBanner(stdout, cfg, srv.Addr())

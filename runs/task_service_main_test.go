@@ -76,7 +76,8 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	srvCfg.Port = 0
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
-	h := &harness{st: st, state: runstate.New(st, blobs, hub, cfg, log), projects: runs.NewProjectService(st, cfg, log)}
+	state, _ := runstate.New(st, blobs, hub, cfg, log, runstate.NoExecutor)
+	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}
 	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
 		runs.NewTaskService(st, cfg, log).Handler,

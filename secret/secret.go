@@ -3,15 +3,11 @@
 package secret
 
 import (
-	"net/http"
-
-	"connectrpc.com/connect"
-
 	"fmgr.dev/gen/go/flyteidl2/secret/secretconnect"
+	"fmgr.dev/internal/server"
 )
 
-// Handlers mounts SecretService.
-func Handlers(opts ...connect.HandlerOption) map[string]http.Handler {
-	path, h := secretconnect.NewSecretServiceHandler(secretconnect.UnimplementedSecretServiceHandler{}, opts...)
-	return map[string]http.Handler{path: h}
+// Setup mounts SecretService on srv.
+func Setup(srv *server.Server) error {
+	return srv.Mount(server.NewService(secretconnect.NewSecretServiceHandler(secretconnect.UnimplementedSecretServiceHandler{}, srv.HandlerOptions()...)))
 }

@@ -132,8 +132,9 @@ var _ runstate.Executor = (*Driver)(nil)
 
 // New builds the driver over the run state. endpoint returns the manager's
 // host:port as task processes reach it (known once the server listens); it
-// is called for every attempt. The caller connects the driver with
-// state.SetExecutor and then runs it with Run (or Start/Stop).
+// is called for every attempt. runstate.New calls it (see there why), and
+// Setup then registers it with the server, which runs it (Run; tests use
+// Start/Stop).
 func New(state *runstate.Service, cfg config.Executor, endpoint func() string, log *slog.Logger) *Driver {
 	if log == nil {
 		log = slog.Default()

@@ -40,7 +40,8 @@ type harness struct {
 	ctx      context.Context
 	st       *store.Store
 	blobs    *blob.Store
-	state    *runstate.Service
+	hub      *runstate.Hub
+	state    *runstate.Service // the run state of the driver started last
 	log      *slog.Logger
 	workDir  string
 	binDir   string
@@ -83,13 +84,13 @@ func newHarness(t *testing.T, dsn string) *harness {
 	t.Cleanup(func() { cancel(); <-hubDone })
 
 	h := &harness{
-		t: t, ctx: ctx, st: st, blobs: blobs, log: log,
-		state:    runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log),
+		t: t, ctx: ctx, st: st, blobs: blobs, hub: hub, log: log,
 		workDir:  filepath.Join(root, "work"),
 		binDir:   filepath.Join(root, "bin"),
 		fixtures: filepath.Join(root, "fixtures"),
 		shared:   filepath.Join(root, "shared"),
 	}
+	h.state, _ = newState(h, runstate.NoExecutor)
 	for _, dir := range []string{h.binDir, h.fixtures, h.shared} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -126,14 +127,18 @@ func (h *harness) driverWith(adjust func(*Driver), tune ...func(*config.LocalExe
 	for _, f := range tune {
 		f(&cfg.Local)
 	}
-	d := New(h.state, cfg, func() string { return "localhost:1" }, h.log)
+	// Each driver gets its own run state over the harness's store, as a
+	// restarted manager would; h.state follows the driver started last.
+	var d *Driver
+	h.state, d = newState(h, func(state *runstate.Service) *Driver {
+		return New(state, cfg, func() string { return "localhost:1" }, h.log)
+	})
 	d.killGrace = 500 * time.Millisecond
 	d.resyncInterval = 300 * time.Millisecond
 	d.systemBackoff.Base = 0
 	if adjust != nil {
 		adjust(d)
 	}
-	h.state.SetExecutor(d)
 	if err := d.Start(h.ctx); err != nil {
 		h.t.Fatal(err)
 	}
@@ -396,3 +401,9 @@ func (l *testLog) close() {
 }
 
 var _ io.Writer = (*testLog)(nil)
+
+// newState builds a run state over h's store, storage and hub, with the
+// executor newExecutor makes (runstate.New).
+func newState[E runstate.Executor](h *harness, newExecutor func(*runstate.Service) E) (*runstate.Service, E) {
+	return runstate.New(h.st, h.blobs, h.hub, config.Projects{AutoCreate: true}, h.log, newExecutor)
+}

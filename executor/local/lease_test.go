@@ -37,7 +37,8 @@ func (h *harness) peer() *harness {
 	go func() { defer close(done); _ = hub.Run(ctx) }()
 	h.t.Cleanup(func() { cancel(); <-done })
 	p.ctx = ctx
-	p.state = runstate.New(h.st, h.blobs, hub, config.Projects{AutoCreate: true}, h.log)
+	p.hub = hub
+	p.state, _ = newState(&p, runstate.NoExecutor)
 	p.workDir = filepath.Join(h.t.TempDir(), "work")
 	return &p
 }

@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
 
@@ -200,10 +201,12 @@ func TestWorkDirIsExclusive(t *testing.T) {
 // Run stops gracefully when its context ends, as the manager's shutdown does.
 func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	h := newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "manager.db"))
-	d := New(h.state, config.Executor{Local: config.LocalExecutor{Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 2, SystemRetries: 1}},
-		func() string { return "localhost:1" }, h.log)
+	var d *Driver
+	h.state, d = newState(h, func(state *runstate.Service) *Driver {
+		return New(state, config.Executor{Local: config.LocalExecutor{Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 2, SystemRetries: 1}},
+			func() string { return "localhost:1" }, h.log)
+	})
 	d.killGrace = 500 * time.Millisecond
-	h.state.SetExecutor(d)
 	if d.Ready() == nil {
 		t.Error("ready before it started")
 	}

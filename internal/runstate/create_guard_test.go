@@ -183,7 +183,7 @@ func TestNewWorkAdmission(t *testing.T) {
 		if err := e.st.Projects.Update(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		noAutoCreate := runstate.New(e.st, e.state.Blobs(), e.state.Hub(), config.Projects{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		noAutoCreate, _ := runstate.New(e.st, e.state.Blobs(), e.state.Hub(), config.Projects{}, slog.New(slog.NewTextHandler(io.Discard, nil)), runstate.NoExecutor)
 
 		inProject := func(project, domain string) *common.ProjectIdentifier {
 			return &common.ProjectIdentifier{Name: project, Domain: domain}

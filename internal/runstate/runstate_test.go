@@ -64,9 +64,8 @@ func suite(t *testing.T, fn func(t *testing.T, e *env)) {
 			t.Fatal(err)
 		}
 		go func() { _ = hub.Run(ctx) }()
-		state := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log)
 		rec := &recorder{}
-		state.SetExecutor(rec)
+		state, _ := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log, func(*runstate.Service) *recorder { return rec })
 		fn(t, &env{state: state, st: st, exec: rec})
 	})
 }

@@ -35,31 +35,37 @@ type Service struct {
 	projects config.Projects
 	hub      *Hub
 	log      *slog.Logger
-
-	execMu sync.RWMutex
-	exec   Executor
+	exec     Executor // set once in New, before the Service is shared; nil: nobody runs actions
 
 	specMu sync.Mutex
 	specs  map[string]*task.TaskSpec // immutable by digest
 }
 
-// New builds the run state over st and blobs; hub fans changes out to watchers.
-func New(st *store.Store, blobs *blob.Store, hub *Hub, projects config.Projects, log *slog.Logger) *Service {
-	return &Service{store: st, blobs: blobs, hub: hub, projects: projects, log: log, specs: map[string]*task.TaskSpec{}}
+// New builds the run state over st and blobs (hub fans changes out to
+// watchers) together with the executor that runs its actions, and returns
+// both.
+//
+// The two need each other: the run state tells the executor about created
+// and aborted actions (Executor), and the executor reads and reports
+// through the run state. New breaks that cycle at construction: it builds
+// the Service, hands it to newExecutor, and keeps the executor before
+// anyone else sees the Service. So there is no setter to forget, no window
+// in which an action is created with nobody told, and no lock on every
+// Submit. Pass NoExecutor where nothing runs actions.
+func New[E Executor](st *store.Store, blobs *blob.Store, hub *Hub, projects config.Projects, log *slog.Logger, newExecutor func(*Service) E) (*Service, E) {
+	s := &Service{store: st, blobs: blobs, hub: hub, projects: projects, log: log, specs: map[string]*task.TaskSpec{}}
+	e := newExecutor(s)
+	if any(e) != nil {
+		s.exec = e
+	}
+	return s, e
 }
 
-// SetExecutor connects the executor (built after the run state it reads).
-func (s *Service) SetExecutor(e Executor) {
-	s.execMu.Lock()
-	defer s.execMu.Unlock()
-	s.exec = e
-}
+// NoExecutor builds a run state whose actions nobody runs: they are created
+// QUEUED and stay so (for services and tests that never execute).
+func NoExecutor(*Service) Executor { return nil }
 
-func (s *Service) executor() Executor {
-	s.execMu.RLock()
-	defer s.execMu.RUnlock()
-	return s.exec
-}
+func (s *Service) executor() Executor { return s.exec }
 
 // Store and Blobs expose what the executor shares with the API.
 func (s *Service) Store() *store.Store { return s.store }

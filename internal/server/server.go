@@ -8,8 +8,7 @@
 //	srv := server.New(cfg.Server, logger)
 //	srv.AddCloser("database", closeDB)
 //	srv.AddReadinessCheck("database", checkDB)
-//	path, h := workflowconnect.NewRunServiceHandler(impl, srv.HandlerOptions()...)
-//	srv.Mount(server.Service{Path: path, Handler: h})
+//	srv.Mount(server.NewService(workflowconnect.NewRunServiceHandler(impl, srv.HandlerOptions()...)))
 //	if err := srv.Listen(); err != nil { ... }
 //	err := srv.Serve(ctx) // until ctx is done, then drains and runs the closers
 package server
@@ -40,6 +39,10 @@ type Service struct {
 	Handler http.Handler
 }
 
+// NewService pairs what a generated New<Name>ServiceHandler returns, so a
+// Setup can write srv.Mount(server.NewService(x.NewFooServiceHandler(impl, opts...))).
+func NewService(path string, h http.Handler) Service { return Service{Path: path, Handler: h} }
+
 // Route is a plain HTTP handler under a net/http ServeMux pattern, such as
 // "PUT /blobs/{key...}". Routes get neither gzip pre-decompression nor the
 // Connect interceptors.
@@ -61,7 +64,8 @@ type CloseFunc func(ctx context.Context) error
 const defaultReadHeaderTimeout = 10 * time.Second
 
 // Server is the process's single HTTP server. Configure it (Mount, Handle,
-// AddReadinessCheck, AddCloser) before Serve.
+// AddReadinessCheck, AddCloser, AddWorker) before Serve. Each service
+// package has one Setup(srv, deps...) that does all of this for itself.
 type Server struct {
 	cfg      config.Server
 	log      *slog.Logger
@@ -76,6 +80,7 @@ type Server struct {
 	mu         sync.Mutex
 	checks     []namedCheck
 	closers    []namedCloser
+	workers    []namedWorker
 	mounted    map[string]bool
 	ln         net.Listener
 	httpServer *http.Server

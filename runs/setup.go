@@ -1,0 +1,30 @@
+package runs
+
+import (
+	"context"
+	"log/slog"
+
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/server"
+)
+
+// Setup mounts RunService (over state), TaskService and ProjectService
+// (over state's store) and the two identity services on srv, after seeding
+// the configured projects so the first request already finds them.
+func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, projects config.Projects, log *slog.Logger) error {
+	st := state.Store()
+	projectService := NewProjectService(st, projects, log)
+	if err := projectService.Seed(ctx); err != nil {
+		return err
+	}
+	opts := srv.HandlerOptions()
+	identities := NewIdentityServices()
+	return srv.Mount(
+		server.NewService(NewRunService(state).Handler(opts...)),
+		server.NewService(NewTaskService(st, projects, log).Handler(opts...)),
+		server.NewService(projectService.Handler(opts...)),
+		server.NewService(identities.Identity.Handler(opts...)),
+		server.NewService(identities.AuthMetadata.Handler(opts...)),
+	)
+}
