@@ -67,16 +67,8 @@ async def wait(endpoint: str, names: list[str]) -> dict:
     init(endpoint)
     listed = [r.name async for r in flyte.remote.Run.listall.aio(limit=1000)]
 
-    async def one(name: str) -> dict:
-        run = await flyte.remote.Run.get.aio(name=name)
-        phase = await _drive.wait(run, 600)
-        entry = {"phase": phase}
-        if phase == "SUCCEEDED":
-            entry["output"] = (await run.outputs.aio())[0]
-        return entry
-
     every = list(dict.fromkeys(names + listed))
-    results = await asyncio.gather(*(one(n) for n in every))
+    results = await asyncio.gather(*(_drive.outcome(n) for n in every))
     return {"runs": dict(zip(every, results)), "listed": listed}
 
 

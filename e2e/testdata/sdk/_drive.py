@@ -80,6 +80,19 @@ async def error_of(run_name: str) -> str:
     return details.error_info.message if details.error_info else ""
 
 
+async def outcome(run_name: str, timeout: float = 600) -> dict:
+    """How a run ended: its phase, and its first output when it succeeded,
+    else its error message."""
+    run = await flyte.remote.Run.get.aio(name=run_name)
+    phase = await wait(run, timeout)
+    entry: dict = {"phase": phase}
+    if phase == "SUCCEEDED":
+        entry["output"] = (await run.outputs.aio())[0]
+    else:
+        entry["error"] = await error_of(run_name)
+    return entry
+
+
 async def actions(run_name: str) -> list[dict]:
     """Every action of a run, as ListActions reports it."""
     out = []

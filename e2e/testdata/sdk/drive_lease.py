@@ -25,17 +25,7 @@ async def submit(endpoint: str, lock_dir: str, tag: str) -> dict:
 async def wait(endpoint: str, names: list[str]) -> dict:
     _drive.init(endpoint)
 
-    async def one(name: str) -> dict:
-        run = await flyte.remote.Run.get.aio(name=name)
-        phase = await _drive.wait(run, 600)
-        entry = {"phase": phase}
-        if phase == "SUCCEEDED":
-            entry["output"] = (await run.outputs.aio())[0]
-        else:
-            entry["error"] = await _drive.error_of(name)
-        return entry
-
-    results = await asyncio.gather(*(one(n) for n in names))
+    results = await asyncio.gather(*(_drive.outcome(n) for n in names))
     return {"runs": dict(zip(names, results))}
 
 
