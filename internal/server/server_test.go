@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -543,104 +542,6 @@ func TestSilentStreamIsNotCut(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-func TestGracefulShutdown(t *testing.T) {
-	var order []string
-	var mu sync.Mutex
-	closer := func(name string) CloseFunc {
-		return func(context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			order = append(order, name)
-			return nil
-		}
-	}
-	ts := startServer(t, nil, func(s *Server) {
-		s.AddCloser("database", closer("database"))
-		s.AddCloser("executor", closer("executor"))
-	})
-
-	slowDone := make(chan error, 1)
-	go func() {
-		client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient(false), ts.base+procSlow)
-		resp, err := client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("")))
-		if err == nil && resp.Msg.GetValue() != "done" {
-			err = fmt.Errorf("got %q", resp.Msg.GetValue())
-		}
-		slowDone <- err
-	}()
-	streamDone := make(chan error, 1)
-	go func() {
-		client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient(true), ts.base+procHang)
-		stream, err := client.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("")))
-		if err != nil {
-			streamDone <- err
-			return
-		}
-		for stream.Receive() {
-		}
-		streamDone <- stream.Err()
-	}()
-	for range 2 {
-		select {
-		case <-ts.started:
-		case <-time.After(5 * time.Second):
-			t.Fatal("calls did not start")
-		}
-	}
-
-	ts.stop()
-	// Release the slow call only once shutdown has begun: the listener no
-	// longer accepts. If shutdown did not wait for it, the call fails.
-	waitFor(t, "the listener to close", func() bool {
-		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.base, "http://"), time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err != nil && ts.draining.Load()
-	})
-	select {
-	case err := <-ts.served:
-		t.Fatalf("Serve returned (%v) while a unary call was in flight", err)
-	case err := <-slowDone:
-		t.Fatalf("in-flight unary call ended before it was released: %v", err)
-	default:
-	}
-	close(ts.release)
-	if err := <-slowDone; err != nil {
-		t.Errorf("in-flight unary call was not allowed to finish: %v", err)
-	}
-	if err := <-streamDone; connect.CodeOf(err) != connect.CodeUnavailable {
-		t.Errorf("stream ended with %v, want unavailable", err)
-	}
-	select {
-	case err := <-ts.served:
-		if err != nil {
-			t.Errorf("Serve = %v", err)
-		}
-		ts.served <- err // for the cleanup
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(order, []string{"executor", "database"}) {
-		t.Errorf("closers ran in order %q", order)
-	}
-	if _, err := httpClient(false).Get(ts.base + "/healthz"); err == nil {
-		t.Error("still accepting connections after shutdown")
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 func TestMountRejectsBadServices(t *testing.T) {
