@@ -2,8 +2,6 @@ package actions_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -19,12 +17,12 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
-	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 )
@@ -79,23 +77,10 @@ func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
 
 func newHarness(t *testing.T, g *gorm.DB) *harness {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	blobs, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st := store.New(g)
-	hub := runstate.NewHub(st.Actions, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-hubDone })
 	rec := &recorder{}
-	state, _ := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log, func(*runstate.Service) *recorder { return rec })
-	h := &harness{state: state, st: st, exec: rec}
+	state, _, env := statetest.New(t, g, statetest.Options{}, func(*runstate.Service) *recorder { return rec })
+	log := env.Log
+	h := &harness{state: state, st: env.Store, exec: rec}
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0

@@ -1,12 +1,8 @@
 package runs_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -15,12 +11,12 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/project/projectconnect"
 	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
-	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 	"fmgr.dev/runs"
@@ -57,26 +53,13 @@ func eachDatabase(t *testing.T, cfg config.Projects, fn func(t *testing.T, h *ha
 
 func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	t.Helper()
-	st := store.New(dbtest.Migrated(t, dsn))
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	blobs, err := blob.Open(ctx, "file://"+filepath.Join(t.TempDir(), "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := runstate.NewHub(st.Actions, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-hubDone })
+	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Projects: &cfg}, runstate.NoExecutor)
+	st, log := env.Store, env.Log
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
-	state, _ := runstate.New(st, blobs, hub, cfg, log, runstate.NoExecutor)
 	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}
 	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){

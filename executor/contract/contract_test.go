@@ -130,11 +130,11 @@ func TestJoinURI(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	start := time.Unix(1700000000, 0)
-	v := ValuesFor("/d/r1/c1/inputs.pb", "/d/r1/", "r1", "c1", 3, start)
+	v := ValuesFor("/d/r1/c1/inputs.pb", "/d/r1/", "", "r1", "c1", 3, start)
 	want := Values{
 		InputURI:               "/d/r1/c1/inputs.pb",
 		OutputPrefix:           "/d/r1/c1/3",
-		RawOutputDataPrefix:    "/d/r1/c1/3",
+		RawOutputDataPrefix:    "/d/r1/c1/3/raw",
 		CheckpointOutputPrefix: "/d/r1/c1/3/_flytecheckpoints",
 		PrevCheckpointPrefix:   "/d/r1/c1/2/_flytecheckpoints",
 		RunName:                "r1",
@@ -144,7 +144,8 @@ func TestLayout(t *testing.T) {
 	if v != want {
 		t.Errorf("values %+v\nwant %+v", v, want)
 	}
-	if first := ValuesFor("s3://b/r1/inputs", "s3://b/r1", "r1", "a0", 1, start); first.PrevCheckpointPrefix != "" || first.OutputPrefix != "s3://b/r1/a0/1" {
+	if first := ValuesFor("s3://b/r1/inputs", "s3://b/r1", "s3://raw/x", "r1", "a0", 1, start); first.PrevCheckpointPrefix != "" ||
+		first.OutputPrefix != "s3://b/r1/a0/1" || first.RawOutputDataPrefix != "s3://raw/x" {
 		t.Errorf("first attempt %+v", first)
 	}
 }

@@ -13,15 +13,20 @@ func AttemptDir(runBase, action string, attempt uint32) string {
 	return JoinURI(runBase, action, strconv.FormatUint(uint64(attempt), 10))
 }
 
-// ValuesFor lays out the template values of one attempt: outputs and raw data
-// in the attempt's directory, checkpoints under `_flytecheckpoints` in it, the
-// previous attempt's checkpoints as prev-checkpoint.
-func ValuesFor(inputURI, runBase, runName, action string, attempt uint32, runStart time.Time) Values {
+// ValuesFor lays out the template values of one attempt: outputs in the
+// attempt's directory, raw data under rawPrefix (the run's raw-data prefix;
+// "" puts it under `raw` in the attempt's directory), checkpoints under
+// `_flytecheckpoints` in it, the previous attempt's checkpoints as
+// prev-checkpoint.
+func ValuesFor(inputURI, runBase, rawPrefix, runName, action string, attempt uint32, runStart time.Time) Values {
 	out := AttemptDir(runBase, action, attempt)
+	if rawPrefix == "" {
+		rawPrefix = JoinURI(out, "raw")
+	}
 	v := Values{
 		InputURI:               inputURI,
 		OutputPrefix:           out,
-		RawOutputDataPrefix:    out,
+		RawOutputDataPrefix:    rawPrefix,
 		CheckpointOutputPrefix: JoinURI(out, CheckpointsDir),
 		RunName:                runName,
 		ActionName:             action,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -99,7 +100,7 @@ func TestMemoryLimitFailsTheActionAsOOM(t *testing.T) {
 	over := h.runSpec("oom", withMemory(h.spec("oom", alloc(600), taskOpts{}), "200Mi"))
 	a := h.terminal(over, phase.Failed, time.Minute)
 	e := execErr(a.ErrorInfo)
-	if e.GetKind() != core.ExecutionError_USER || e.GetCode() != CodeOOMKilled || !strings.Contains(e.GetMessage(), "memory limit of 200Mi") {
+	if e.GetKind() != core.ExecutionError_USER || e.GetCode() != attempt.CodeOOMKilled || !strings.Contains(e.GetMessage(), "memory limit of 200Mi") {
 		t.Errorf("error %v, want the user's OOMKilled naming the 200Mi limit", e)
 	}
 	if a.Attempts != 1 {

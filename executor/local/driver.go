@@ -44,6 +44,7 @@ import (
 	"syscall"
 	"time"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
@@ -83,6 +84,7 @@ type Driver struct {
 	systemBackoff  machine.Backoff
 	workers        int
 
+	core    *attempt.Core // built in Start, once the tunables are fixed
 	runner  *process.Runner
 	metrics *metrics
 	lease   *lease
@@ -97,9 +99,8 @@ type Driver struct {
 	slots                *slots
 
 	mu        sync.Mutex
-	running   map[store.ActionKey]*attempt
+	running   map[store.ActionKey]*ownAttempt
 	notBefore map[store.ActionKey]time.Time
-	runs      map[store.RunKey]*runInfo
 
 	life   sync.Mutex
 	status lifeStatus
@@ -167,9 +168,8 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		q:              newQueue(50*time.Millisecond, 30*time.Second),
 		lim:            newLimiter(defaultQPS, defaultBurst),
 		slots:          newSlots(local.MaxParallelism),
-		running:        map[store.ActionKey]*attempt{},
+		running:        map[store.ActionKey]*ownAttempt{},
 		notBefore:      map[store.ActionKey]time.Time{},
-		runs:           map[store.RunKey]*runInfo{},
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
 		rescan:         make(chan struct{}, 1),
@@ -260,6 +260,8 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err := process.EnableSubreaper(); err != nil {
 		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
 	}
+	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries),
+		SystemBackoff: d.systemBackoff, Fence: d.lease.fence})
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
@@ -391,7 +393,7 @@ func (d *Driver) stopLease() {
 // stopAttempts ends every running attempt and records how it ended.
 func (d *Driver) stopAttempts(ctx context.Context) error {
 	d.mu.Lock()
-	var all []*attempt
+	var all []*ownAttempt
 	for _, e := range d.running {
 		if e.proc != nil {
 			all = append(all, e)
@@ -438,7 +440,7 @@ func (d *Driver) work() {
 		case err == nil:
 			d.q.forget(key)
 		case d.workCtx.Err() != nil:
-		case errors.Is(err, errStandby):
+		case errors.Is(err, attempt.ErrNotWriter):
 			d.q.forget(key) // the holder's scan finds it
 		case errors.Is(err, errPaused):
 			d.q.forget(key) // resumeAttempts queues it again

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
@@ -300,7 +301,7 @@ func TestTaskTypesWithoutAContainerFail(t *testing.T) {
 		// No Submit: the resync scan finds it.
 		a = h.terminal(a.ActionKey, phase.Failed, 20*time.Second)
 		e := execErr(a.ErrorInfo)
-		if a.Attempts != 1 || e.GetCode() != CodeUnsupportedTask || !strings.Contains(e.GetMessage(), `"core-sleep"`) ||
+		if a.Attempts != 1 || e.GetCode() != attempt.CodeUnsupportedTask || !strings.Contains(e.GetMessage(), `"core-sleep"`) ||
 			e.GetRecoverability() != core.ContainerError_NON_RECOVERABLE {
 			t.Fatalf("attempts %d, error %v", a.Attempts, e)
 		}

@@ -23,11 +23,11 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
-	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
 )
 
@@ -61,36 +61,17 @@ func newHarness(t *testing.T, dsn string) *harness {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	g, err := db.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close(g) })
-	if err := db.Migrate(ctx, g); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(cancel)
 	root := t.TempDir()
-	blobs, err := blob.Open(ctx, "file://"+filepath.Join(root, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.New(g)
-	hub := runstate.NewHub(st.Actions, log)
-	if err := hub.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-hubDone })
+	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
 
 	h := &harness{
-		t: t, ctx: ctx, st: st, blobs: blobs, hub: hub, log: log,
+		t: t, ctx: ctx, st: env.Store, blobs: env.Blobs, hub: env.Hub, log: log, state: state,
 		workDir:  filepath.Join(root, "work"),
 		binDir:   filepath.Join(root, "bin"),
 		fixtures: filepath.Join(root, "fixtures"),
 		shared:   filepath.Join(root, "shared"),
 	}
-	h.state, _ = newState(h, runstate.NoExecutor)
 	for _, dir := range []string{h.binDir, h.fixtures, h.shared} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)

@@ -64,9 +64,6 @@ func (l *lease) isPaused() bool {
 	return l.paused
 }
 
-// errStandby: the driver does not hold the lease, so it writes nothing.
-var errStandby = errors.New("executor: this manager does not hold the executor lease (standby)")
-
 // errPaused: the lease could not be renewed lately, so the driver neither
 // starts nor records anything until it is.
 var errPaused = errors.New("executor: the executor lease could not be renewed; attempts are paused")
@@ -310,10 +307,10 @@ func (d *Driver) resumeAttempts(tok int64) {
 }
 
 // startedAttempts are the attempts of ours whose process runs.
-func (d *Driver) startedAttempts() []*attempt {
+func (d *Driver) startedAttempts() []*ownAttempt {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var procs []*attempt
+	var procs []*ownAttempt
 	for _, e := range d.running {
 		if e.proc != nil {
 			procs = append(procs, e)

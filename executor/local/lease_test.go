@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
 )
 
@@ -28,16 +29,7 @@ func shortLease(c *config.LocalExecutor) { c.LeaseTTL = testLeaseTTL }
 func (h *harness) peer() *harness {
 	h.t.Helper()
 	p := *h
-	hub := runstate.NewHub(h.st.Actions, h.log)
-	if err := hub.Start(h.ctx); err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = hub.Run(ctx) }()
-	h.t.Cleanup(func() { cancel(); <-done })
-	p.ctx = ctx
-	p.hub = hub
+	p.hub = statetest.Hub(h.t, h.st, h.log)
 	p.state, _ = newState(&p, runstate.NoExecutor)
 	p.workDir = filepath.Join(h.t.TempDir(), "work")
 	return &p

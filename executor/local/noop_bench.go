@@ -123,7 +123,7 @@ var benchClient = sync.OnceValue(func() *http.Client {
 })
 
 // noopStart is benchStart for FLYTE_MANAGER_BENCH_RUNNER=noop.
-func noopStart(ctx context.Context, d *Driver, a *store.Action, e *attempt, endpoint string) <-chan process.ExitStatus {
+func noopStart(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, endpoint string) <-chan process.ExitStatus {
 	ch := make(chan process.ExitStatus, 1)
 	fanout := int(e.spec.GetTaskTemplate().GetCustom().GetFields()[benchFanoutField].GetNumberValue())
 	if fanout <= 0 {
@@ -136,7 +136,7 @@ func noopStart(ctx context.Context, d *Driver, a *store.Action, e *attempt, endp
 
 // noopEnd writes what a task that ended leaves behind: outputs.pb, or
 // error.pb (a non-recoverable user error) when failure is set.
-func noopEnd(ctx context.Context, d *Driver, e *attempt, failure error) process.ExitStatus {
+func noopEnd(ctx context.Context, d *Driver, e *ownAttempt, failure error) process.ExitStatus {
 	name, data := contract.OutputsFile, []byte(nil)
 	if failure != nil {
 		name = contract.ErrorFile
@@ -165,7 +165,7 @@ func noopEnd(ctx context.Context, d *Driver, e *attempt, failure error) process.
 }
 
 // noopParent plays the SDK's controller for fanout no-op children.
-func noopParent(ctx context.Context, d *Driver, a *store.Action, e *attempt, endpoint string, fanout int) process.ExitStatus {
+func noopParent(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, endpoint string, fanout int) process.ExitStatus {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	client := actionsconnect.NewActionsServiceClient(benchClient(), "http://"+endpoint, connect.WithGRPC())

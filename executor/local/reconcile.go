@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
@@ -17,27 +18,15 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// Error codes the driver records besides the machine's and the contract's.
-const (
-	CodeUnsupportedTask = "UnsupportedTaskType"
-	CodeBadTaskSpec     = "BadTaskSpec"
-	CodeRuntimeNotFound = "RuntimeNotFound"
-	CodeLaunchFailed    = "LaunchFailed"
-	CodeOOMKilled       = "OOMKilled"
-)
-
-// attempt is an attempt this driver started. Its fields other than key, n
+// ownAttempt is an attempt this driver started. Its fields other than key, n
 // and the paths are guarded by Driver.mu.
-type attempt struct {
-	key     store.ActionKey
-	n       int32
-	dir     string // the attempt's directory in the work dir
-	outDir  string // its output prefix
-	spec    *task.TaskSpec
-	timeout time.Duration // the process's time limit, 0 for none
-	// timeoutCode says which limit timeout is: machine.CodeMaxRuntime or
-	// machine.CodeDeadline.
-	timeoutCode string
+type ownAttempt struct {
+	key    store.ActionKey
+	n      int32
+	dir    string // the attempt's directory in the work dir
+	outDir string // its output prefix
+	spec   *task.TaskSpec
+	launch *attempt.Launch // how it was planned
 
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended
@@ -85,7 +74,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 
 // reconcileRunning handles an attempt of ours: record its end, or pass on
 // an abort recorded in the store.
-func (d *Driver) reconcileRunning(ctx context.Context, e *attempt) error {
+func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 	d.mu.Lock()
 	st, p := e.status, e.proc
 	d.mu.Unlock()
@@ -119,7 +108,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 			// success it reached before the abort still counts.
 			return d.recoverOrphan(ctx, a)
 		}
-		updated, dec, err := d.apply(ctx, a, nil, machine.AbortRequested{Reason: abortReason(a)}, record{})
+		updated, dec, err := d.core.Apply(ctx, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
 		if err != nil {
 			return err
 		}
@@ -127,7 +116,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 		return nil
 	}
 	if a.ActionType != store.ActionTypeTask {
-		return d.failPermanently(ctx, a, nil, machine.KindSystem, CodeUnsupportedTask,
+		return d.failPermanently(ctx, a, nil, machine.KindSystem, attempt.CodeUnsupportedTask,
 			fmt.Sprintf("action type %d cannot run on the local executor", a.ActionType))
 	}
 	switch {
@@ -169,7 +158,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 // finish records how an attempt of ours ended. shutdown says the driver is
 // stopping: an attempt it stopped for that reason is interrupted, not
 // aborted.
-func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, shutdown bool) error {
+func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatus, shutdown bool) error {
 	a, err := d.state.Store().Actions.Get(ctx, e.key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.dropEntry(e)
@@ -187,7 +176,7 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 		return err
 	}
 	failpoint.Hit(failpoint.ProcessExited)
-	updated, dec, err := d.apply(ctx, a, e.spec, ev, rec)
+	updated, dec, err := d.core.Apply(ctx, a, e.spec, ev, rec)
 	if err != nil {
 		return err
 	}
@@ -203,10 +192,10 @@ func (d *Driver) finish(ctx context.Context, e *attempt, st process.ExitStatus, 
 // requested while the attempt ran wins over everything but a success the
 // process reached on its own: a finished task is recorded as it finished,
 // and an aborted action never runs again.
-func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st process.ExitStatus, shutdown bool) (machine.Event, record, error) {
+func (d *Driver) outcome(ctx context.Context, a *store.Action, e *ownAttempt, st process.ExitStatus, shutdown bool) (machine.Event, attempt.Record, error) {
 	n := uint32(e.n)
-	rec := record{outDir: e.outDir}
-	aborted := machine.AbortRequested{Reason: abortReason(a)}
+	rec := attempt.Record{OutDir: e.outDir}
+	aborted := machine.AbortRequested{Reason: attempt.AbortReason(a)}
 	if a.AbortRequestedAt != nil && st.Aborted {
 		return aborted, rec, nil
 	}
@@ -228,18 +217,14 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *attempt, st pr
 	if st.OOMKilled && res.Outcome != contract.Succeeded {
 		// The kernel killed it at its cgroup's memory limit: the task's own
 		// failure, retried within its retries.
-		return machine.Failed{Attempt: n, Kind: machine.KindUser, Recoverable: true, Code: CodeOOMKilled, Message: fmt.Sprintf(
+		return machine.Failed{Attempt: n, Kind: machine.KindUser, Recoverable: true, Code: attempt.CodeOOMKilled, Message: fmt.Sprintf(
 			"attempt %d exceeded its memory limit of %s and was killed (OOM)", n, process.FormatBytes(st.MemoryLimit))}, rec, nil
 	}
 	if res.Document != nil {
-		rec.errorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
+		rec.ErrorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
 	}
 	if res.Outcome == contract.TimedOut {
-		msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, e.timeout)
-		if e.timeoutCode == machine.CodeDeadline {
-			msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
-		}
-		return machine.TimedOut{Attempt: n, Code: e.timeoutCode, Message: msg}, rec, nil
+		return e.launch.TimeoutEvent(), rec, nil
 	}
 	return res.Event(n), rec, nil
 }
@@ -297,7 +282,7 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 
 // dropEntry forgets an attempt of ours once its end is recorded (or it never
 // started): its slot goes to whoever waits, its working directory goes.
-func (d *Driver) dropEntry(e *attempt) {
+func (d *Driver) dropEntry(e *ownAttempt) {
 	d.mu.Lock()
 	if d.running[e.key] == e {
 		delete(d.running, e.key)

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -277,7 +278,7 @@ func TestRestartAbortRequestedWhileDown(t *testing.T) {
 		if a.Attempts != 1 || len(atts) != 1 || atts[0].Phase != phase.Aborted || h.runsOf("rabortdown") != 1 {
 			t.Fatalf("%d attempts %+v, %d runs", a.Attempts, atts, h.runsOf("rabortdown"))
 		}
-		if reason := abortReason(a); reason != "stop it" {
+		if reason := attempt.AbortReason(a); reason != "stop it" {
 			t.Errorf("abort reason %q", reason)
 		}
 	})

@@ -8,12 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
-	"fmgr.dev/internal/blob"
-	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -23,31 +22,14 @@ import (
 // found active after a restart or a takeover (recoverOrphan).
 
 // classify reads what the attempt left in its output directory and
-// classifies its end. A warning in the result (the outputs or error file
-// were complete when the process, or its manager, died) goes to the
-// manager's log and to the attempt's log, where the user sees it.
+// classifies its end (attempt.Core.Classify). A warning in the result (the
+// outputs or error file were complete when the process, or its manager,
+// died) goes to the manager's log and to the attempt's log, where the user
+// sees it.
 func (d *Driver) classify(ctx context.Context, key store.ActionKey, n int32, spec *task.TaskSpec, outDir string, exit contract.Exit) (contract.Result, error) {
-	names := contract.OutputNames(spec.GetTaskTemplate().GetInterface())
-	var res contract.Result
-	if filepath.IsAbs(outDir) {
-		var err error
-		if res, err = contract.ClassifyDir(outDir, exit, names...); err != nil {
-			return res, err
-		}
-	} else {
-		blobs := d.state.Blobs()
-		prefix, err := blobs.Key(outDir)
-		if err != nil {
-			return contract.Result{}, err
-		}
-		f := contract.Files{OutputNames: names}
-		if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
-			return contract.Result{}, err
-		}
-		if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+contract.OutputsFile); err != nil {
-			return contract.Result{}, err
-		}
-		res = contract.ClassifyFiles(exit, f)
+	res, err := d.core.Classify(ctx, spec, outDir, exit)
+	if err != nil {
+		return res, err
 	}
 	if res.Warning != "" {
 		d.log.Warn("attempt ended abnormally after writing its result", "action", key.String(), "attempt", n, "warning", res.Warning)
@@ -58,21 +40,6 @@ func (d *Driver) classify(ctx context.Context, key store.ActionKey, n int32, spe
 		}
 	}
 	return res, nil
-}
-
-// getIfExists reads a blob: nil when it does not exist, never nil when it
-// does.
-func getIfExists(ctx context.Context, blobs *blob.Store, key string) ([]byte, error) {
-	b, err := blobs.Get(ctx, key)
-	switch {
-	case errors.Is(err, errs.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case b == nil:
-		b = []byte{}
-	}
-	return b, nil
 }
 
 // recoverOrphan handles an attempt found active that this driver did not
@@ -86,9 +53,9 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
-	spec, err := d.spec(ctx, a)
+	spec, err := d.core.Spec(ctx, a)
 	if err != nil {
-		var bad badSpecError
+		var bad attempt.BadSpecError
 		if !errors.As(err, &bad) {
 			return err
 		}
@@ -103,19 +70,19 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	var ev machine.Event = machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
 		"the manager restarted while attempt %d was %s; %s",
 		n, strings.ToLower(a.Phase.String()), what)}
-	rec := record{}
+	rec := attempt.Record{}
 	switch {
 	case res.Outcome != contract.Succeeded && a.AbortRequestedAt != nil:
 		// An abort wins over everything but a success, as for attempts
 		// of ours (see outcome).
-		ev = machine.AbortRequested{Reason: abortReason(a)}
+		ev = machine.AbortRequested{Reason: attempt.AbortReason(a)}
 	case res.Outcome != contract.Lost:
-		ev, rec.outDir = res.Event(uint32(n)), outDir
+		ev, rec.OutDir = res.Event(uint32(n)), outDir
 		if res.Document != nil {
-			rec.errorURI = contract.JoinURI(outDir, contract.ErrorFile)
+			rec.ErrorURI = contract.JoinURI(outDir, contract.ErrorFile)
 		}
 	}
-	updated, dec, err := d.apply(ctx, a, spec, ev, rec)
+	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
@@ -319,72 +318,6 @@ func TestPolicyFor(t *testing.T) {
 	}
 	if got := PolicyFor(nil, 1); got != (Policy{MaxSystemRetries: 1}) {
 		t.Errorf("nil metadata: %+v", got)
-	}
-}
-
-func TestHistory(t *testing.T) {
-	p := Policy{MaxUserRetries: 1, MaxSystemRetries: 1}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := t0
-	var recorded []Change
-	s := New()
-	recorded = append(recorded, Change{Attempt: 1, Phase: phase.Queued, At: clock})
-	for _, ev := range []Event{Start{}, Running{}, Running{}, userRecoverable, Start{}, Running{}, AbortRequested{Reason: "stop"}, Succeeded{}} {
-		clock = clock.Add(time.Second)
-		next, d, err := Transition(s, ev, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recorded = append(recorded, Stamp(Changes(s, next, d), clock)...)
-		s = next
-	}
-	// Feed them out of order: Attempts sorts.
-	shuffled := append([]Change(nil), recorded...)
-	for i, j := 0, len(shuffled)-1; i < j; i, j = i+1, j-1 {
-		shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
-	}
-	hs := Attempts(shuffled)
-	if len(hs) != 2 {
-		t.Fatalf("want 2 attempts, got %+v", hs)
-	}
-	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
-	a1, a2 := hs[0], hs[1]
-	wantSpans1 := []Span{
-		{phase.Queued, sec(0), sec(1)},
-		{phase.Initializing, sec(1), sec(2)},
-		{phase.Running, sec(2), sec(4)},
-		{phase.Failed, sec(4), sec(4)},
-	}
-	if a1.Attempt != 1 || a1.Phase != phase.Failed || !a1.End.Equal(sec(4)) || !reflect.DeepEqual(a1.Spans, wantSpans1) {
-		t.Errorf("attempt 1: %+v", a1)
-	}
-	if a1.Error == nil || a1.Error.Code != "ValueError" {
-		t.Errorf("attempt 1 error: %v", a1.Error)
-	}
-	wantSpans2 := []Span{
-		{phase.Queued, sec(4), sec(5)},
-		{phase.Initializing, sec(5), sec(6)},
-		{phase.Running, sec(6), sec(7)},
-		{phase.Aborted, sec(7), sec(7)},
-	}
-	if a2.Attempt != 2 || a2.Phase != phase.Aborted || !a2.Start.Equal(sec(4)) || !reflect.DeepEqual(a2.Spans, wantSpans2) {
-		t.Errorf("attempt 2: %+v", a2)
-	}
-	if a2.Error != nil {
-		t.Errorf("aborted attempt carries error %v", a2.Error)
-	}
-	pt := a2.Spans[2].Proto()
-	if pt.GetPhase() != common.ActionPhase_ACTION_PHASE_RUNNING || !pt.GetStartTime().AsTime().Equal(sec(6)) || !pt.GetEndTime().AsTime().Equal(sec(7)) {
-		t.Errorf("proto span %v", pt)
-	}
-	if open := (Span{Phase: phase.Running, Start: sec(1)}).Proto(); open.EndTime != nil {
-		t.Errorf("open span has an end: %v", open)
-	}
-
-	// A change recorded after the terminal one does not reopen the attempt.
-	late := append(recorded, Change{Attempt: 2, Phase: phase.Running, At: sec(9)})
-	if h := Attempts(late)[1]; h.Phase != phase.Aborted || len(h.Spans) != 4 {
-		t.Errorf("late change reopened attempt 2: %+v", h)
 	}
 }
 

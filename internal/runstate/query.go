@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
@@ -23,7 +23,7 @@ import (
 // the SDK also assumes (<run base>/<action>/<attempt>), so its fallback
 // error lookup finds the same file.
 func OutputDir(a *store.Action, attempt int32) string {
-	return strings.TrimRight(a.RunOutputBase, "/") + "/" + a.Name + "/" + strconv.Itoa(int(attempt))
+	return contract.AttemptDir(a.RunOutputBase, a.Name, uint32(attempt))
 }
 
 // Get returns an action.

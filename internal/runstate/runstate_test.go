@@ -3,8 +3,6 @@ package runstate_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +15,12 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
-	"fmgr.dev/internal/blob"
-	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
 )
 
@@ -51,22 +48,9 @@ type env struct {
 // suite runs fn on SQLite and on PostgreSQL.
 func suite(t *testing.T, fn func(t *testing.T, e *env)) {
 	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		blobs, err := blob.Open(ctx, "file://"+t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		st := store.New(g)
-		hub := runstate.NewHub(st.Actions, log)
-		if err := hub.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = hub.Run(ctx) }()
 		rec := &recorder{}
-		state, _ := runstate.New(st, blobs, hub, config.Projects{AutoCreate: true}, log, func(*runstate.Service) *recorder { return rec })
-		fn(t, &env{state: state, st: st, exec: rec})
+		state, _, e := statetest.New(t, g, statetest.Options{}, func(*runstate.Service) *recorder { return rec })
+		fn(t, &env{state: state, st: e.Store, exec: rec})
 	})
 }
 

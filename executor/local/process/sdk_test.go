@@ -206,7 +206,7 @@ func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, dro
 	}
 	runBase := filepath.Join(h.root, "data", "p", "d", runName)
 	const action, attemptNo = "a0", 1
-	values := contract.ValuesFor(inputURI, runBase, runName, action, attemptNo, h.runStart)
+	values := contract.ValuesFor(inputURI, runBase, "", runName, action, attemptNo, h.runStart)
 	args := contract.RenderArgs(tmpl.GetContainer().GetArgs(), values)
 	env, err := contract.BuildEnv(contract.EnvSpec{
 		Host:       os.Environ(),

@@ -1,0 +1,49 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/errs"
+)
+
+// Classify reads what an attempt left under outDir (a local directory or a
+// blob prefix) and classifies its end with the contract.
+func (c *Core) Classify(ctx context.Context, spec *task.TaskSpec, outDir string, exit contract.Exit) (contract.Result, error) {
+	names := contract.OutputNames(spec.GetTaskTemplate().GetInterface())
+	if filepath.IsAbs(outDir) {
+		return contract.ClassifyDir(outDir, exit, names...)
+	}
+	blobs := c.state.Blobs()
+	prefix, err := blobs.Key(outDir)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	f := contract.Files{OutputNames: names}
+	if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
+		return contract.Result{}, err
+	}
+	if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+contract.OutputsFile); err != nil {
+		return contract.Result{}, err
+	}
+	return contract.ClassifyFiles(exit, f), nil
+}
+
+// getIfExists reads a blob: nil when it does not exist, never nil when it
+// does.
+func getIfExists(ctx context.Context, blobs *blob.Store, key string) ([]byte, error) {
+	b, err := blobs.Get(ctx, key)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case b == nil:
+		b = []byte{}
+	}
+	return b, nil
+}

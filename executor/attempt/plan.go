@@ -1,0 +1,287 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/store"
+)
+
+// Launch describes an attempt ready to start: everything a driver needs to
+// launch it under the task-process contract.
+type Launch struct {
+	Action  *store.Action
+	Spec    *task.TaskSpec
+	Attempt int32
+	// OutDir is the attempt's output prefix (outputs.pb, error.pb).
+	OutDir string
+	// Args is the rendered argv (container command then args).
+	Args []string
+	// Env is the attempt's environment, contract variables included.
+	Env contract.Env
+	// Timeout bounds the attempt's run (0: none); TimeoutCode says which
+	// limit it is (machine.CodeMaxRuntime or machine.CodeDeadline).
+	Timeout     time.Duration
+	TimeoutCode string
+	// QueuedLeft is how long the attempt may still wait to start (0: no
+	// limit); a driver that cannot start it yet looks again by then.
+	QueuedLeft time.Duration
+	// ConcurrencyLimit is the run's max_action_concurrency (0: none).
+	ConcurrencyLimit int
+}
+
+// Container is the task's container.
+func (l *Launch) Container() *core.Container { return l.Spec.GetTaskTemplate().GetContainer() }
+
+// TimeoutEvent is the event to record when the attempt's Timeout fired.
+func (l *Launch) TimeoutEvent() machine.TimedOut {
+	n := uint32(l.Attempt)
+	msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, l.Timeout)
+	if l.TimeoutCode == machine.CodeDeadline {
+		msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
+	}
+	return machine.TimedOut{Attempt: n, Code: l.TimeoutCode, Message: msg}
+}
+
+// Plan is the outcome of planning: either a Launch, or an Event to record
+// instead (the spec cannot run, a limit passed, the cache answered).
+type Plan struct {
+	Launch *Launch
+	Event  machine.Event
+	// Spec is the action's TaskSpec when it could be read (for Apply).
+	Spec *task.TaskSpec
+}
+
+// PlanOptions are what planning needs from the driver.
+type PlanOptions struct {
+	// Endpoint is the manager's address as the attempt reaches it.
+	Endpoint string
+	// TLS says the endpoint speaks TLS.
+	TLS bool
+	// HostEnv is the environment an attempt may inherit from (the local
+	// driver passes os.Environ(); a Pod inherits nothing from the manager).
+	HostEnv []string
+	// NoContainer explains, for this driver, why a task without a container
+	// command cannot run.
+	NoContainer string
+}
+
+// Plan decides how a's current attempt starts: spec → limits → cache →
+// secrets → the contract's values and environment.
+func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, error) {
+	n := a.Attempts
+	spec, err := c.Spec(ctx, a)
+	if err != nil {
+		var bad BadSpecError
+		if errors.As(err, &bad) {
+			return c.failPlan(nil, a, machine.KindSystem, CodeBadTaskSpec, bad.Error()), nil
+		}
+		return Plan{}, err
+	}
+	tmpl := spec.GetTaskTemplate()
+	if ct := tmpl.GetContainer(); ct == nil || len(ct.GetCommand())+len(ct.GetArgs()) == 0 {
+		return c.failPlan(spec, a, machine.KindUser, CodeUnsupportedTask, fmt.Sprintf(
+			"task type %q has no container command to run: %s", tmpl.GetType(), o.NoContainer)), nil
+	}
+	ri, err := c.run(ctx, a.RunKey)
+	if err != nil {
+		return Plan{}, err
+	}
+	inputs, err := c.state.InputsFile(a)
+	if err != nil {
+		return c.failPlan(spec, a, machine.KindSystem, CodeLaunchFailed, err.Error()), nil
+	}
+	lim, err := c.limits(ctx, a, tmpl.GetMetadata())
+	if err != nil {
+		return Plan{}, err
+	}
+	if lim.expired != nil {
+		return Plan{Event: *lim.expired, Spec: spec}, nil
+	}
+	if c.opts.Cache != nil {
+		ev, err := c.opts.Cache.Lookup(ctx, a, spec)
+		if err != nil {
+			return Plan{}, err
+		}
+		if ev != nil {
+			return Plan{Event: ev, Spec: spec}, nil
+		}
+	}
+	var secretEnv []*core.KeyValuePair
+	if c.opts.Secrets != nil {
+		if secretEnv, err = c.opts.Secrets.Env(ctx, a, spec); err != nil {
+			return Plan{}, err
+		}
+	}
+	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
+		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit}
+	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
+		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
+	l.Env, err = contract.BuildEnv(contract.EnvSpec{
+		Host:       o.HostEnv,
+		RunEnv:     ri.envs,
+		TaskEnv:    append(append([]*core.KeyValuePair(nil), tmpl.GetContainer().GetEnv()...), secretEnv...),
+		Org:        a.Org,
+		Project:    a.Project,
+		Domain:     a.Domain,
+		RunName:    a.RunName,
+		ActionName: a.Name,
+		Attempt:    uint32(n),
+		RunBase:    a.RunOutputBase,
+		Endpoint:   o.Endpoint,
+		TLS:        o.TLS,
+		TaskID:     tmpl.GetId(),
+	})
+	if err != nil {
+		return c.failPlan(spec, a, machine.KindUser, CodeLaunchFailed, err.Error()), nil
+	}
+	return Plan{Launch: l, Spec: spec}, nil
+}
+
+func (c *Core) failPlan(spec *task.TaskSpec, a *store.Action, kind machine.ErrorKind, code, msg string) Plan {
+	return Plan{Spec: spec, Event: machine.Failed{Attempt: uint32(a.Attempts), Kind: kind, Code: code, Message: msg}}
+}
+
+func argv(c *core.Container) []string {
+	return append(append([]string(nil), c.GetCommand()...), c.GetArgs()...)
+}
+
+// limits are the time limits of an attempt about to start.
+type limits struct {
+	// expired is the event to record when a limit already passed.
+	expired *machine.TimedOut
+	// queuedLeft is how long the attempt may still wait for a slot (0: no
+	// limit).
+	queuedLeft time.Duration
+	// run bounds the attempt (0: none); runCode says which limit it is.
+	run     time.Duration
+	runCode string
+}
+
+// limits applies TaskMetadata.timeout (each attempt's run time) and
+// TaskMetadata.timeouts: queued_timeout (how long an attempt may wait to
+// start, counted from when it was queued) and deadline (the action's whole
+// life, counted from its creation).
+func (c *Core) limits(ctx context.Context, a *store.Action, md *core.TaskMetadata) (limits, error) {
+	var l limits
+	now := time.Now()
+	n := uint32(a.Attempts)
+	if q := md.GetTimeouts().GetQueuedTimeout().AsDuration(); q > 0 {
+		queuedAt := a.CreatedAt
+		if a.Attempts > 1 {
+			atts, err := c.state.Store().Actions.Attempts(ctx, a.ActionKey)
+			if err != nil {
+				return l, err
+			}
+			for _, at := range atts {
+				if at.Attempt == a.Attempts {
+					queuedAt = at.StartedAt
+				}
+			}
+		}
+		if l.queuedLeft = queuedAt.Add(q).Sub(now); l.queuedLeft <= 0 {
+			l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeQueuedTimeout,
+				Message: fmt.Sprintf("attempt %d waited longer than its queued timeout of %s to start", n, q)}
+			return l, nil
+		}
+	}
+	if rt := md.GetTimeout().AsDuration(); rt > 0 {
+		l.run, l.runCode = rt, machine.CodeMaxRuntime
+	}
+	if dl := md.GetTimeouts().GetDeadline().AsDuration(); dl > 0 {
+		left := a.CreatedAt.Add(dl).Sub(now)
+		if left <= 0 {
+			l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeDeadline,
+				Message: fmt.Sprintf("the action passed its deadline of %s before attempt %d could start", dl, n)}
+			return l, nil
+		}
+		if l.run == 0 || left < l.run {
+			l.run, l.runCode = left, machine.CodeDeadline
+		}
+	}
+	return l, nil
+}
+
+// BadSpecError: the action's TaskSpec is missing or unreadable; it can
+// never run.
+type BadSpecError struct{ Err error }
+
+func (e BadSpecError) Error() string { return "the task spec cannot be read: " + e.Err.Error() }
+
+func (e BadSpecError) Unwrap() error { return e.Err }
+
+// Spec loads a's TaskSpec, telling a spec that can never be read
+// (BadSpecError) apart from a database that cannot be reached.
+func (c *Core) Spec(ctx context.Context, a *store.Action) (*task.TaskSpec, error) {
+	spec, err := c.state.Spec(ctx, a)
+	if err == nil {
+		return spec, nil
+	}
+	if errors.Is(err, errs.ErrNotFound) || errors.Is(err, errs.ErrInvalid) {
+		return nil, BadSpecError{err}
+	}
+	if _, rerr := c.state.Store().Tasks.GetSpec(ctx, a.SpecDigest); rerr == nil {
+		return nil, BadSpecError{err} // stored, but not a TaskSpec
+	}
+	return nil, err
+}
+
+// runInfo is what attempts take from their run (immutable once created).
+type runInfo struct {
+	limit     int
+	envs      []*core.KeyValuePair
+	rawPrefix string
+	start     time.Time
+}
+
+// runCache keeps runInfo per run, bounded.
+type runCache struct {
+	mu   sync.Mutex
+	runs map[store.RunKey]*runInfo
+}
+
+func newRunCache() *runCache { return &runCache{runs: map[store.RunKey]*runInfo{}} }
+
+// run returns what attempts of run take from the run, cached.
+func (c *Core) run(ctx context.Context, run store.RunKey) (*runInfo, error) {
+	c.runs.mu.Lock()
+	ri := c.runs.runs[run]
+	c.runs.mu.Unlock()
+	if ri != nil {
+		return ri, nil
+	}
+	root, err := c.state.Store().Actions.Get(ctx, run.Action(store.RootName))
+	if err != nil {
+		return nil, err
+	}
+	rs := &task.RunSpec{}
+	if err := proto.Unmarshal(root.RunSpec, rs); err != nil {
+		return nil, fmt.Errorf("run spec of %s is unreadable: %w", run, err)
+	}
+	ri = &runInfo{
+		limit:     int(rs.GetMaxActionConcurrency()),
+		envs:      rs.GetEnvs().GetValues(),
+		rawPrefix: rs.GetRawDataStorage().GetRawDataPrefix(),
+		start:     root.CreatedAt,
+	}
+	if rs.GetRunStartTime() != nil {
+		ri.start = rs.GetRunStartTime().AsTime()
+	}
+	c.runs.mu.Lock()
+	if len(c.runs.runs) >= 4096 { // bounded: drop everything rather than track recency
+		clear(c.runs.runs)
+	}
+	c.runs.runs[run] = ri
+	c.runs.mu.Unlock()
+	return ri, nil
+}
