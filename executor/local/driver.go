@@ -38,13 +38,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/lease"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
@@ -87,7 +86,7 @@ type Driver struct {
 	core    *attempt.Core // built in Start, once the tunables are fixed
 	runner  *process.Runner
 	metrics *metrics
-	lease   *lease
+	lease   *lease.Keeper
 	rescan  chan struct{} // asks the resync loop for a scan now
 	// leaseStop stops keepLease, which outlives the workers at shutdown
 	// (the lease must hold while running attempts are recorded); leaseDone
@@ -175,8 +174,8 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		rescan:         make(chan struct{}, 1),
 		leaseStop:      make(chan struct{}),
 		leaseDone:      make(chan struct{}),
-		lease:          newLease(local.WorkDir, local.LeaseTTL),
 	}
+	d.lease = lease.New(state.Store().Leases, local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d
 }
@@ -250,7 +249,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		return errors.New("executor: executor.local.workDir is not set")
 	}
 	wd := d.cfg.WorkDir
-	f, err := lockWorkDir(wd)
+	f, err := lease.LockDir(wd, lockFile)
 	if err != nil {
 		return err
 	}
@@ -261,7 +260,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
 	}
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries),
-		SystemBackoff: d.systemBackoff, Fence: d.lease.fence})
+		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence})
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
@@ -273,11 +272,11 @@ func (d *Driver) Start(ctx context.Context) error {
 	// One try at the lease before anything runs, so that a lone manager
 	// (and a restarted one) is not reported ready before its first scan.
 	d.life.Unlock()
-	d.leaseStep(d.workCtx)
+	d.lease.Step(d.workCtx)
 	d.life.Lock()
 	if d.status == lifeStandby {
 		d.servedStandby = true
-		d.log.Info("executor on standby: another manager holds the executor lease", "lease", d.lease.describe(),
+		d.log.Info("executor on standby: another manager holds the executor lease", "lease", d.lease.Describe(),
 			"leaseTTL", d.cfg.LeaseTTL)
 	}
 	for range d.workers {
@@ -287,7 +286,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.wg.Add(2)
 	go d.resync()
 	go d.followChanges()
-	go d.keepLease()
+	go func() { defer close(d.leaseDone); d.lease.Run(d.workCtx, d.leaseStop) }()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -298,7 +297,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		}
 	}()
 	d.log.Info("executor started", "workDir", wd, "python", d.cfg.Python,
-		"maxParallelism", d.cfg.MaxParallelism, "systemRetries", d.cfg.SystemRetries, "lease", d.lease.describe())
+		"maxParallelism", d.cfg.MaxParallelism, "systemRetries", d.cfg.SystemRetries, "lease", d.lease.Describe())
 	return nil
 }
 
@@ -368,7 +367,7 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 		// recorded under it; then it is released for a standby.
 		err = d.stopAttempts(ctx)
 		d.stopLease()
-		d.releaseLease(ctx)
+		d.lease.Release(ctx)
 	} else {
 		d.stopLease()
 	}
@@ -466,7 +465,7 @@ func (d *Driver) resync() {
 	defer d.wg.Done()
 	for {
 		wait := d.resyncInterval
-		if tok := d.lease.fence(); tok != 0 {
+		if tok := d.lease.Fence(); tok != 0 {
 			err := d.scan(d.workCtx)
 			switch {
 			case err != nil && d.workCtx.Err() == nil:
@@ -475,7 +474,7 @@ func (d *Driver) resync() {
 			case err == nil:
 				d.scans.Add(1)
 				d.life.Lock()
-				if d.status == lifeRecovering && d.lease.fence() == tok {
+				if d.status == lifeRecovering && d.lease.Fence() == tok {
 					d.status = lifeReady
 				}
 				d.life.Unlock()
@@ -523,30 +522,4 @@ func (d *Driver) scan(ctx context.Context) error {
 		d.log.Debug("resync queued unfinished actions", "count", n)
 	}
 	return nil
-}
-
-// lockWorkDir creates the work directory and takes an exclusive lock on it
-// for the life of the driver: two managers running attempts out of one work
-// directory would each take the other's attempts for orphans. The lock is
-// an flock on a close-on-exec descriptor, so task processes do not inherit
-// it and the kernel drops it when the manager dies.
-func lockWorkDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("executor: work dir: %w", err)
-	}
-	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("executor: work dir lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("executor: work dir %s is in use by another flyte-manager (one manager per work dir)", dir)
-		}
-		return nil, fmt.Errorf("executor: lock %s: %w", path, err)
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return f, nil
 }

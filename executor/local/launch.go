@@ -150,7 +150,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	e.proc = proc
 	abort := e.abort
 	d.mu.Unlock()
-	if d.lease.isPaused() {
+	if d.lease.Paused() {
 		proc.Pause() // the lease went unrenewed while it started
 	}
 	handedOff = true

@@ -49,13 +49,13 @@ func TestLeaseStandbyAndTakeover(t *testing.T) {
 		if err := d2.Ready(); err != nil {
 			t.Fatalf("a standby must be ready for the API: %v", err)
 		}
-		if s := d2.LeaseStatus(); !strings.Contains(s, "standby") || !strings.Contains(s, d1.lease.me.Holder) {
+		if s := d2.LeaseStatus(); !strings.Contains(s, "standby") || !strings.Contains(s, d1.lease.Holder()) {
 			t.Fatalf("standby status %q", s)
 		}
 		if !strings.Contains(d1.LeaseStatus(), "lease holder") {
 			t.Fatalf("holder status %q", d1.LeaseStatus())
 		}
-		tok1 := d1.lease.fence()
+		tok1 := d1.lease.Fence()
 
 		// Submitted to the standby, run by the holder.
 		quick := p.run("lquick", succeed, taskOpts{})
@@ -73,9 +73,9 @@ func TestLeaseStandbyAndTakeover(t *testing.T) {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		eventually(t, "the standby to take the lease", 4*testLeaseTTL, func() bool { return d2.lease.fence() != 0 })
+		eventually(t, "the standby to take the lease", 4*testLeaseTTL, func() bool { return d2.lease.Fence() != 0 })
 		a := h.terminal(key, phase.Succeeded, 30*time.Second)
-		tok2 := d2.lease.fence()
+		tok2 := d2.lease.Fence()
 		atts := h.attempts(key)
 		if a.Attempts != 2 || len(atts) != 2 || atts[0].OwnerToken != tok1 || atts[1].OwnerToken != tok2 || tok2 <= tok1 {
 			t.Fatalf("attempts %+v (tokens %d then %d)", atts, tok1, tok2)
@@ -128,7 +128,7 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 				_ = h.st.Leases.Renew(h.ctx, store.LocalExecutorLease, thief.Holder, stolen.Token, time.Hour)
 			}
 		}()
-		eventually(t, "the driver to go on standby", 4*testLeaseTTL, func() bool { return d.lease.fence() == 0 })
+		eventually(t, "the driver to go on standby", 4*testLeaseTTL, func() bool { return d.lease.Fence() == 0 })
 		eventually(t, "its attempt's processes to stop", 30*time.Second, func() bool {
 			for _, pid := range pids {
 				if alive(pid) {
@@ -190,13 +190,13 @@ func TestLeaseReleasedAtGracefulStop(t *testing.T) {
 			t.Fatalf("the stopping holder did not record its attempt: %s attempt %d", a.Phase.String(), a.Attempts)
 		}
 		row, err := h.st.Leases.Get(h.ctx, store.LocalExecutorLease)
-		if err != nil || row.Holder != "" && row.Holder != d2.lease.me.Holder {
+		if err != nil || row.Holder != "" && row.Holder != d2.lease.Holder() {
 			t.Fatalf("after a graceful stop the lease is %+v (%v)", row, err)
 		}
 		h.terminal(key, phase.Succeeded, 30*time.Second)
-		if d2.lease.fence() == 0 || testutil.ToFloat64(d2.metrics.takeovers) != 0 {
+		if d2.lease.Fence() == 0 || testutil.ToFloat64(d2.metrics.takeovers) != 0 {
 			t.Errorf("the standby should hold a released lease, not one taken over: token %d, takeovers %v",
-				d2.lease.fence(), testutil.ToFloat64(d2.metrics.takeovers))
+				d2.lease.Fence(), testutil.ToFloat64(d2.metrics.takeovers))
 		}
 	})
 }

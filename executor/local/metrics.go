@@ -41,7 +41,7 @@ func newMetrics(d *Driver) *metrics {
 			Name: "flyte_manager_executor_lease_holder",
 			Help: "1 while this manager holds the executor lease (runs attempts), 0 on standby.",
 		}, func() float64 {
-			if d.lease.fence() != 0 {
+			if d.lease.Fence() != 0 {
 				return 1
 			}
 			return 0

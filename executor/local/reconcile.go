@@ -43,12 +43,12 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	e := d.running[key]
 	ended := e != nil && e.status != nil
 	d.mu.Unlock()
-	if d.lease.isPaused() {
+	if d.lease.Paused() {
 		// The lease could not be renewed: nothing is started or recorded
 		// until it is; resumeAttempts queues our attempts and rescans.
 		return errPaused
 	}
-	if d.lease.fence() == 0 {
+	if d.lease.Fence() == 0 {
 		// Standby, or the lease was lost: nothing is started or recorded.
 		// An attempt of ours that ended is forgotten unrecorded; the
 		// holder recovers it from the store (an orphan, or the result its
