@@ -60,6 +60,17 @@ check-gen: gen
 	@git diff --exit-code -- gen/go || (echo "gen/go is stale: run make gen and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- gen/go)" || (git status --porcelain -- gen/go; echo "gen/go has untracked output: run make gen and commit" && exit 1)
 
+## check-manifests: fail if the executor's generated files (CRD, RBAC, deepcopy,
+## sample, the chart's CRD copy) differ from what `make -C executor manifests
+## generate` produces.
+.PHONY: check-manifests
+EXECUTOR_GENERATED := executor/config/crd executor/config/rbac/role.yaml \
+	executor/config/samples executor/api charts/flyte-binary/templates/crds
+check-manifests:
+	$(MAKE) -C executor manifests generate
+	@git diff --exit-code -- $(EXECUTOR_GENERATED) || (echo "executor manifests are stale: run make -C executor manifests generate and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- $(EXECUTOR_GENERATED))" || (git status --porcelain -- $(EXECUTOR_GENERATED); echo "executor has untracked generated files: run make -C executor manifests generate and commit" && exit 1)
+
 ## bench: actions/s and submit→terminal latency through the public API, on
 ## SQLite and PostgreSQL, with the no-op runner (control plane only) and the
 ## real a0 runner; prints figures, asserts nothing. BENCH_FLAGS passes sizes,
