@@ -9,6 +9,7 @@ import (
 	"fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/dataproxy"
+	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
@@ -37,21 +38,19 @@ func setup(ctx context.Context, d *deps) error {
 		return err
 	}
 
-	if cfg.Executor.Type != config.ExecutorLocal {
-		return fmt.Errorf("executor.type %q is not available in this build yet; use %q", cfg.Executor.Type, config.ExecutorLocal)
-	}
 	st := store.New(d.db)
 	hub := runstate.NewHub(st.Actions, d.log)
 	if err := hub.Start(ctx); err != nil { // before anything can subscribe
 		return err
 	}
 	srv.AddWorker("change fan-out", hub.Run)
-	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *local.Driver {
-		return local.New(state, cfg.Executor, func() string { return advertisedAddr(srv) }, d.log)
-	})
+	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub)
+	if err != nil {
+		return err
+	}
 
 	for _, step := range []func() error{
-		func() error { return local.Setup(srv, exec) },
+		setupExecutor,
 		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.log) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
@@ -67,6 +66,34 @@ func setup(ctx context.Context, d *deps) error {
 		}
 	}
 	return nil
+}
+
+// executor is what the manager needs of either driver: it is told about
+// work, and it serves the attempts' logs.
+type executor interface {
+	runstate.Executor
+	logSource
+}
+
+// newExecutor builds the run state with the configured executor, and the
+// step that sets the executor up.
+func newExecutor(d *deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub) (*runstate.Service, executor, func() error, error) {
+	srv, cfg := d.server, d.cfg
+	advertised := func() string { return advertisedAddr(srv) }
+	if cfg.Executor.Type == config.ExecutorKubernetes {
+		rc, err := kube.RESTConfig(cfg.Executor.Kubernetes)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *kube.Driver {
+			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.log)
+		})
+		return state, exec, func() error { return kube.Setup(srv, exec) }, nil
+	}
+	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *local.Driver {
+		return local.New(state, cfg.Executor, advertised, d.log)
+	})
+	return state, exec, func() error { return local.Setup(srv, exec) }, nil
 }
 
 // setupUnimplemented mounts the services later work items build: until

@@ -195,21 +195,36 @@ func (c *Core) limits(ctx context.Context, a *store.Action, md *core.TaskMetadat
 			return l, nil
 		}
 	}
+	at, code := Deadline(md, a.CreatedAt, now)
+	if at.IsZero() {
+		return l, nil
+	}
+	if code == machine.CodeDeadline && !at.After(now) {
+		l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeDeadline, Message: fmt.Sprintf(
+			"the action passed its deadline of %s before attempt %d could start", md.GetTimeouts().GetDeadline().AsDuration(), n)}
+		return l, nil
+	}
+	l.run, l.runCode = at.Sub(now), code
+	return l, nil
+}
+
+// Deadline is when an attempt that started at started must stop: the
+// earlier of its run-time limit (TaskMetadata.timeout, counted from its
+// start) and the action's deadline (TaskMetadata.timeouts.deadline,
+// counted from the action's creation). code says which limit it is
+// (machine.CodeMaxRuntime or machine.CodeDeadline); zero means no limit.
+func Deadline(md *core.TaskMetadata, created, started time.Time) (time.Time, string) {
+	var at time.Time
+	var code string
 	if rt := md.GetTimeout().AsDuration(); rt > 0 {
-		l.run, l.runCode = rt, machine.CodeMaxRuntime
+		at, code = started.Add(rt), machine.CodeMaxRuntime
 	}
 	if dl := md.GetTimeouts().GetDeadline().AsDuration(); dl > 0 {
-		left := a.CreatedAt.Add(dl).Sub(now)
-		if left <= 0 {
-			l.expired = &machine.TimedOut{Attempt: n, Code: machine.CodeDeadline,
-				Message: fmt.Sprintf("the action passed its deadline of %s before attempt %d could start", dl, n)}
-			return l, nil
-		}
-		if l.run == 0 || left < l.run {
-			l.run, l.runCode = left, machine.CodeDeadline
+		if end := created.Add(dl); at.IsZero() || end.Before(at) {
+			at, code = end, machine.CodeDeadline
 		}
 	}
-	return l, nil
+	return at, code
 }
 
 // BadSpecError: the action's TaskSpec is missing or unreadable; it can

@@ -102,8 +102,50 @@ type Storage struct {
 // Executor selects and tunes the task executor.
 type Executor struct {
 	// Type is "local" (host processes) or "kubernetes" (TaskAction CRs).
-	Type  string        `mapstructure:"type" yaml:"type"`
-	Local LocalExecutor `mapstructure:"local" yaml:"local"`
+	Type       string             `mapstructure:"type" yaml:"type"`
+	Local      LocalExecutor      `mapstructure:"local" yaml:"local"`
+	Kubernetes KubernetesExecutor `mapstructure:"kubernetes" yaml:"kubernetes"`
+}
+
+// KubernetesExecutor runs every action as a TaskAction custom resource and
+// every attempt as a Pod.
+type KubernetesExecutor struct {
+	// Kubeconfig is the cluster's kubeconfig file; "" means in-cluster
+	// credentials (or $KUBECONFIG, then ~/.kube/config, when outside one).
+	Kubeconfig string `mapstructure:"kubeconfig" yaml:"kubeconfig"`
+	// Context selects a kubeconfig context; "" is its current one.
+	Context string `mapstructure:"context" yaml:"context"`
+	// Namespace holds every TaskAction and Pod, unless NamespacePerProject.
+	Namespace string `mapstructure:"namespace" yaml:"namespace"`
+	// NamespacePerProject puts each project and domain in a namespace of its
+	// own, "<project>-<domain>", created on first use.
+	NamespacePerProject bool `mapstructure:"namespacePerProject" yaml:"namespacePerProject"`
+	// Endpoint is the manager's address as Pods reach it (host:port). ""
+	// means the address the manager listens on, which suits clusters whose
+	// Pods run on the manager's host (the test cluster).
+	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
+	// ServiceAccount runs Pods whose task names none; "" is the namespace's
+	// default.
+	ServiceAccount string `mapstructure:"serviceAccount" yaml:"serviceAccount"`
+	// SharedFileStorage says Pods see the manager's file:// storage at the
+	// same path (a single-host cluster, a shared volume). Without it a
+	// file:// store is refused in this mode: Pods could not read their
+	// inputs or write their outputs.
+	SharedFileStorage bool `mapstructure:"sharedFileStorage" yaml:"sharedFileStorage"`
+	// SystemRetries bounds retries after platform failures (a Pod that
+	// could not be created, a node that went away), besides the task's own.
+	SystemRetries int `mapstructure:"systemRetries" yaml:"systemRetries"`
+	// LeaseTTL is the executor lease's time to live (see
+	// executor.local.leaseTTL): one manager replica reconciles, the others
+	// serve the API and stand by.
+	LeaseTTL time.Duration `mapstructure:"leaseTTL" yaml:"leaseTTL"`
+	// GCInterval is how often ended TaskActions are deleted (0: never).
+	GCInterval time.Duration `mapstructure:"gcInterval" yaml:"gcInterval"`
+	// GCTTL is how long an ended TaskAction is kept.
+	GCTTL time.Duration `mapstructure:"gcTTL" yaml:"gcTTL"`
+	// QPS and Burst limit the manager's requests to the API server.
+	QPS   float32 `mapstructure:"qps" yaml:"qps"`
+	Burst int     `mapstructure:"burst" yaml:"burst"`
 }
 
 // LocalExecutor runs every attempt as a host process.

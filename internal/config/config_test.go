@@ -346,6 +346,29 @@ log:
 		}
 	}
 
+	k := writeFile(t, dir, "kube.yaml", `
+storage:
+  url: file:///var/lib/flyte
+executor:
+  type: kubernetes
+  kubernetes:
+    namespace: Not_A_Namespace
+    systemRetries: -1
+    leaseTTL: 1ms
+    qps: 0
+`)
+	_, err = Load(Sources{Files: []string{k}})
+	for _, key := range []string{"storage.url:", "executor.kubernetes.sharedFileStorage", "executor.kubernetes.namespace:",
+		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("kubernetes settings: error does not name %s:\n%v", key, err)
+		}
+	}
+	shared := writeFile(t, dir, "shared.yaml", "storage:\n  url: file:///var/lib/flyte\nexecutor:\n  type: kubernetes\n  kubernetes:\n    sharedFileStorage: true\n")
+	if _, err := Load(Sources{Files: []string{shared}}); err != nil {
+		t.Errorf("file storage shared with the Pods refused: %v", err)
+	}
+
 	g := writeFile(t, dir, "py.yaml", "executor:\n  local:\n    python: /does/not/exist\n")
 	if _, err := Load(Sources{Files: []string{g}}); err == nil || !strings.Contains(err.Error(), "executor.local.python") {
 		t.Errorf("missing python dir: err = %v", err)

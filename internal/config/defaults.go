@@ -68,6 +68,15 @@ func Default() Config {
 				LeaseTTL:       15 * time.Second,
 				MaxLogBytes:    DefaultMaxLogBytes,
 			},
+			Kubernetes: KubernetesExecutor{
+				Namespace:     "flyte",
+				SystemRetries: 3,
+				LeaseTTL:      15 * time.Second,
+				GCInterval:    30 * time.Minute,
+				GCTTL:         time.Hour,
+				QPS:           1000,
+				Burst:         2000,
+			},
 		},
 		Projects: Projects{
 			AutoCreate: true,
@@ -106,6 +115,11 @@ func (c *Config) applyDerivedDefaults() error {
 		c.Executor.Local.Python = detectPython()
 	} else if c.Executor.Local.Python, err = absPath(c.Executor.Local.Python); err != nil {
 		return fmt.Errorf("executor.local.python: %w", err)
+	}
+	if c.Executor.Kubernetes.Kubeconfig != "" {
+		if c.Executor.Kubernetes.Kubeconfig, err = absPath(c.Executor.Kubernetes.Kubeconfig); err != nil {
+			return fmt.Errorf("executor.kubernetes.kubeconfig: %w", err)
+		}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"fmgr.dev/internal/dsn"
 	"fmgr.dev/internal/requrl"
 )
@@ -87,6 +89,26 @@ func (c *Config) Validate() error {
 			}
 		}
 	case ExecutorKubernetes:
+		k := c.Executor.Kubernetes
+		if scheme := urlScheme(c.Storage.URL); (scheme == "file" || scheme == "mem") && !k.SharedFileStorage {
+			bad("storage.url", "is %s:// storage, which Pods cannot reach; use s3://, gs:// or azblob:// with executor.type kubernetes, "+
+				"or set executor.kubernetes.sharedFileStorage: true when every Pod sees %s at the same path", scheme, c.Storage.URL)
+		}
+		if !k.NamespacePerProject && len(validation.IsDNS1123Label(k.Namespace)) > 0 {
+			bad("executor.kubernetes.namespace", "%q is not a valid namespace name", k.Namespace)
+		}
+		if k.SystemRetries < 0 {
+			bad("executor.kubernetes.systemRetries", "must not be negative, got %d", k.SystemRetries)
+		}
+		if k.LeaseTTL < MinLeaseTTL {
+			bad("executor.kubernetes.leaseTTL", "must be at least %s, got %s", MinLeaseTTL, k.LeaseTTL)
+		}
+		if k.GCInterval < 0 || k.GCTTL < 0 {
+			bad("executor.kubernetes.gcInterval", "gcInterval and gcTTL must not be negative")
+		}
+		if k.QPS <= 0 || k.Burst < 1 {
+			bad("executor.kubernetes.qps", "qps and burst must be positive, got %v and %d", k.QPS, k.Burst)
+		}
 	default:
 		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)
 	}

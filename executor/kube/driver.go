@@ -1,0 +1,399 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/lease"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// Driver is the kubernetes executor: every action is a TaskAction and every
+// attempt a Pod, reconciled by a controller-runtime controller in the
+// manager's process. It implements runstate.Executor.
+//
+// The database stays the record of truth. Every status change is decided
+// and written by the attempt core first (fenced by the executor lease, so
+// one manager replica reconciles while the others serve the API); the
+// TaskAction's status is then a projection of the action's row, written at
+// most once per pass. Reconciles are triggered by what changed (a TaskAction
+// or one of its Pods, an action created, aborted or changed through the API)
+// and requeued only with a reason (a retry's backoff, a timeout, a
+// conflict); nothing polls every action.
+type Driver struct {
+	state    *runstate.Service
+	core     *attempt.Core
+	cfg      config.KubernetesExecutor
+	rest     *rest.Config
+	endpoint func() string
+	lockDir  string
+	log      *slog.Logger
+	metrics  *metrics
+
+	lease   *lease.Keeper
+	trigger chan event.GenericEvent
+	rescan  chan struct{}
+
+	// Set by Run before the controller starts.
+	client    client.Client // cached reads, counted writes
+	reader    client.Reader // uncached reads
+	clientset kubernetes.Interface
+	events    events.EventRecorder
+	cache     cache.Cache
+
+	mu         sync.Mutex
+	pending    map[types.NamespacedName]store.ActionKey // actions whose TaskAction may not exist yet
+	notBefore  map[store.ActionKey]time.Time            // retries waiting for their backoff
+	namespaces map[string]bool                          // namespaces known to exist
+	synced     bool                                     // the caches synced and the lease was tried once
+}
+
+var _ runstate.Executor = (*Driver)(nil)
+
+// RESTConfig loads the cluster's client configuration: the kubeconfig
+// file, else in-cluster credentials, else $KUBECONFIG or ~/.kube/config.
+func RESTConfig(cfg config.KubernetesExecutor) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if cfg.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Kubeconfig
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}).ClientConfig()
+	if err != nil {
+		if cfg.Kubeconfig == "" {
+			if ic, ierr := rest.InClusterConfig(); ierr == nil {
+				rc, err = ic, nil
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("executor.kubernetes: no cluster to talk to: %w", err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
+	rc.UserAgent = "flyte-manager"
+	return rc, nil
+}
+
+// New builds the driver over state (runstate.New calls it). lockDir is a
+// directory of this manager's own (its home): a restarted manager that
+// finds its dead predecessor's lease there takes it at once.
+func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor, lockDir string, endpoint func() string, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Driver{
+		state:      state,
+		cfg:        cfg,
+		rest:       rc,
+		endpoint:   endpoint,
+		lockDir:    lockDir,
+		log:        log.With("component", "executor", "executor", "kubernetes"),
+		trigger:    make(chan event.GenericEvent, 8192),
+		rescan:     make(chan struct{}, 1),
+		pending:    map[types.NamespacedName]store.ActionKey{},
+		notBefore:  map[store.ActionKey]time.Time{},
+		namespaces: map[string]bool{},
+	}
+	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
+	d.core = attempt.New(state, attempt.Options{
+		SystemRetries: uint32(cfg.SystemRetries),
+		SystemBackoff: machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
+		Fence:         d.lease.Fence,
+	})
+	d.metrics = newMetrics(d)
+	return d
+}
+
+// Submit says key was created QUEUED (runstate.Executor).
+func (d *Driver) Submit(key store.ActionKey) { d.poke(key) }
+
+// Abort says key was marked for abort (runstate.Executor).
+func (d *Driver) Abort(key store.ActionKey) { d.poke(key) }
+
+// poke asks for a reconcile of key's TaskAction, which may not exist yet.
+func (d *Driver) poke(key store.ActionKey) {
+	name := d.nameOf(key)
+	d.mu.Lock()
+	d.pending[name] = key
+	d.mu.Unlock()
+	select {
+	case d.trigger <- event.GenericEvent{Object: &v1.TaskAction{ObjectMeta: metaOf(name)}}:
+	default:
+		d.askRescan() // the queue is full: the scan finds it
+	}
+}
+
+func (d *Driver) askRescan() {
+	select {
+	case d.rescan <- struct{}{}:
+	default:
+	}
+}
+
+// pendingKey is the action a TaskAction that does not exist (yet) stands
+// for.
+func (d *Driver) pendingKey(name types.NamespacedName) (store.ActionKey, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k, ok := d.pending[name]
+	return k, ok
+}
+
+func (d *Driver) forget(name types.NamespacedName) {
+	d.mu.Lock()
+	delete(d.pending, name)
+	d.mu.Unlock()
+}
+
+// Scheme is what the driver's clients understand: the built-in kinds and
+// TaskActions.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the driver until ctx ends: the controller, the executor lease,
+// the change feed and garbage collection. It fails at once when the
+// cluster cannot be reached or lacks the TaskAction CRD.
+func (d *Driver) Run(ctx context.Context) error {
+	mgr, err := d.newManager()
+	if err != nil {
+		return err
+	}
+	lock, err := lease.LockDir(filepath.Join(d.lockDir, "kubernetes"), ".executor.lock")
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := mgr.Add(manager.RunnableFunc(d.background)); err != nil {
+		return err
+	}
+	d.log.Info("kubernetes executor starting", "host", d.rest.Host, "namespace", d.describeNamespace())
+	err = mgr.Start(ctx)
+	release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	d.lease.Release(release)
+	if err != nil {
+		return fmt.Errorf("kubernetes executor: %w", err)
+	}
+	return nil
+}
+
+func (d *Driver) describeNamespace() string {
+	if d.cfg.NamespacePerProject {
+		return "<project>-<domain>"
+	}
+	return d.cfg.Namespace
+}
+
+// newManager builds the controller-runtime manager and the controller.
+func (d *Driver) newManager() (manager.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	managed := labels.SelectorFromSet(labels.Set{LabelManaged: managedBy})
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: managed}}}
+	if !d.cfg.NamespacePerProject {
+		opts.DefaultNamespaces = map[string]cache.Config{d.cfg.Namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(d.rest, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 logr.FromSlogHandler(d.log.Handler()),
+		Cache:                  opts,
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // our metrics are on the manager's port
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false, // the executor lease elects, and fences the database writes too
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	d.client = countingClient(mgr.GetClient(), d.metrics)
+	d.reader = mgr.GetAPIReader()
+	d.cache = mgr.GetCache()
+	d.events = mgr.GetEventRecorder("flyte-manager")
+	if d.clientset, err = kubernetes.NewForConfig(d.rest); err != nil {
+		return nil, err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("taskaction").
+		For(&v1.TaskAction{}, builder.WithPredicates(notOnlyStatus{})).
+		Owns(&corev1.Pod{}).
+		WatchesRawSource(source.Channel(d.trigger, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 32}).
+		Complete(d)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	return mgr, nil
+}
+
+// background runs beside the controller once the caches synced: the lease,
+// the change feed, rescans and garbage collection.
+func (d *Driver) background(ctx context.Context) error {
+	// The first scan needs the TaskActions the cluster has.
+	if !d.cache.WaitForCacheSync(ctx) {
+		return errors.New("kubernetes executor: the caches did not sync")
+	}
+	d.lease.Step(ctx)
+	d.mu.Lock()
+	d.synced = true
+	d.mu.Unlock()
+	stop := make(chan struct{})
+	defer close(stop)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(3)
+	go func() { defer wg.Done(); d.lease.Run(ctx, stop) }()
+	go func() { defer wg.Done(); d.followChanges(ctx) }()
+	go func() { defer wg.Done(); d.collectGarbage(ctx) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.rescan:
+			if d.lease.Fence() == 0 {
+				continue
+			}
+			if err := d.scan(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("scanning unfinished actions (will retry)", "err", err)
+				time.AfterFunc(time.Second, d.askRescan)
+			}
+		}
+	}
+}
+
+// scan pokes every unfinished action and every TaskAction: after taking
+// the lease, or when a change notification may have been missed.
+func (d *Driver) scan(ctx context.Context) error {
+	page := store.Page{Limit: 500}
+	for {
+		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			d.poke(rows[i].ActionKey)
+		}
+		if next == "" {
+			break
+		}
+		page.Token = next
+	}
+	var list v1.TaskActionList
+	if err := d.client.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		ta := &list.Items[i]
+		select {
+		case d.trigger <- event.GenericEvent{Object: ta}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// followChanges pokes the actions that other managers create or change
+// (a run accepted by a standby replica, an abort sent to it), as the
+// change log reports them.
+func (d *Driver) followChanges(ctx context.Context) {
+	for ctx.Err() == nil {
+		sub := d.state.Hub().Subscribe(func(c store.Change) bool { return c.Kind == store.KindAction })
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				sub.Close()
+				return
+			case c, ok := <-sub.C:
+				if !ok {
+					open = false
+					break
+				}
+				if d.lease.Fence() != 0 {
+					d.poke(c.Key)
+				}
+			}
+		}
+		sub.Close()
+		d.askRescan() // the subscription fell behind: look at everything
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Ready reports whether the driver is ready (for /readyz): its caches
+// synced. A standby replica is ready: it serves the API in full.
+func (d *Driver) Ready() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.synced {
+		return errors.New("the kubernetes executor has not synced with the cluster yet")
+	}
+	return nil
+}
+
+// LeaseStatus says whether this replica reconciles or stands by.
+func (d *Driver) LeaseStatus() string { return d.lease.Describe() }
+
+// leaseEvents is the driver's side of the lease.
+type leaseEvents struct{ d *Driver }
+
+func (e leaseEvents) Taken(token int64, prev store.Lease) {
+	e.d.log.Info("took the executor lease: this replica reconciles TaskActions", "token", token, "previous", prev.Holder)
+	e.d.metrics.takeovers.Inc()
+	e.d.askRescan()
+}
+
+func (e leaseEvents) Lost(token int64, why string) {
+	e.d.log.Error("lost the executor lease: this replica stands by", "token", token, "why", why)
+}
+
+func (e leaseEvents) Paused(token int64, why string) {
+	e.d.log.Error("the executor lease cannot be renewed: reconciling pauses until it can", "token", token, "why", why)
+}
+
+func (e leaseEvents) Resumed(token int64) {
+	e.d.log.Warn("the executor lease is renewed again: reconciling resumes", "token", token)
+	e.d.askRescan()
+}

@@ -1,0 +1,65 @@
+package kube
+
+import (
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/internal/store"
+)
+
+// Where an action's objects live. Names are derived from the action's key
+// alone, so a reconcile finds an action's TaskAction and Pods without a
+// lookup table, and a restarted manager finds the same objects.
+
+// namespaceOf is the namespace of key's objects.
+func (d *Driver) namespaceOf(key store.ActionKey) string {
+	if d.cfg.NamespacePerProject {
+		return v1.LabelValue(key.Project + "-" + key.Domain)
+	}
+	return d.cfg.Namespace
+}
+
+// nameOf is the TaskAction of key. Run names are unique per project and
+// domain only, so in a namespace shared by every project the name carries
+// them too.
+func (d *Driver) nameOf(key store.ActionKey) types.NamespacedName {
+	run := key.RunName
+	if !d.cfg.NamespacePerProject {
+		run = key.Project + "-" + key.Domain + "-" + run
+	}
+	if key.Org != "" {
+		run = key.Org + "-" + run
+	}
+	return types.NamespacedName{Namespace: d.namespaceOf(key), Name: v1.ObjectName(run, key.Name)}
+}
+
+// keyOf is the action a TaskAction stands for.
+func keyOf(ta *v1.TaskAction) store.ActionKey {
+	return store.ActionKey{
+		RunKey: store.RunKey{Org: ta.Annotations[annotationOrg], Project: ta.Spec.Project, Domain: ta.Spec.Domain, RunName: ta.Spec.RunName},
+		Name:   ta.Spec.ActionName,
+	}
+}
+
+// podName is the Pod of attempt n of ta.
+func podName(ta *v1.TaskAction, n int32) string { return podNameFor(ta.Name, n) }
+
+// podNameFor is the Pod of attempt n of the TaskAction named name.
+func podNameFor(name string, n int32) string { return v1.ObjectName(name, strconv.Itoa(int(n))) }
+
+// Labels and annotations of the objects the driver creates, besides the
+// flyte.org labels of v1.
+const (
+	// annotationOrg keeps the action's org, which is not a spec field.
+	annotationOrg = "flyte.org/org"
+	// LabelManaged marks Pods the driver created; its Pod cache watches
+	// only those.
+	LabelManaged = "flyte.org/managed-by"
+	managedBy    = "flyte-manager"
+	labelAttempt = "flyte.org/attempt"
+	labelTask    = "flyte.org/task-name"
+	// containerName is the task's container in its Pod.
+	containerName = "task"
+)

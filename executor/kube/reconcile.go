@@ -1,0 +1,498 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// Reconcile brings one TaskAction (and the action it stands for) a step
+// closer to where it should be: read, decide with the attempt core, write
+// the database, then at most one status write.
+func (d *Driver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if d.lease.Fence() == 0 || d.lease.Paused() {
+		return ctrl.Result{}, nil // standby: the holder reconciles, and scans everything when it takes over
+	}
+	d.metrics.reconciles.Inc()
+	ta := &v1.TaskAction{}
+	if err := d.client.Get(ctx, req.NamespacedName, ta); apierrors.IsNotFound(err) {
+		ta = nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	var key store.ActionKey
+	if ta != nil {
+		key = keyOf(ta)
+	} else if k, ok := d.pendingKey(req.NamespacedName); ok {
+		key = k
+	} else {
+		return ctrl.Result{}, nil // gone, and no action to stand for
+	}
+	a, err := d.state.Get(ctx, key)
+	if errors.Is(err, errs.ErrNotFound) {
+		d.forget(req.NamespacedName)
+		if ta == nil {
+			return ctrl.Result{}, nil
+		}
+		return d.adopt(ctx, ta)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var res ctrl.Result
+	switch {
+	case ta == nil:
+		res, err = d.withoutObject(ctx, req.NamespacedName, a)
+	case ta.DeletionTimestamp != nil:
+		res, err = d.finalize(ctx, ta, a)
+	default:
+		d.forget(req.NamespacedName)
+		res, err = d.step(ctx, ta, a)
+	}
+	if errors.Is(err, errs.ErrConflict) {
+		return ctrl.Result{Requeue: true}, nil // the row moved meanwhile: read it again
+	}
+	if errors.Is(err, attempt.ErrNotWriter) || errors.Is(err, store.ErrFenced) {
+		return ctrl.Result{}, nil // lost the lease mid-pass: nothing was written
+	}
+	return res, err
+}
+
+// withoutObject handles an action whose TaskAction does not exist: a new
+// action gets one; an unfinished one whose TaskAction vanished without
+// going through the finalizer (not an abort) is retried as a new attempt,
+// visibly.
+func (d *Driver) withoutObject(ctx context.Context, name types.NamespacedName, a *store.Action) (ctrl.Result, error) {
+	switch {
+	case a.Phase.Terminal():
+		d.forget(name)
+		return ctrl.Result{}, nil
+	case a.AbortRequestedAt != nil:
+		d.forget(name)
+		return ctrl.Result{}, d.record(ctx, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
+	case a.Phase.Active():
+		msg := fmt.Sprintf("the TaskAction %s of attempt %d was deleted outside the manager; the action runs again", name, a.Attempts)
+		updated, dec, err := d.core.Apply(ctx, a, nil, machine.Orphaned{Attempt: uint32(a.Attempts), Message: msg}, attempt.Record{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		d.log.Warn("an action's TaskAction vanished", "action", a.ActionKey.String(), "decision", dec.String())
+		d.afterRecord(ctx, updated, dec)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{}, d.create(ctx, name, a)
+}
+
+// step drives an action whose TaskAction exists.
+func (d *Driver) step(ctx context.Context, ta *v1.TaskAction, a *store.Action) (ctrl.Result, error) {
+	var res ctrl.Result
+	var err error
+	writeStatus := true
+	switch {
+	case a.Phase.Terminal():
+		if a.Phase == phase.Aborted {
+			err = d.deletePod(ctx, ta, a.Attempts)
+		}
+	case a.AbortRequestedAt != nil:
+		if err = d.deletePod(ctx, ta, a.Attempts); err == nil {
+			a, err = d.apply(ctx, ta, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
+		}
+	case a.Phase.Pending():
+		var launched bool
+		a, launched, res, err = d.launch(ctx, ta, a)
+		// The Pod's events follow at once: showing Initializing would cost
+		// a write that the next pass overwrites.
+		writeStatus = !launched
+	case a.Phase.Active():
+		a, res, err = d.watch(ctx, ta, a)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if writeStatus {
+		if err := d.writeStatus(ctx, ta, a); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// launch starts the current attempt of a pending action: the core plans
+// it, the driver claims it and creates its Pod.
+func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, bool, ctrl.Result, error) {
+	d.mu.Lock()
+	nb, wait := d.notBefore[a.ActionKey]
+	d.mu.Unlock()
+	if left := time.Until(nb); wait && left > 0 {
+		return a, false, ctrl.Result{RequeueAfter: left}, nil
+	}
+	if a.ParentName != nil {
+		parent, err := d.state.Get(ctx, a.RunKey.Action(*a.ParentName))
+		if err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return a, false, ctrl.Result{}, err
+		}
+		if err == nil && (parent.Phase.Terminal() || parent.AbortRequestedAt != nil) {
+			// A child enqueued while its run was being aborted: abort it
+			// (and anything under it); the next pass records ABORTED.
+			return a, false, ctrl.Result{Requeue: true}, d.state.Abort(ctx, a.ActionKey, fmt.Sprintf("parent action %s ended", parent.Name), "")
+		}
+	}
+	plan, err := d.plan(ctx, a)
+	if err != nil {
+		return a, false, ctrl.Result{}, err
+	}
+	if plan.Event != nil {
+		a, err = d.apply(ctx, ta, a, plan.Spec, plan.Event, attempt.Record{})
+		return a, false, ctrl.Result{}, err
+	}
+	l := plan.Launch
+	pod, err := d.buildPod(ctx, ta, l)
+	if err != nil {
+		a, err = d.apply(ctx, ta, a, plan.Spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: machine.KindUser,
+			Code: attempt.CodeLaunchFailed, Message: err.Error()}, attempt.Record{})
+		return a, false, ctrl.Result{}, err
+	}
+	// Claim the attempt first: a restart finds it INITIALIZING and creates
+	// the Pod (by its name, so never twice) if it is missing.
+	if a, err = d.apply(ctx, ta, a, plan.Spec, machine.Start{Attempt: uint32(a.Attempts)}, attempt.Record{}); err != nil {
+		return a, false, ctrl.Result{}, err
+	}
+	d.prepareOutputs(l.OutDir)
+	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return d.podCreateFailed(ctx, ta, a, plan.Spec, err)
+	}
+	d.metrics.podsCreated.Inc()
+	d.log.Debug("attempt started", "action", a.ActionKey.String(), "attempt", a.Attempts, "pod", pod.Name)
+	return a, true, d.timeoutCheck(a, plan.Spec, time.Now()), nil
+}
+
+// plan plans a's current attempt for a Pod: no host environment, the
+// endpoint Pods reach the manager by.
+func (d *Driver) plan(ctx context.Context, a *store.Action) (attempt.Plan, error) {
+	endpoint := d.cfg.Endpoint
+	if endpoint == "" {
+		endpoint = d.endpoint()
+	}
+	return d.core.Plan(ctx, a, attempt.PlanOptions{Endpoint: endpoint,
+		NoContainer: "the kubernetes executor runs container tasks (Python tasks and raw containers); no plugin handles this task type"})
+}
+
+// prepareOutputs creates an attempt's output directory on storage shared
+// with the Pods, as the local driver does: the runtime writes into it
+// without creating it.
+func (d *Driver) prepareOutputs(outDir string) {
+	if filepath.IsAbs(outDir) {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			d.log.Warn("creating an attempt's output directory", "dir", outDir, "err", err)
+		}
+	}
+}
+
+// podCreateFailed records a Pod the API server refused: a spec it calls
+// invalid is the task's failure; anything else (quota, admission, an
+// unreachable server) is the platform's, retried from the system budget.
+func (d *Driver) podCreateFailed(ctx context.Context, ta *v1.TaskAction, a *store.Action, spec *task.TaskSpec, cerr error) (*store.Action, bool, ctrl.Result, error) {
+	n := a.Attempts
+	ev := machine.Event(attempt.PlatformFailure(n, "the Pod could not be created: "+cerr.Error()))
+	if apierrors.IsInvalid(cerr) || apierrors.IsBadRequest(cerr) || apierrors.IsRequestEntityTooLargeError(cerr) {
+		ev = machine.Failed{Attempt: uint32(n), Kind: machine.KindUser, Code: attempt.CodeLaunchFailed, Message: "the Pod was refused: " + cerr.Error()}
+	}
+	d.warn(ta, "PodCreateFailed", cerr.Error())
+	a, err := d.apply(ctx, ta, a, spec, ev, attempt.Record{})
+	return a, false, ctrl.Result{}, err
+}
+
+// watch follows the Pod of an active attempt and records what it shows.
+func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, ctrl.Result, error) {
+	n := a.Attempts
+	spec, err := d.core.Spec(ctx, a)
+	if err != nil {
+		var bad attempt.BadSpecError
+		if !errors.As(err, &bad) {
+			return a, ctrl.Result{}, err
+		}
+		spec = nil
+	}
+	pod := &corev1.Pod{}
+	err = d.client.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: podName(ta, n)}, pod)
+	if apierrors.IsNotFound(err) {
+		// The cache may lag behind a Pod just created: ask the server.
+		err = d.reader.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: podName(ta, n)}, pod)
+	}
+	if apierrors.IsNotFound(err) {
+		if a.Phase == phase.Initializing {
+			// Claimed, but the Pod was never created (the manager stopped
+			// in between): create it now.
+			a.Phase = phase.Queued // for planning only; the row stays INITIALIZING
+			plan, perr := d.plan(ctx, a)
+			a.Phase = phase.Initializing
+			if perr != nil || plan.Launch == nil {
+				return a, ctrl.Result{}, errors.Join(perr, errors.New("the claimed attempt can no longer be planned"))
+			}
+			p, perr := d.buildPod(ctx, ta, plan.Launch)
+			if perr == nil {
+				if perr = d.client.Create(ctx, p); perr == nil || apierrors.IsAlreadyExists(perr) {
+					d.metrics.podsCreated.Inc()
+					return a, ctrl.Result{}, nil
+				}
+			}
+			return a, ctrl.Result{}, perr
+		}
+		a, err = d.apply(ctx, ta, a, spec, machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
+			"the Pod of attempt %d was deleted while it ran; the action runs again", n)}, attempt.Record{})
+		return a, ctrl.Result{}, err
+	}
+	if err != nil {
+		return a, ctrl.Result{}, err
+	}
+	outDir := runstate.OutputDir(a, n)
+	obs, exit, why := observe(pod)
+	switch obs {
+	case podWaiting:
+		return a, d.timeoutCheck(a, spec, startedAt(pod)), d.timeoutIfDue(ctx, ta, a, spec, pod)
+	case podBroken:
+		_ = d.deletePod(ctx, ta, n)
+		a, err = d.apply(ctx, ta, a, spec, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+			Code: attempt.CodeLaunchFailed, Message: "the task's container cannot start: " + why}, attempt.Record{})
+		return a, ctrl.Result{}, err
+	case podRunning:
+		if a.Phase == phase.Initializing {
+			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, attempt.Record{Logs: true}); err != nil {
+				return a, ctrl.Result{}, err
+			}
+		}
+		return a, d.timeoutCheck(a, spec, startedAt(pod)), d.timeoutIfDue(ctx, ta, a, spec, pod)
+	}
+	// The Pod ended: what it left in its output directory says how.
+	res, err := d.core.Classify(ctx, spec, outDir, exit)
+	if err != nil {
+		return a, ctrl.Result{}, err
+	}
+	rec := attempt.Record{OutDir: outDir}
+	if res.Document != nil {
+		rec.ErrorURI = contract.JoinURI(outDir, contract.ErrorFile)
+	}
+	ev := res.Event(uint32(n))
+	switch {
+	case why == "OOMKilled" && res.Outcome != contract.Succeeded:
+		ev = machine.Failed{Attempt: uint32(n), Kind: machine.KindUser, Recoverable: true, Code: attempt.CodeOOMKilled,
+			Message: fmt.Sprintf("attempt %d exceeded its memory limit and was killed (OOM)", n)}
+	case res.Outcome == contract.Lost && pod.Status.Phase == corev1.PodFailed && taskStatus(pod) == nil:
+		// The Pod failed without its container ever running (evicted, its
+		// node lost): the platform's failure.
+		ev = attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d failed before its task ran: %s %s", n, pod.Status.Reason, pod.Status.Message))
+	}
+	if res.Warning != "" {
+		d.log.Warn("attempt ended abnormally after writing its result", "action", a.ActionKey.String(), "attempt", n, "warning", res.Warning)
+	}
+	a, err = d.apply(ctx, ta, a, spec, ev, rec)
+	return a, ctrl.Result{}, err
+}
+
+// startedAt is when the Pod's task began (its creation until then).
+func startedAt(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
+}
+
+// timeoutCheck asks for a reconcile when the attempt's time limit falls due.
+func (d *Driver) timeoutCheck(a *store.Action, spec *task.TaskSpec, started time.Time) ctrl.Result {
+	at, _ := attempt.Deadline(spec.GetTaskTemplate().GetMetadata(), a.CreatedAt, started)
+	if at.IsZero() {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: max(time.Until(at), time.Millisecond)}
+}
+
+// timeoutIfDue stops an attempt whose time limit passed and records it.
+func (d *Driver) timeoutIfDue(ctx context.Context, ta *v1.TaskAction, a *store.Action, spec *task.TaskSpec, pod *corev1.Pod) error {
+	md := spec.GetTaskTemplate().GetMetadata()
+	at, code := attempt.Deadline(md, a.CreatedAt, startedAt(pod))
+	if at.IsZero() || time.Now().Before(at) {
+		return nil
+	}
+	if err := d.deletePod(ctx, ta, a.Attempts); err != nil {
+		return err
+	}
+	n := uint32(a.Attempts)
+	msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, md.GetTimeout().AsDuration())
+	if code == machine.CodeDeadline {
+		msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
+	}
+	_, err := d.apply(ctx, ta, a, spec, machine.TimedOut{Attempt: n, Code: code, Message: msg}, attempt.Record{})
+	return err
+}
+
+// apply records ev through the attempt core and acts on the decision.
+func (d *Driver) apply(ctx context.Context, ta *v1.TaskAction, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) (*store.Action, error) {
+	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
+	if err != nil {
+		return a, err
+	}
+	d.afterRecord(ctx, updated, dec)
+	switch dec := dec.(type) {
+	case *machine.Retry:
+		d.warn(ta, "Retrying", fmt.Sprintf("attempt %d failed (%s); attempt %d follows", a.Attempts, dec.Cause.Message, dec.Attempt))
+	case *machine.Terminal:
+		d.metrics.ended.WithLabelValues(dec.Phase.String()).Inc()
+		if dec.Phase != phase.Succeeded && dec.Error != nil {
+			d.warn(ta, "Failed", dec.Error.Message)
+		} else if dec.Phase == phase.Aborted {
+			d.note(ta, "Aborted", dec.Reason)
+		}
+	}
+	return updated, nil
+}
+
+// record is apply for an action without a TaskAction.
+func (d *Driver) record(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) error {
+	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
+	if err == nil {
+		d.afterRecord(ctx, updated, dec)
+	}
+	return err
+}
+
+// afterRecord acts on a recorded decision: a retry waits for its backoff;
+// a terminal action's unfinished descendants are aborted.
+func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.Decision) {
+	switch dec := dec.(type) {
+	case *machine.Retry:
+		d.mu.Lock()
+		if dec.Delay > 0 {
+			d.notBefore[a.ActionKey] = time.Now().Add(dec.Delay)
+		}
+		d.mu.Unlock()
+		if dec.Delay > 0 {
+			time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
+		}
+	case *machine.Terminal:
+		d.mu.Lock()
+		delete(d.notBefore, a.ActionKey)
+		d.mu.Unlock()
+		if err := d.core.AbortDescendants(ctx, a); err != nil {
+			d.log.Warn("aborting the children of an ended action", "action", a.ActionKey.String(), "err", err)
+		}
+	}
+}
+
+// deletePod deletes the Pod of attempt n of ta, if it exists.
+func (d *Driver) deletePod(ctx context.Context, ta *v1.TaskAction, n int32) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace, Name: podName(ta, n)}}
+	if err := d.client.Get(ctx, client.ObjectKeyFromObject(pod), pod); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	if err := d.client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// writeStatus projects a onto ta's status and writes it when it changed,
+// re-reading ta on a conflict.
+func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Action) error {
+	now := time.Now()
+	if !project(ta, a, now) {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := d.client.Status().Update(ctx, ta)
+		if apierrors.IsConflict(err) {
+			fresh := &v1.TaskAction{}
+			if gerr := d.reader.Get(ctx, client.ObjectKeyFromObject(ta), fresh); gerr != nil {
+				return gerr
+			}
+			*ta = *fresh
+			project(ta, a, now)
+		}
+		return err
+	})
+}
+
+// finalize handles a TaskAction being deleted: deleting it aborts the
+// action (and, through the database, its descendants, whose TaskActions
+// the owner references delete too), then the finalizer goes.
+func (d *Driver) finalize(ctx context.Context, ta *v1.TaskAction, a *store.Action) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ta, v1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !a.Phase.Terminal() {
+		if a.AbortRequestedAt == nil {
+			if err := d.state.Abort(ctx, a.ActionKey, "its TaskAction was deleted", "kubernetes"); err != nil {
+				return ctrl.Result{}, err
+			}
+			fresh, err := d.state.Get(ctx, a.ActionKey)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			a = fresh
+		}
+		if err := d.deletePod(ctx, ta, a.Attempts); err != nil {
+			return ctrl.Result{}, err
+		}
+		if _, err := d.apply(ctx, ta, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, d.removeFinalizer(ctx, ta)
+}
+
+func (d *Driver) removeFinalizer(ctx context.Context, ta *v1.TaskAction) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &v1.TaskAction{}
+		if err := d.reader.Get(ctx, client.ObjectKeyFromObject(ta), fresh); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if !controllerutil.RemoveFinalizer(fresh, v1.Finalizer) {
+			return nil
+		}
+		err := d.client.Update(ctx, fresh)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (d *Driver) warn(ta *v1.TaskAction, reason, note string) {
+	if ta != nil && d.events != nil {
+		d.events.Eventf(ta, nil, corev1.EventTypeWarning, reason, reason, "%s", note)
+	}
+}
+
+func (d *Driver) note(ta *v1.TaskAction, reason, note string) {
+	if ta != nil && d.events != nil {
+		d.events.Eventf(ta, nil, corev1.EventTypeNormal, reason, reason, "%s", note)
+	}
+}
