@@ -69,7 +69,11 @@ K8S_BIN      := $(BIN)/k8s
 K8S_VERSION  := $(shell awk '$$1 == "k8s.io/kubernetes" && NF >= 2 { print $$2; exit }' tools/k8s/go.mod)
 ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" && NF >= 2 { print $$2; exit }' tools/k8s/go.mod)
 K8S_STAMP    := $(K8S_BIN)/.built-kubernetes-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
-K8S_BUILD    := cd tools/k8s && GOWORK=off GOFLAGS=-mod=mod $(GO) build -trimpath
+# The version the binaries report (a release build stamps it the same way).
+K8S_LDFLAGS  := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(word 2,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
+  -X $(p).gitMinor=$(word 3,$(subst ., ,$(K8S_VERSION:v%=x.%))) -X $(p).gitTreeState=clean)
+K8S_BUILD    := cd tools/k8s && GOWORK=off GOFLAGS=-mod=mod $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)"
 envtest-assets:
 	@if [ -f $(K8S_STAMP) ] && [ -x $(K8S_BIN)/kube-apiserver ] && [ -x $(K8S_BIN)/etcd ] && [ -x $(K8S_BIN)/kubectl ]; then \
 	  echo "envtest assets: kube-apiserver and kubectl $(K8S_VERSION), etcd $(ETCD_VERSION) in $(K8S_BIN)"; \
