@@ -71,6 +71,47 @@ check-manifests:
 	@git diff --exit-code -- $(EXECUTOR_GENERATED) || (echo "executor manifests are stale: run make -C executor manifests generate and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- $(EXECUTOR_GENERATED))" || (git status --porcelain -- $(EXECUTOR_GENERATED); echo "executor has untracked generated files: run make -C executor manifests generate and commit" && exit 1)
 
+## envtest-assets: kube-apiserver, etcd and kubectl for the test cluster, built
+## from Go modules (tools/k8s pins the versions) into bin/k8s/. Several minutes
+## the first time; skipped while the binaries of the pinned versions are there.
+## Tests find them there, or in $KUBEBUILDER_ASSETS.
+.PHONY: envtest-assets test-cluster test-cluster-stop
+K8S_BIN      := $(BIN)/k8s
+K8S_VERSION  := $(shell awk '$$1 == "k8s.io/kubernetes" && NF >= 2 { print $$2; exit }' tools/k8s/go.mod)
+ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" && NF >= 2 { print $$2; exit }' tools/k8s/go.mod)
+K8S_STAMP    := $(K8S_BIN)/.built-kubernetes-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
+# The version the binaries report (a release build stamps it the same way).
+K8S_LDFLAGS  := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(word 2,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
+  -X $(p).gitMinor=$(word 3,$(subst ., ,$(K8S_VERSION:v%=x.%))) -X $(p).gitTreeState=clean)
+K8S_BUILD    := cd tools/k8s && GOWORK=off GOFLAGS=-mod=mod $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)"
+envtest-assets:
+	@if [ -f $(K8S_STAMP) ] && [ -x $(K8S_BIN)/kube-apiserver ] && [ -x $(K8S_BIN)/etcd ] && [ -x $(K8S_BIN)/kubectl ]; then \
+	  echo "envtest assets: kube-apiserver and kubectl $(K8S_VERSION), etcd $(ETCD_VERSION) in $(K8S_BIN)"; \
+	else \
+	  echo "building kube-apiserver and kubectl $(K8S_VERSION), etcd $(ETCD_VERSION) from Go modules into $(K8S_BIN)"; \
+	  rm -f $(K8S_BIN)/.built-* && \
+	  ($(K8S_BUILD) -o $(K8S_BIN)/etcd go.etcd.io/etcd/server/v3) && \
+	  ($(K8S_BUILD) -o $(K8S_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver) && \
+	  ($(K8S_BUILD) -o $(K8S_BIN)/kubectl k8s.io/kubernetes/cmd/kubectl) && \
+	  touch $(K8S_STAMP); \
+	fi
+
+## test-cluster: etcd, kube-apiserver and a node agent that runs Pods as local
+## processes, in the background; writes bin/test-cluster/kubeconfig and
+## bin/test-cluster/manager.yaml (kubernetes mode on that cluster) and prints
+## how to use them. TEST_CLUSTER_FLAGS passes e.g. "--runner noop".
+## test-cluster-stop: stops it, kills its Pod processes, removes bin/test-cluster.
+TEST_CLUSTER_DIR   := $(BIN)/test-cluster
+TEST_CLUSTER_FLAGS ?=
+test-cluster: envtest-assets
+	$(GO) build -o $(K8S_BIN)/test-cluster ./executor/cmd/test-cluster
+	$(K8S_BIN)/test-cluster start --dir $(TEST_CLUSTER_DIR) --assets $(K8S_BIN) $(TEST_CLUSTER_FLAGS)
+
+test-cluster-stop:
+	$(GO) build -o $(K8S_BIN)/test-cluster ./executor/cmd/test-cluster
+	$(K8S_BIN)/test-cluster stop --dir $(TEST_CLUSTER_DIR)
+
 ## bench: actions/s and submit→terminal latency through the public API, on
 ## SQLite and PostgreSQL, with the no-op runner (control plane only) and the
 ## real a0 runner; prints figures, asserts nothing. BENCH_FLAGS passes sizes,

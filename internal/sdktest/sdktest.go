@@ -35,7 +35,7 @@ var executables = []string{"python", "a0", "flyte"}
 // test fails; when nothing is configured the test is skipped.
 func Venv(t testing.TB) string {
 	t.Helper()
-	venv, configured := locate(os.Getenv, repoRoot())
+	venv, configured := locate(os.Getenv, RepoRoot())
 	problem := check(venv)
 	switch {
 	case problem == "":
@@ -101,9 +101,9 @@ func inspect(venv string) string {
 	return ""
 }
 
-// repoRoot is the directory of the fmgr.dev module above the working
+// RepoRoot is the directory of the fmgr.dev module above the working
 // directory (tests run in their package's directory).
-func repoRoot() string {
+func RepoRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "."

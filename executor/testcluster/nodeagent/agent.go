@@ -1,0 +1,270 @@
+// Package nodeagent is the test cluster's kubelet: one node whose Pods run as
+// local processes.
+//
+// The agent registers its Node, binds every unscheduled Pod to it (envtest
+// has no scheduler, and there is only one node), and watches the Pods bound
+// to it. Each Pod's first container runs as a host process through the local
+// executor's process runner (own process group and working directory,
+// stdout/stderr in a log file, the memory limit enforced where the host gives
+// a cgroup). The agent reports the Pod's status as a kubelet does: Running
+// with the container's start, then Succeeded or Failed with its exit code
+// (two status writes per Pod). Deleting a Pod stops its process (SIGTERM, then
+// SIGKILL after the Pod's termination grace period) and then removes the
+// object, as a kubelet confirms a deletion.
+//
+// What it does not do: init and sidecar containers, restarts (restartPolicy
+// must be Never), images (the container's command is found on PATH of the
+// host), volumes, probes, `kubectl logs`.
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Runner modes.
+const (
+	// RunProcess runs each Pod's container command as a host process.
+	RunProcess = "process"
+	// RunNoop starts nothing: every Pod goes Running, then Succeeded with
+	// exit code 0. For benchmarks of the control plane.
+	RunNoop = "noop"
+)
+
+// DefaultNodeName is the node an agent registers when Options.NodeName is empty.
+const DefaultNodeName = "flyte-node-0"
+
+// Options configure an Agent.
+type Options struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// NodeName is the Node the agent registers and runs Pods for;
+	// DefaultNodeName when empty.
+	NodeName string
+	// Dir holds the Pods' working directories and logs:
+	// <Dir>/<namespace>/<pod>_<uid>/<container>/ and <container>.log.
+	Dir string
+	// Runner is RunProcess (the default when empty) or RunNoop.
+	Runner string
+	// Env is the environment every process starts from, before its
+	// container's env. Empty means PATH, HOME and LANG of the agent.
+	Env []string
+	// Log receives the agent's own records; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// Agent runs the Pods of one node.
+type Agent struct {
+	opts    Options
+	log     *slog.Logger
+	runners runners
+
+	mu sync.Mutex
+	// pods are the Pods this agent took on, kept after their run ended
+	// until the object is deleted, so that a late event about a Pod the
+	// agent ran is never mistaken for a Pod it lost.
+	pods map[types.UID]*podRun
+	wg   sync.WaitGroup // one per podRun goroutine
+}
+
+// New checks opts and returns an agent; Run starts it.
+func New(opts Options) (*Agent, error) {
+	if opts.Client == nil {
+		return nil, errors.New("nodeagent: no API client")
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = DefaultNodeName
+	}
+	switch opts.Runner {
+	case "":
+		opts.Runner = RunProcess
+	case RunProcess, RunNoop:
+	default:
+		return nil, fmt.Errorf("nodeagent: unknown runner %q (want %q or %q)", opts.Runner, RunProcess, RunNoop)
+	}
+	if !filepath.IsAbs(opts.Dir) {
+		return nil, fmt.Errorf("nodeagent: the directory %q must be an absolute path", opts.Dir)
+	}
+	if len(opts.Env) == 0 {
+		opts.Env = agentEnv()
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Agent{
+		opts: opts,
+		log:  opts.Log.With("node", opts.NodeName),
+		pods: map[types.UID]*podRun{},
+	}, nil
+}
+
+// agentEnv is the part of the agent's own environment a process needs to
+// find commands and a home.
+func agentEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// NodeName is the node the agent runs Pods for.
+func (a *Agent) NodeName() string { return a.opts.NodeName }
+
+// Run registers the node and serves its Pods until ctx ends; ready (may be
+// nil) is called once both informers have synced. When Run returns, every
+// process it started has been stopped.
+func (a *Agent) Run(ctx context.Context, ready func()) error {
+	if err := os.MkdirAll(a.opts.Dir, 0o755); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	if err := registerNode(ctx, a.opts.Client, a.opts.NodeName); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	bound := informers.NewSharedInformerFactoryWithOptions(a.opts.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + a.opts.NodeName }))
+	podInf := bound.Core().V1().Pods().Informer()
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.observe(ctx, obj) },
+		UpdateFunc: func(_, obj any) { a.observe(ctx, obj) },
+		DeleteFunc: func(obj any) { a.gone(obj) },
+	}); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	sched := newScheduler(a.opts.Client, a.opts.NodeName, a.log)
+	unbound := informers.NewSharedInformerFactoryWithOptions(a.opts.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" }))
+	if _, err := unbound.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sched.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { sched.enqueue(obj) },
+	}); err != nil {
+		return fmt.Errorf("nodeagent: %w", err)
+	}
+	bound.Start(ctx.Done())
+	unbound.Start(ctx.Done())
+	go sched.run(ctx)
+	for typ, ok := range bound.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("nodeagent: the %v informer did not sync", typ)
+		}
+	}
+	unbound.WaitForCacheSync(ctx.Done())
+	a.log.Info("node agent ready", "runner", a.opts.Runner, "dir", a.opts.Dir)
+	if ready != nil {
+		ready()
+	}
+	<-ctx.Done()
+	sched.shutdown()
+	bound.Shutdown()
+	unbound.Shutdown()
+	a.stopAll()
+	return nil
+}
+
+// observe takes on a new Pod, or passes a deletion to the Pod's run.
+func (a *Agent) observe(ctx context.Context, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != a.opts.NodeName {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if run, ok := a.pods[pod.UID]; ok {
+		if pod.DeletionTimestamp != nil {
+			run.requestStop()
+		}
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		// Not ours to run any more; confirm the deletion unless a run of
+		// ours is in flight (then the run confirms it when it ends).
+		go a.confirmDeletion(ctx, pod)
+		return
+	}
+	if terminal(pod) {
+		return
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		// Running by another agent's hand (a restarted agent lost its
+		// process): the container is gone.
+		go a.lost(ctx, pod)
+		return
+	}
+	run := newPodRun(a, pod)
+	a.pods[pod.UID] = run
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		run.run(ctx)
+		a.mu.Lock()
+		run.ended = true
+		a.mu.Unlock()
+	}()
+}
+
+// gone handles a Pod object that was removed (force-deleted, or deleted by
+// the agent itself after its run ended).
+func (a *Agent) gone(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if run, ok := a.pods[pod.UID]; ok {
+		run.requestStop()
+		delete(a.pods, pod.UID)
+	}
+}
+
+// stopAll stops every running Pod process and waits for the runs to end.
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	for _, run := range a.pods {
+		run.requestStop()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// Running reports how many Pods the agent is running now.
+func (a *Agent) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, run := range a.pods {
+		if !run.ended {
+			n++
+		}
+	}
+	return n
+}
+
+func terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// waitFor is how long the agent keeps retrying an API write that fails for
+// reasons other than a conflict (the API server restarting, a loaded machine).
+const waitFor = 2 * time.Minute

@@ -1,0 +1,263 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fmgr.dev/executor/local/process"
+)
+
+// podRun is the life of one Pod on the node, from its first sighting to its
+// terminal status (or the confirmation of its deletion).
+type podRun struct {
+	a        *Agent
+	pod      *corev1.Pod // the latest copy the run knows, updated by its own writes
+	stop     chan struct{}
+	stopOnce sync.Once
+	ended    bool // guarded by Agent.mu
+}
+
+func newPodRun(a *Agent, pod *corev1.Pod) *podRun {
+	return &podRun{a: a, pod: pod.DeepCopy(), stop: make(chan struct{})}
+}
+
+// requestStop asks the run to stop its process: the Pod is being deleted,
+// is gone, or the agent stops.
+func (r *podRun) requestStop() { r.stopOnce.Do(func() { close(r.stop) }) }
+
+func (r *podRun) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *podRun) run(ctx context.Context) {
+	log := r.a.log.With("pod", r.pod.Namespace+"/"+r.pod.Name)
+	if problem := unsupported(r.pod); problem != "" {
+		log.Warn("cannot run pod", "problem", problem)
+		r.finish(ctx, notStarted(r.pod, "Unsupported", problem))
+		return
+	}
+	if r.a.opts.Runner == RunNoop {
+		now := metav1.Now()
+		r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, now, 0) })
+		r.finish(ctx, outcome{exitCode: 0, started: now, finished: metav1.Now()})
+		return
+	}
+	spec, err := r.processSpec(ctx)
+	if err != nil {
+		log.Warn("cannot start pod", "err", err)
+		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
+		return
+	}
+	proc, err := r.a.runners.get(gracePeriod(r.pod)).Start(spec)
+	if err != nil {
+		log.Warn("cannot start pod", "err", err)
+		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
+		return
+	}
+	started := metav1.Now()
+	log.Info("pod running", "pid", proc.Identity().PID, "dir", spec.Dir)
+	r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, started, proc.Identity().PID) })
+	select {
+	case <-proc.Done():
+	case <-r.stop:
+		proc.Abort("the pod is being deleted")
+	case <-ctx.Done():
+		proc.Abort("the node agent stops")
+	}
+	st := proc.Wait()
+	log.Info("pod process ended", "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
+	r.finish(ctx, exited(st, r.pod, started))
+}
+
+// finish writes the terminal status, or, when the Pod is being deleted,
+// confirms the deletion instead (its status no longer matters). When the
+// agent stops, it writes nothing: the API server may be gone already.
+func (r *podRun) finish(ctx context.Context, out outcome) {
+	if ctx.Err() != nil {
+		return
+	}
+	if r.stopped() {
+		r.a.confirmDeletion(ctx, r.pod)
+		return
+	}
+	r.writeStatus(ctx, func(s *corev1.PodStatus) { terminated(s, r.pod, out) })
+}
+
+// processSpec is the host process for the Pod's first container.
+func (r *podRun) processSpec(ctx context.Context) (process.Spec, error) {
+	pod := r.pod
+	c := pod.Spec.Containers[0]
+	env, err := containerEnv(ctx, r.a.opts.Client, pod, &c, r.a.opts.Env)
+	if err != nil {
+		return process.Spec{}, err
+	}
+	vars := envMap(env)
+	var args []string
+	for _, s := range append(append([]string(nil), c.Command...), c.Args...) {
+		args = append(args, expand(s, vars))
+	}
+	var limits process.Limits
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		limits.MemoryBytes = q.Value()
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		limits.CPUMillis = q.MilliValue()
+	}
+	var timeout time.Duration
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+		timeout = time.Duration(*d) * time.Second
+	}
+	podDir := PodDir(r.a.opts.Dir, pod)
+	return process.Spec{
+		Args:    args,
+		Env:     env,
+		Dir:     filepath.Join(podDir, c.Name),
+		LogPath: filepath.Join(podDir, c.Name+".log"),
+		Timeout: timeout,
+		Limits:  limits,
+	}, nil
+}
+
+// PodDir is where a Pod's containers work and log below an agent's Dir.
+func PodDir(dir string, pod *corev1.Pod) string {
+	return filepath.Join(dir, pod.Namespace, pod.Name+"_"+string(pod.UID))
+}
+
+// unsupported says why the agent cannot run pod, "" when it can.
+func unsupported(pod *corev1.Pod) string {
+	switch {
+	case pod.Spec.RestartPolicy != corev1.RestartPolicyNever:
+		return fmt.Sprintf("the test node agent runs only Pods with restartPolicy Never, not %q", pod.Spec.RestartPolicy)
+	case len(pod.Spec.Containers) == 0:
+		return "the Pod has no container"
+	case len(pod.Spec.Containers[0].Command) == 0:
+		return "the test node agent needs the container's command: it has no image to take an entrypoint from"
+	}
+	return ""
+}
+
+// gracePeriod is the Pod's termination grace period (30 s by default, as in
+// Kubernetes).
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// writeStatus applies mutate to the Pod's status and writes it, re-reading
+// the Pod on a conflict. A Pod that is gone (or replaced by another with
+// the same name) needs no status any more.
+func (r *podRun) writeStatus(ctx context.Context, mutate func(*corev1.PodStatus)) {
+	pods := r.a.opts.Client.CoreV1().Pods(r.pod.Namespace)
+	cur := r.pod.DeepCopy()
+	retryWrites(ctx, r.a.log, "pod status "+r.pod.Namespace+"/"+r.pod.Name, func() (bool, error) {
+		mutate(&cur.Status)
+		updated, err := pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			r.pod = updated
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case apierrors.IsConflict(err):
+			fresh, gerr := pods.Get(ctx, r.pod.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) || (gerr == nil && fresh.UID != r.pod.UID) {
+				return true, nil
+			}
+			if gerr == nil {
+				cur = fresh
+			}
+			return false, err
+		default:
+			return false, err
+		}
+	})
+}
+
+// confirmDeletion removes a Pod object the agent no longer runs, as a
+// kubelet does once the containers of a deleted Pod stopped.
+func (a *Agent) confirmDeletion(ctx context.Context, pod *corev1.Pod) {
+	zero := int64(0)
+	uid := pod.UID
+	retryWrites(ctx, a.log, "delete pod "+pod.Namespace+"/"+pod.Name, func() (bool, error) {
+		err := a.opts.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero,
+			Preconditions:      &metav1.Preconditions{UID: &uid},
+		})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return true, nil // done, gone, or another Pod by that name now
+		}
+		return false, err
+	})
+}
+
+// lost fails a Pod that claims to be running on this node while the agent
+// has no process for it (the agent restarted).
+func (a *Agent) lost(ctx context.Context, pod *corev1.Pod) {
+	r := newPodRun(a, pod)
+	started := metav1.Now()
+	if cs := pod.Status.ContainerStatuses; len(cs) > 0 && cs[0].State.Running != nil {
+		started = cs[0].State.Running.StartedAt
+	}
+	out := outcome{exitCode: 137, reason: "Error", message: "the node agent lost this container's process (it restarted)", started: started, finished: metav1.Now()}
+	r.writeStatus(ctx, func(s *corev1.PodStatus) { terminated(s, pod, out) })
+}
+
+// retryWrites calls write until it reports done, backing off between
+// failures, for at most waitFor or until ctx ends.
+func retryWrites(ctx context.Context, log interface{ Warn(string, ...any) }, what string, write func() (done bool, err error)) {
+	deadline := time.Now().Add(waitFor)
+	backoff := 50 * time.Millisecond
+	for {
+		done, err := write()
+		if done {
+			return
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			log.Warn("giving up on an API write", "what", what, "err", err)
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// runners hands out process runners by kill grace: a Pod's processes get
+// its termination grace period between SIGTERM and SIGKILL.
+type runners struct {
+	mu     sync.Mutex
+	byKill map[time.Duration]*process.Runner
+}
+
+func (rs *runners) get(grace time.Duration) *process.Runner {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r, ok := rs.byKill[grace]; ok {
+		return r
+	}
+	if rs.byKill == nil {
+		rs.byKill = map[time.Duration]*process.Runner{}
+	}
+	// KillGrace 0 means the runner's default; a Pod's 0 means at once.
+	r := process.NewRunner(process.Config{KillGrace: max(grace, time.Millisecond)})
+	rs.byKill[grace] = r
+	return r
+}

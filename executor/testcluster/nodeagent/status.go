@@ -1,0 +1,184 @@
+package nodeagent
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"fmgr.dev/executor/local/process"
+)
+
+// The node's (and so every Pod's) address: the processes run on this host.
+const hostIP = "127.0.0.1"
+
+// outcome is how a Pod's container ended, in a kubelet's terms.
+type outcome struct {
+	exitCode int32
+	signal   int32
+	reason   string // the container's; "" derives Completed / Error from exitCode
+	message  string
+	// podReason and podMessage explain a Pod-level failure (DeadlineExceeded).
+	podReason, podMessage string
+	started, finished     metav1.Time
+}
+
+// succeeded says whether the Pod ends Succeeded rather than Failed.
+func (o outcome) succeeded() bool { return o.exitCode == 0 && o.podReason == "" && o.reason == "" }
+
+// exited translates a process's end into the container's terminated state.
+func exited(st process.ExitStatus, pod *corev1.Pod, started metav1.Time) outcome {
+	out := outcome{exitCode: int32(st.Code), started: started, finished: metav1.NewTime(st.Ended)}
+	if st.Ended.IsZero() {
+		out.finished = metav1.Now()
+	}
+	if st.Signal != "" {
+		// As container runtimes report it: 128 + the signal's number.
+		out.signal = signalNumber(st.Signal)
+		out.exitCode = 128 + out.signal
+	}
+	switch {
+	case st.OOMKilled:
+		out.reason, out.exitCode = "OOMKilled", 137
+		out.message = fmt.Sprintf("the container went over its memory limit of %s", process.FormatBytes(st.MemoryLimit))
+	case st.Err != nil:
+		out.reason, out.exitCode = "Error", 128
+		out.message = "the node agent lost track of the process"
+	}
+	if st.TimedOut {
+		out.podReason = "DeadlineExceeded"
+		out.podMessage = fmt.Sprintf("Pod was active on the node longer than the specified deadline (%ds)", *pod.Spec.ActiveDeadlineSeconds)
+	}
+	if out.message == "" && out.exitCode != 0 && len(pod.Spec.Containers) > 0 &&
+		pod.Spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		out.message = logTail(st.StdoutTail, st.StderrTail)
+	}
+	return out
+}
+
+// notStarted is the outcome of a container the agent could not start: as a
+// runtime reports a failed start, exit code 128 with the reason given.
+func notStarted(pod *corev1.Pod, reason, message string) outcome {
+	now := metav1.Now()
+	return outcome{exitCode: 128, reason: reason, message: message, started: now, finished: now}
+}
+
+// running marks the Pod Running with its first container started at
+// started (pid 0: no process, the noop runner).
+func running(s *corev1.PodStatus, pod *corev1.Pod, started metav1.Time, pid int) {
+	s.Phase = corev1.PodRunning
+	setAddresses(s)
+	s.StartTime = &started
+	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		setCondition(s, t, corev1.ConditionTrue, "", started)
+	}
+	ready := true
+	s.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:        pod.Spec.Containers[0].Name,
+		Image:       pod.Spec.Containers[0].Image,
+		ContainerID: containerID(pid),
+		Ready:       true,
+		Started:     &ready,
+		State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+	}}
+}
+
+// terminated marks the Pod Succeeded or Failed with its first container's
+// end.
+func terminated(s *corev1.PodStatus, pod *corev1.Pod, out outcome) {
+	s.Phase = corev1.PodFailed
+	if out.succeeded() {
+		s.Phase = corev1.PodSucceeded
+	}
+	s.Reason, s.Message = out.podReason, out.podMessage
+	setAddresses(s)
+	if s.StartTime == nil {
+		s.StartTime = &out.started
+	}
+	setCondition(s, corev1.PodReadyToStartContainers, corev1.ConditionFalse, "", out.finished)
+	setCondition(s, corev1.PodInitialized, corev1.ConditionTrue, "", out.finished)
+	setCondition(s, corev1.ContainersReady, corev1.ConditionFalse, "PodCompleted", out.finished)
+	setCondition(s, corev1.PodReady, corev1.ConditionFalse, "PodCompleted", out.finished)
+	reason := out.reason
+	if reason == "" {
+		reason = "Completed"
+		if out.exitCode != 0 {
+			reason = "Error"
+		}
+	}
+	var id string
+	if len(s.ContainerStatuses) > 0 {
+		id = s.ContainerStatuses[0].ContainerID
+	}
+	started := false
+	s.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:        pod.Spec.Containers[0].Name,
+		Image:       pod.Spec.Containers[0].Image,
+		ContainerID: id,
+		Started:     &started,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode:    out.exitCode,
+			Signal:      out.signal,
+			Reason:      reason,
+			Message:     out.message,
+			StartedAt:   out.started,
+			FinishedAt:  out.finished,
+			ContainerID: id,
+		}},
+	}}
+}
+
+func setAddresses(s *corev1.PodStatus) {
+	s.HostIP, s.PodIP = hostIP, hostIP
+	s.HostIPs = []corev1.HostIP{{IP: hostIP}}
+	s.PodIPs = []corev1.PodIP{{IP: hostIP}}
+}
+
+// setCondition sets a condition, keeping its transition time when its
+// status does not change.
+func setCondition(s *corev1.PodStatus, t corev1.PodConditionType, status corev1.ConditionStatus, reason string, at metav1.Time) {
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		if c.Type != t {
+			continue
+		}
+		if c.Status != status {
+			c.LastTransitionTime = at
+		}
+		c.Status, c.Reason = status, reason
+		return
+	}
+	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: at})
+}
+
+// containerID names the process as a runtime names a container.
+func containerID(pid int) string {
+	if pid == 0 {
+		return "noop://"
+	}
+	return fmt.Sprintf("process://%d", pid)
+}
+
+// signalNumber maps a signal's name as Go prints it ("killed") back to its
+// number.
+func signalNumber(name string) int32 {
+	for n := 1; n < 65; n++ {
+		if syscall.Signal(n).String() == name {
+			return int32(n)
+		}
+	}
+	return int32(syscall.SIGKILL)
+}
+
+// logTail is the termination message of FallbackToLogsOnError: the last
+// lines of output, at most 2 KiB as in Kubernetes.
+func logTail(stdout, stderr []string) string {
+	lines := append(append([]string(nil), stdout...), stderr...)
+	msg := strings.Join(lines, "\n")
+	if len(msg) > 2048 {
+		msg = msg[len(msg)-2048:]
+	}
+	return msg
+}
