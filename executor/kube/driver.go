@@ -81,6 +81,8 @@ type Driver struct {
 
 var _ runstate.Executor = (*Driver)(nil)
 
+var setLoggerOnce sync.Once
+
 // RESTConfig loads the cluster's client configuration: the kubeconfig
 // file, else in-cluster credentials, else $KUBECONFIG or ~/.kube/config.
 func RESTConfig(cfg config.KubernetesExecutor) (*rest.Config, error) {
@@ -234,9 +236,11 @@ func (d *Driver) newManager() (manager.Manager, error) {
 	if !d.cfg.NamespacePerProject {
 		opts.DefaultNamespaces = map[string]cache.Config{d.cfg.Namespace: {}}
 	}
+	logger := logr.FromSlogHandler(d.log.Handler())
+	setLoggerOnce.Do(func() { ctrl.SetLogger(logger) }) // controller-runtime's global logger, used before a manager's
 	mgr, err := ctrl.NewManager(d.rest, ctrl.Options{
 		Scheme:                 scheme,
-		Logger:                 logr.FromSlogHandler(d.log.Handler()),
+		Logger:                 logger,
 		Cache:                  opts,
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // our metrics are on the manager's port
 		HealthProbeBindAddress: "0",
@@ -276,10 +280,10 @@ func (d *Driver) background(ctx context.Context) error {
 	d.mu.Lock()
 	d.synced = true
 	d.mu.Unlock()
-	stop := make(chan struct{})
-	defer close(stop)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	stop := make(chan struct{})
+	defer close(stop) // before the wait: it stops the lease's loop
 	wg.Add(3)
 	go func() { defer wg.Done(); d.lease.Run(ctx, stop) }()
 	go func() { defer wg.Done(); d.followChanges(ctx) }()
