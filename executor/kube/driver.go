@@ -73,7 +73,7 @@ type Driver struct {
 	cache     cache.Cache
 
 	mu         sync.Mutex
-	pending    map[types.NamespacedName]store.ActionKey // actions whose TaskAction may not exist yet
+	keys       map[types.NamespacedName]store.ActionKey // unfinished actions by TaskAction, which may not exist (yet, or any more)
 	notBefore  map[store.ActionKey]time.Time            // retries waiting for their backoff
 	namespaces map[string]bool                          // namespaces known to exist
 	synced     bool                                     // the caches synced and the lease was tried once
@@ -123,7 +123,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		log:        log.With("component", "executor", "executor", "kubernetes"),
 		trigger:    make(chan event.GenericEvent, 8192),
 		rescan:     make(chan struct{}, 1),
-		pending:    map[types.NamespacedName]store.ActionKey{},
+		keys:       map[types.NamespacedName]store.ActionKey{},
 		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
 	}
@@ -147,7 +147,7 @@ func (d *Driver) Abort(key store.ActionKey) { d.poke(key) }
 func (d *Driver) poke(key store.ActionKey) {
 	name := d.nameOf(key)
 	d.mu.Lock()
-	d.pending[name] = key
+	d.keys[name] = key
 	d.mu.Unlock()
 	select {
 	case d.trigger <- event.GenericEvent{Object: &v1.TaskAction{ObjectMeta: metaOf(name)}}:
@@ -163,18 +163,19 @@ func (d *Driver) askRescan() {
 	}
 }
 
-// pendingKey is the action a TaskAction that does not exist (yet) stands
-// for.
-func (d *Driver) pendingKey(name types.NamespacedName) (store.ActionKey, bool) {
+// keyFor is the unfinished action a TaskAction that does not exist stands
+// for: not yet created, or deleted behind the manager's back.
+func (d *Driver) keyFor(name types.NamespacedName) (store.ActionKey, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	k, ok := d.pending[name]
+	k, ok := d.keys[name]
 	return k, ok
 }
 
+// forget drops an ended action's entry.
 func (d *Driver) forget(name types.NamespacedName) {
 	d.mu.Lock()
-	delete(d.pending, name)
+	delete(d.keys, name)
 	d.mu.Unlock()
 }
 

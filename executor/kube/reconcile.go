@@ -45,7 +45,7 @@ func (d *Driver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	var key store.ActionKey
 	if ta != nil {
 		key = keyOf(ta)
-	} else if k, ok := d.pendingKey(req.NamespacedName); ok {
+	} else if k, ok := d.keyFor(req.NamespacedName); ok {
 		key = k
 	} else {
 		return ctrl.Result{}, nil // gone, and no action to stand for
@@ -68,8 +68,10 @@ func (d *Driver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	case ta.DeletionTimestamp != nil:
 		res, err = d.finalize(ctx, ta, a)
 	default:
-		d.forget(req.NamespacedName)
 		res, err = d.step(ctx, ta, a)
+	}
+	if a.Phase.Terminal() {
+		d.forget(req.NamespacedName)
 	}
 	if errors.Is(err, errs.ErrConflict) {
 		return ctrl.Result{Requeue: true}, nil // the row moved meanwhile: read it again
