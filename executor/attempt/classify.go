@@ -14,16 +14,20 @@ import (
 // Classify reads what an attempt left under outDir (a local directory or a
 // blob prefix) and classifies its end with the contract.
 func (c *Core) Classify(ctx context.Context, spec *task.TaskSpec, outDir string, exit contract.Exit) (contract.Result, error) {
-	names := contract.OutputNames(spec.GetTaskTemplate().GetInterface())
+	f := contract.Files{OutputNames: contract.OutputNames(spec.GetTaskTemplate().GetInterface()),
+		Raw: spec.GetTaskTemplate().GetType() == contract.RawContainer}
+	var err error
 	if filepath.IsAbs(outDir) {
-		return contract.ClassifyDir(outDir, exit, names...)
+		if f, err = f.ReadDir(outDir); err != nil {
+			return contract.Result{}, err
+		}
+		return contract.ClassifyFiles(exit, f), nil
 	}
 	blobs := c.state.Blobs()
 	prefix, err := blobs.Key(outDir)
 	if err != nil {
 		return contract.Result{}, err
 	}
-	f := contract.Files{OutputNames: names}
 	if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
 		return contract.Result{}, err
 	}

@@ -448,3 +448,24 @@ func TestResultEvents(t *testing.T) {
 		t.Errorf("usage error must not be retried: %v %v", d, err)
 	}
 }
+
+// A raw container knows nothing of outputs.pb: exit 0 is its success when
+// it declares no outputs. A Flyte task that exits 0 without its files broke
+// the contract, and a raw container that fails still failed.
+func TestClassifyRawContainer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		exit Exit
+		f    Files
+		want Outcome
+	}{
+		{"raw, exit 0", Exit{}, Files{Raw: true}, Succeeded},
+		{"raw, exit 1", Exit{Code: 1}, Files{Raw: true}, Crashed},
+		{"raw with a declared output", Exit{}, Files{Raw: true, OutputNames: []string{"o0"}}, Failed},
+		{"flyte task, exit 0 without files", Exit{}, Files{}, Failed},
+	} {
+		if got := ClassifyFiles(tc.exit, tc.f).Outcome; got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -113,7 +113,15 @@ type Files struct {
 	// OutputNames are the outputs the task's interface declares: a complete
 	// outputs.pb carries every one of them.
 	OutputNames []string
+	// Raw says the task is a raw container (TaskTemplate.type
+	// "raw-container"), whose command knows nothing of the runtime's files:
+	// exit 0 is its success when it declares no outputs.
+	Raw bool
 }
+
+// RawContainer is the task type of containers that do not run the Flyte
+// runtime.
+const RawContainer = "raw-container"
 
 // Classify decides how an attempt ended from its exit and what it left in its
 // output directory: errorDoc is the content of error.pb (nil when absent) and
@@ -194,7 +202,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 		}
 		return r
 	}
-	if OutputsComplete(f.Outputs, f.OutputNames) {
+	if OutputsComplete(f.Outputs, f.OutputNames) || (f.Raw && !abnormal && !exit.Unobserved && len(f.OutputNames) == 0) {
 		r.Outcome = Succeeded
 		if abnormal || exit.Unobserved {
 			r.Warning = "the task wrote " + OutputsFile + " completely and then " + exit.how() + "; its outputs are recorded from the file"
@@ -280,15 +288,24 @@ func (e Exit) how() string {
 // ClassifyDir is ClassifyFiles for an output directory on the local
 // filesystem. The error is for I/O failures other than a missing file.
 func ClassifyDir(outputDir string, exit Exit, outputNames ...string) (Result, error) {
-	doc, err := readIfExists(filepath.Join(outputDir, ErrorFile))
+	f, err := Files{OutputNames: outputNames}.ReadDir(outputDir)
 	if err != nil {
-		return Result{}, fmt.Errorf("read error document: %w", err)
+		return Result{}, err
 	}
-	out, err := readIfExists(filepath.Join(outputDir, OutputsFile))
-	if err != nil {
-		return Result{}, fmt.Errorf("read outputs: %w", err)
+	return ClassifyFiles(exit, f), nil
+}
+
+// ReadDir returns f with the error document and the outputs that
+// outputDir, a directory on the local filesystem, holds.
+func (f Files) ReadDir(outputDir string) (Files, error) {
+	var err error
+	if f.ErrorDoc, err = readIfExists(filepath.Join(outputDir, ErrorFile)); err != nil {
+		return f, fmt.Errorf("read error document: %w", err)
 	}
-	return ClassifyFiles(exit, Files{ErrorDoc: doc, Outputs: out, OutputNames: outputNames}), nil
+	if f.Outputs, err = readIfExists(filepath.Join(outputDir, OutputsFile)); err != nil {
+		return f, fmt.Errorf("read outputs: %w", err)
+	}
+	return f, nil
 }
 
 // readIfExists reads a file: nil for a missing one, never nil for one that

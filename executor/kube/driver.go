@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +82,10 @@ type Driver struct {
 
 var _ runstate.Executor = (*Driver)(nil)
 
-var setLoggerOnce sync.Once
+var (
+	setLoggerOnce      sync.Once
+	skipNameValidation = true
+)
 
 // RESTConfig loads the cluster's client configuration: the kubeconfig
 // file, else in-cluster credentials, else $KUBECONFIG or ~/.kube/config.
@@ -246,6 +250,9 @@ func (d *Driver) newManager() (manager.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // our metrics are on the manager's port
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false, // the executor lease elects, and fences the database writes too
+		// Names are unique per manager; several drivers share a process
+		// only in tests (a failover between two replicas).
+		Controller: ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)

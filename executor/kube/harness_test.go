@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +45,9 @@ type harness struct {
 	state    *runstate.Service
 	st       *store.Store
 	d        *Driver
+	stop     func() // stops d
 	fixtures string
+	blobDir  string // shared by every replica
 }
 
 // newHarness starts a cluster and a driver on the database at dsn.
@@ -61,9 +64,9 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, cluster: c, k: k, fixtures: t.TempDir()}
+	h := &harness{t: t, ctx: ctx, cluster: c, k: k, fixtures: t.TempDir(), blobDir: filepath.Join(t.TempDir(), "blobs")}
 	g := dbtest.Migrated(t, dsn)
-	h.state, h.d, _ = statetest.New(t, g, statetest.Options{}, func(s *runstate.Service) *Driver {
+	h.state, h.d, _ = statetest.New(t, g, statetest.Options{BlobDir: h.blobDir}, func(s *runstate.Service) *Driver {
 		cfg := config.Default().Executor.Kubernetes
 		cfg.SharedFileStorage = true
 		cfg.LeaseTTL = 4 * time.Second
@@ -73,7 +76,7 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 		return New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	})
 	h.st = h.state.Store()
-	h.start(h.d)
+	h.stop = h.start(h.d, true)
 	writeProto(t, filepath.Join(h.fixtures, "outputs.pb"), &task.Outputs{Literals: []*task.NamedLiteral{{Name: "o0",
 		Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 7}}}}}}}}})
 	writeProto(t, filepath.Join(h.fixtures, "recoverable.pb"), &core.ErrorDocument{Error: &core.ContainerError{
@@ -81,18 +84,32 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 	return h
 }
 
-// start runs d until the test ends.
-func (h *harness) start(d *Driver) {
+// start runs d until the test ends or stop is called, and waits until it
+// is ready (and, with holder, holds the lease).
+func (h *harness) start(d *Driver, holder bool) (stop func()) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	h.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			h.t.Errorf("driver: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("driver: %v", err)
+			}
+		})
+	}
+	h.t.Cleanup(stop)
+	h.eventually("the driver to sync (and take the lease)", func() bool {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			h.t.Fatalf("the driver stopped: %v", err)
+		default:
 		}
+		return d.Ready() == nil && (!holder || d.lease.Fence() != 0)
 	})
-	h.eventually("the driver to sync and take the lease", func() bool { return d.Ready() == nil && d.lease.Fence() != 0 })
+	return stop
 }
 
 func writeProto(t *testing.T, path string, m proto.Message) {
@@ -140,7 +157,13 @@ const succeed = `cp "$FIXTURES/outputs.pb" "$2/outputs.pb"`
 // run creates a run whose root runs script.
 func (h *harness) run(name, script string, o taskOpts) store.ActionKey {
 	h.t.Helper()
-	_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
+	return h.runOn(h.state, name, script, o)
+}
+
+// runOn creates the run through state (another replica's).
+func (h *harness) runOn(state *runstate.Service, name, script string, o taskOpts) store.ActionKey {
+	h.t.Helper()
+	_, err := state.CreateRun(h.ctx, &workflow.CreateRunRequest{
 		Id:   &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
 		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
 	})
@@ -218,3 +241,9 @@ func condition(ta *v1.TaskAction, c string) string {
 	}
 	return ""
 }
+
+func storeKey(project, domain, run, action string) store.ActionKey {
+	return store.RunKey{Project: project, Domain: domain, RunName: run}.Action(action)
+}
+
+func objKey(ta *v1.TaskAction) client.ObjectKey { return client.ObjectKeyFromObject(ta) }

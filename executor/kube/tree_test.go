@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/phase"
+)
+
+// Children get TaskActions owned by their parent's; when the parent ends,
+// the children still running are aborted and their Pods stopped.
+func TestChildrenAndParentEnd(t *testing.T) {
+	h := newHarness(t, dbtest.SQLiteDSN(t))
+	root := h.run("rtree", `sleep 600`, taskOpts{})
+	h.running(root, 1)
+	fast := h.child(root, "c-fast", succeed)
+	slow := h.child(root, "c-slow", `sleep 600`)
+	h.terminal(fast, phase.Succeeded)
+	h.running(slow, 1)
+
+	parent, err := h.taskAction(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := h.taskAction(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kid.OwnerReferences) != 1 || kid.OwnerReferences[0].UID != parent.UID || kid.Labels[v1.LabelIsRoot] != "false" ||
+		kid.Spec.ParentActionName == nil || *kid.Spec.ParentActionName != "a0" {
+		t.Fatalf("child TaskAction %+v %+v", kid.ObjectMeta, kid.Spec)
+	}
+	// The parent's process ends; its unfinished child is aborted.
+	pod, err := h.pod(root, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.k.Delete(h.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.state.Abort(h.ctx, root, "the test ends the run", "tester"); err != nil {
+		t.Fatal(err)
+	}
+	h.terminal(root, phase.Aborted)
+	h.terminal(slow, phase.Aborted)
+	h.podGone(slow, 1)
+}
+
+// A TaskAction created with kubectl (the executor's sample) becomes a run
+// and completes; one the manager cannot run is refused in its status.
+func TestAdoptedTaskActions(t *testing.T) {
+	h := newHarness(t, dbtest.SQLiteDSN(t))
+	tmpl, err := proto.Marshal(&core.TaskTemplate{
+		Id:     &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "hello", Version: "v1"},
+		Type:   "raw-container",
+		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "busybox", Args: []string{"sh", "-c", "echo hello"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "hello-a0"},
+		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "hello", ActionName: "a0", TaskType: "raw-container", TaskTemplate: tmpl}}
+	parent := "a0"
+	child := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "hello-c1"},
+		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "hello", ActionName: "c1", ParentActionName: &parent, TaskTemplate: tmpl}}
+	junk := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "junk-a0"},
+		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "junk", ActionName: "a0", TaskTemplate: []byte("not a proto")}}
+	for _, ta := range []*v1.TaskAction{good, child, junk} {
+		if err := h.k.Create(h.ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := storeKey("p", "development", "hello", "a0")
+	h.terminal(key, phase.Succeeded)
+	h.eventually("the kubectl-created TaskAction to complete", func() bool {
+		got := &v1.TaskAction{}
+		return h.k.Get(h.ctx, objKey(good), got) == nil && condition(got, v1.ConditionSucceeded) == "Completed/True"
+	})
+	for _, ta := range []*v1.TaskAction{child, junk} {
+		h.eventually(ta.Name+" to be refused", func() bool {
+			got := &v1.TaskAction{}
+			return h.k.Get(h.ctx, objKey(ta), got) == nil && condition(got, v1.ConditionFailed) == "InvalidSpec/True"
+		})
+	}
+	if _, err := h.st.Actions.Get(h.ctx, storeKey("p", "development", "junk", "a0")); err == nil {
+		t.Error("a run was created for an invalid TaskAction")
+	}
+}
+
+// Ended TaskActions are deleted after the TTL, with their Pods; the
+// database keeps the action.
+func TestGarbageCollection(t *testing.T) {
+	h := newHarness(t, dbtest.SQLiteDSN(t), func(c *config.KubernetesExecutor) {
+		c.GCInterval, c.GCTTL = 500*time.Millisecond, time.Second
+	})
+	key := h.run("rgc", succeed, taskOpts{})
+	h.terminal(key, phase.Succeeded)
+	h.eventually("the ended TaskAction to be collected", func() bool {
+		_, err := h.taskAction(key)
+		return apierrors.IsNotFound(err)
+	})
+	h.eventually("its Pod to go with it", func() bool {
+		_, err := h.pod(key, 1)
+		return apierrors.IsNotFound(err)
+	})
+	if a := h.action(key); a.Phase != phase.Succeeded {
+		t.Fatalf("after GC the action is %s", a.Phase)
+	}
+}
