@@ -115,6 +115,7 @@ type PhaseTransition struct {
 	// Phase is the action phase reached, by its API name (QUEUED, RUNNING,
 	// SUCCEEDED...).
 	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MinLength=1
 	Phase string `json:"phase"`
 
 	// OccurredAt is when the executor observed the transition.
