@@ -26,14 +26,19 @@ import (
 // holding kube-apiserver, etcd and, optionally, kubectl: `make
 // envtest-assets`); without it they skip, except in CI, where they fail.
 
+// testCluster is a running API server with a client and a kubeconfig file
+// for kubectl and make.
+type testCluster struct {
+	env        *envtest.Environment
+	cfg        *rest.Config
+	client     client.Client
+	kubeconfig string
+}
+
 var (
-	cluster struct {
-		cfg        *rest.Config
-		client     client.Client
-		kubeconfig string // a kubeconfig file for kubectl
-		kubectl    string // "" when the assets hold no kubectl
-	}
+	cluster    *testCluster // shared by the suites; has the CRD installed
 	clusterErr error
+	kubectlBin string // "" when neither the assets nor PATH hold a kubectl
 	nsCounter  atomic.Int64
 )
 
@@ -51,6 +56,9 @@ var scheme = func() *runtime.Scheme {
 	return s
 }()
 
+// crdDir holds the generated CRD.
+var crdDir = filepath.Join("..", "..", "config", "crd", "bases")
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -61,33 +69,42 @@ func run(m *testing.M) int {
 		clusterErr = errNoAssets
 		return m.Run()
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
+	if p := filepath.Join(assets, "kubectl"); isExecutable(p) {
+		kubectlBin = p
+	} else if p, err := exec.LookPath("kubectl"); err == nil {
+		kubectlBin = p
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		clusterErr = fmt.Errorf("starting the API server: %w", err)
-		return m.Run()
+	cluster, clusterErr = startCluster(crdDir)
+	if clusterErr == nil {
+		defer cluster.stop()
 	}
-	defer func() { _ = env.Stop() }()
-	if err := connect(env, cfg, assets); err != nil {
-		clusterErr = err
-	}
-	defer func() { _ = os.Remove(cluster.kubeconfig) }()
 	return m.Run()
 }
 
 var errNoAssets = fmt.Errorf("KUBEBUILDER_ASSETS is not set (make envtest-assets builds them)")
 
-// connect fills cluster: a client, and a kubeconfig for kubectl.
-func connect(env *envtest.Environment, cfg *rest.Config, assets string) error {
+// startCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with the
+// CRDs of crdDirs installed.
+func startCluster(crdDirs ...string) (*testCluster, error) {
+	tc := &testCluster{env: &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}}
+	cfg, err := tc.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the API server: %w", err)
+	}
+	if err := tc.connect(cfg); err != nil {
+		tc.stop()
+		return nil, err
+	}
+	return tc, nil
+}
+
+func (tc *testCluster) connect(cfg *rest.Config) error {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
-	cluster.cfg, cluster.client = cfg, c
-	admin, err := env.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, cfg)
+	tc.cfg, tc.client = cfg, c
+	admin, err := tc.env.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, cfg)
 	if err != nil {
 		return err
 	}
@@ -100,16 +117,16 @@ func connect(env *envtest.Environment, cfg *rest.Config, assets string) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(kc); err != nil {
-		return err
+	tc.kubeconfig = f.Name()
+	_, err = f.Write(kc)
+	return err
+}
+
+func (tc *testCluster) stop() {
+	if tc.kubeconfig != "" {
+		_ = os.Remove(tc.kubeconfig)
 	}
-	cluster.kubeconfig = f.Name()
-	if p := filepath.Join(assets, "kubectl"); isExecutable(p) {
-		cluster.kubectl = p
-	} else if p, err := exec.LookPath("kubectl"); err == nil {
-		cluster.kubectl = p
-	}
-	return nil
+	_ = tc.env.Stop()
 }
 
 func isExecutable(p string) bool {
@@ -138,7 +155,7 @@ func needCluster(t *testing.T) string {
 func needKubectl(t *testing.T) string {
 	t.Helper()
 	ns := needCluster(t)
-	if cluster.kubectl == "" {
+	if kubectlBin == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no kubectl in KUBEBUILDER_ASSETS or on PATH")
 		}
@@ -150,7 +167,7 @@ func needKubectl(t *testing.T) string {
 // kubectl runs the real kubectl against the test API server.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(cluster.kubectl, append([]string{"--kubeconfig", cluster.kubeconfig}, args...)...)
+	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", cluster.kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)

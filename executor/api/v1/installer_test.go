@@ -25,7 +25,7 @@ func TestBuildInstaller(t *testing.T) {
 	dist := t.TempDir()
 	const img = "registry.example.com/flyte-manager:test"
 	mk := exec.Command("make", "-C", filepath.Join("..", ".."), "build-installer",
-		"KUBECTL="+cluster.kubectl, "DIST="+dist, "IMG="+img)
+		"KUBECTL="+kubectlBin, "DIST="+dist, "IMG="+img)
 	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make build-installer: %v\n%s", err, out)
 	}
