@@ -3,6 +3,7 @@ package v1_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -115,7 +116,7 @@ func TestValidation(t *testing.T) {
 			obj := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": v1.GroupVersion.String(),
 				"kind":       "TaskAction",
-				"metadata":   map[string]any{"name": "case-" + strings.Repeat("x", i%3) + string(rune('a'+i)), "namespace": ns},
+				"metadata":   map[string]any{"name": fmt.Sprintf("case-%d", i), "namespace": ns},
 			}}
 			if c.edit != nil {
 				spec := validSpec()
@@ -255,7 +256,7 @@ func get(t *testing.T, ta *v1.TaskAction) *v1.TaskAction {
 }
 
 // TestSampleAccepted: the sample in config/samples passes the CRD's
-// validation as it is.
+// validation as it is, created by a client and by kubectl apply -k.
 func TestSampleAccepted(t *testing.T) {
 	ns := needCluster(t)
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "flyte_v1_taskaction.yaml"))
@@ -280,5 +281,16 @@ func TestSampleAccepted(t *testing.T) {
 	}
 	if len(ta.Spec.TaskTemplate) == 0 || !maps.Equal(ta.Labels, ta.StandardLabels()) {
 		t.Errorf("stored sample %+v", ta)
+	}
+
+	// The way the README applies it.
+	if kubectlBin == "" {
+		return
+	}
+	ns = needCluster(t)
+	kubectl(t, "apply", "-n", ns, "-k", filepath.Join("..", "..", "config", "samples"))
+	var applied v1.TaskAction
+	if err := cluster.client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: ta.Name}, &applied); err != nil {
+		t.Fatalf("kubectl apply -k config/samples: %v", err)
 	}
 }
