@@ -115,6 +115,7 @@ type PhaseTransition struct {
 	// Phase is the action phase reached, by its API name (QUEUED, RUNNING,
 	// SUCCEEDED...).
 	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MinLength=1
 	Phase string `json:"phase"`
 
 	// OccurredAt is when the executor observed the transition.
@@ -233,9 +234,10 @@ type TaskActionStatus struct {
 	SignalledAt *metav1.Time `json:"signalledAt,omitempty"`
 }
 
-// TaskAction is one action of a run, executed on Kubernetes. Its name is
-// ObjectName(runName, actionName); a child action is owned by its parent's
-// TaskAction, so deleting a run's root deletes the whole tree.
+// TaskAction is one action of a run, executed on Kubernetes. It is named
+// <runName>-<actionName> (see ObjectName). A child action is owned by its
+// parent's TaskAction, so deleting the root of a run deletes the whole tree;
+// deleting a TaskAction aborts its action.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced
