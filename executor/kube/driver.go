@@ -63,6 +63,7 @@ type Driver struct {
 	metrics  *metrics
 
 	lease   *lease.Keeper
+	slots   *attempt.Slots // runs' max_action_concurrency; no global limit
 	trigger chan event.GenericEvent
 	rescan  chan struct{}
 
@@ -131,6 +132,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
 	}
+	d.slots = attempt.NewSlots(0)
 	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
 	d.core = attempt.New(state, attempt.Options{
 		SystemRetries: uint32(cfg.SystemRetries),
@@ -157,6 +159,12 @@ func (d *Driver) poke(key store.ActionKey) {
 	case d.trigger <- event.GenericEvent{Object: &v1.TaskAction{ObjectMeta: metaOf(name)}}:
 	default:
 		d.askRescan() // the queue is full: the scan finds it
+	}
+}
+
+func (d *Driver) pokeAll(keys []store.ActionKey) {
+	for _, k := range keys {
+		d.poke(k)
 	}
 }
 
@@ -399,6 +407,7 @@ func (e leaseEvents) Taken(token int64, prev store.Lease) {
 
 func (e leaseEvents) Lost(token int64, why string) {
 	e.d.log.Error("lost the executor lease: this replica stands by", "token", token, "why", why)
+	e.d.slots.DropAllWaiting() // the next holder finds them with its scan
 }
 
 func (e leaseEvents) Paused(token int64, why string) {

@@ -127,6 +127,7 @@ func writeProto(t *testing.T, path string, m proto.Message) {
 type taskOpts struct {
 	retries uint32
 	timeout time.Duration
+	limit   uint32 // the run's max_action_concurrency
 }
 
 // spec is a task whose container runs script with sh: $1 is the input
@@ -164,8 +165,9 @@ func (h *harness) run(name, script string, o taskOpts) store.ActionKey {
 func (h *harness) runOn(state *runstate.Service, name, script string, o taskOpts) store.ActionKey {
 	h.t.Helper()
 	_, err := state.CreateRun(h.ctx, &workflow.CreateRunRequest{
-		Id:   &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
-		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
+		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
+		Task:    &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
+		RunSpec: &task.RunSpec{MaxActionConcurrency: o.limit},
 	})
 	if err != nil {
 		h.t.Fatal(err)

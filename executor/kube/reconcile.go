@@ -170,6 +170,23 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 		return a, false, ctrl.Result{}, err
 	}
 	l := plan.Launch
+	// The run's max_action_concurrency (the cluster schedules the rest).
+	parent := ""
+	if a.ParentName != nil {
+		parent = *a.ParentName
+	}
+	ok, wake := d.slots.Acquire(a.ActionKey, parent, l.ConcurrencyLimit)
+	d.pokeAll(wake)
+	if !ok {
+		var res ctrl.Result
+		if l.QueuedLeft > 0 {
+			res.RequeueAfter = l.QueuedLeft // to time it out if it still waits then
+		}
+		if a.Phase == phase.Queued {
+			a, err = d.apply(ctx, ta, a, plan.Spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: "the run's max_action_concurrency is reached"}, attempt.Record{})
+		}
+		return a, false, res, err
+	}
 	pod, err := d.buildPod(ctx, ta, l)
 	if err != nil {
 		a, err = d.apply(ctx, ta, a, plan.Spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: machine.KindUser,
@@ -379,9 +396,14 @@ func (d *Driver) record(ctx context.Context, a *store.Action, spec *task.TaskSpe
 	return err
 }
 
-// afterRecord acts on a recorded decision: a retry waits for its backoff;
-// a terminal action's unfinished descendants are aborted.
+// afterRecord acts on a recorded decision: the attempt's slot is freed
+// when it ended; a retry waits for its backoff; a terminal action's
+// unfinished descendants are aborted.
 func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.Decision) {
+	switch dec.(type) {
+	case *machine.Retry, *machine.Terminal:
+		d.pokeAll(d.slots.Release(a.ActionKey))
+	}
 	switch dec := dec.(type) {
 	case *machine.Retry:
 		d.mu.Lock()
@@ -393,6 +415,7 @@ func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.D
 			time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
 		}
 	case *machine.Terminal:
+		d.slots.Forget(a.ActionKey)
 		d.mu.Lock()
 		delete(d.notBefore, a.ActionKey)
 		d.mu.Unlock()

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/store"
 )
 
 // Children get TaskActions owned by their parent's; when the parent ends,
@@ -114,4 +117,36 @@ func TestGarbageCollection(t *testing.T) {
 	if a := h.action(key); a.Phase != phase.Succeeded {
 		t.Fatalf("after GC the action is %s", a.Phase)
 	}
+}
+
+// A run's max_action_concurrency holds on a cluster too: with a limit of 1
+// the children run one after the other (the parent, waiting for them, does
+// not count), each waiting WAITING_FOR_RESOURCES meanwhile.
+func TestRunConcurrencyLimit(t *testing.T) {
+	h := newHarness(t, dbtest.SQLiteDSN(t))
+	root := h.run("rlimit", `sleep 600`, taskOpts{limit: 1})
+	h.running(root, 1)
+	// Two at once would find the lock directory taken.
+	script := `mkdir "$FIXTURES/lock" || touch "$FIXTURES/overlap"; sleep 1; rmdir "$FIXTURES/lock"; ` + succeed
+	var kids []store.ActionKey
+	for _, n := range []string{"c1", "c2", "c3"} {
+		kids = append(kids, h.child(root, n, script))
+	}
+	waited := false
+	h.eventually("a child to wait for the limit", func() bool {
+		for _, k := range kids {
+			waited = waited || h.action(k).Phase == phase.WaitingForResources
+		}
+		return waited
+	})
+	for _, k := range kids {
+		h.terminal(k, phase.Succeeded)
+	}
+	if _, err := os.Stat(filepath.Join(h.fixtures, "overlap")); err == nil {
+		t.Fatal("two children ran at once under max_action_concurrency 1")
+	}
+	if err := h.state.Abort(h.ctx, root, "done", "tester"); err != nil {
+		t.Fatal(err)
+	}
+	h.terminal(root, phase.Aborted)
 }

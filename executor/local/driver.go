@@ -95,7 +95,7 @@ type Driver struct {
 	scans                atomic.Int64 // completed resync scans (tests wait on it)
 	q                    *queue
 	lim                  *limiter
-	slots                *slots
+	slots                *attempt.Slots
 
 	mu        sync.Mutex
 	running   map[store.ActionKey]*ownAttempt
@@ -166,7 +166,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		workers:        defaultWorkers,
 		q:              newQueue(50*time.Millisecond, 30*time.Second),
 		lim:            newLimiter(defaultQPS, defaultBurst),
-		slots:          newSlots(local.MaxParallelism),
+		slots:          attempt.NewSlots(local.MaxParallelism),
 		running:        map[store.ActionKey]*ownAttempt{},
 		notBefore:      map[store.ActionKey]time.Time{},
 		stopCh:         make(chan struct{}),
@@ -506,7 +506,7 @@ func (d *Driver) scan(ctx context.Context) error {
 				d.mu.Lock()
 				_, mine := d.running[a.ActionKey]
 				d.mu.Unlock()
-				if mine || d.slots.waits(a.ActionKey) {
+				if mine || d.slots.Waits(a.ActionKey) {
 					continue
 				}
 			}

@@ -66,7 +66,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if a.ParentName != nil {
 		parent = *a.ParentName
 	}
-	ok, wake := d.slots.acquire(key, parent, l.ConcurrencyLimit)
+	ok, wake := d.slots.Acquire(key, parent, l.ConcurrencyLimit)
 	d.queueAll(wake)
 	if !ok {
 		if l.QueuedLeft > 0 {
@@ -170,7 +170,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 // recordPlanned records the event planning returned instead of a launch
 // (the spec cannot run, a limit passed, the cache answered).
 func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event) error {
-	d.slots.forget(a.ActionKey)
+	d.slots.Forget(a.ActionKey)
 	if f, ok := ev.(machine.Failed); ok {
 		d.log.Warn("action cannot run", "action", a.ActionKey.String(), "code", f.Code, "reason", f.Message)
 	}

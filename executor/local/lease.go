@@ -59,7 +59,7 @@ func (ev leaseEvents) Lost(tok int64, why string) {
 	procs := d.startedAttempts()
 	d.log.Error("lost the executor lease: the executor is on standby and stops its attempts", "why", why,
 		"token", tok, "attempts", len(procs))
-	d.slots.dropAllWaiting()
+	d.slots.DropAllWaiting()
 	for _, e := range procs {
 		e.proc.Abort("this manager lost the executor lease")
 	}
@@ -156,7 +156,7 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 				d.mu.Lock()
 				_, mine := d.running[c.Key]
 				d.mu.Unlock()
-				if !mine && !d.slots.waits(c.Key) {
+				if !mine && !d.slots.Waits(c.Key) {
 					continue
 				}
 			}

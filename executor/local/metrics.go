@@ -58,9 +58,7 @@ func newMetrics(d *Driver) *metrics {
 			Name: "flyte_manager_executor_actions_waiting",
 			Help: "Actions waiting for a free slot (executor.local.maxParallelism or the run's max_action_concurrency).",
 		}, func() float64 {
-			d.slots.mu.Lock()
-			defer d.slots.mu.Unlock()
-			return float64(len(d.slots.waiting))
+			return float64(d.slots.Waiting())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flyte_manager_executor_queue_depth",

@@ -63,7 +63,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	}
 	a, err := d.state.Store().Actions.Get(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
-		d.slots.forget(key)
+		d.slots.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -97,12 +97,12 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 	key := a.ActionKey
 	if a.Phase.Terminal() {
-		d.slots.forget(key)
+		d.slots.Forget(key)
 		d.clearNotBefore(key)
 		return nil
 	}
 	if a.AbortRequestedAt != nil {
-		d.slots.forget(key)
+		d.slots.Forget(key)
 		if a.Phase.Active() {
 			// Not ours: whatever is left of the attempt goes first, and a
 			// success it reached before the abort still counts.
@@ -289,7 +289,7 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	}
 	started := e.proc != nil
 	d.mu.Unlock()
-	d.queueAll(d.slots.release(e.key))
+	d.queueAll(d.slots.Release(e.key))
 	if started {
 		// The process ended and took its cgroup and leftovers with it;
 		// this catches whatever entered the directory since.

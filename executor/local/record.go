@@ -14,7 +14,7 @@ import (
 
 // failPermanently records a non-recoverable failure of a's current attempt.
 func (d *Driver) failPermanently(ctx context.Context, a *store.Action, spec *task.TaskSpec, kind machine.ErrorKind, code, msg string) error {
-	d.slots.forget(a.ActionKey)
+	d.slots.Forget(a.ActionKey)
 	d.log.Warn("action cannot run", "action", a.ActionKey.String(), "code", code, "reason", msg)
 	updated, dec, err := d.core.Fail(ctx, a, spec, kind, code, msg)
 	if err != nil {
@@ -37,7 +37,7 @@ func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.D
 		}
 		d.q.addAfter(a.ActionKey, dec.Delay)
 	case *machine.Terminal:
-		d.slots.forget(a.ActionKey)
+		d.slots.Forget(a.ActionKey)
 		d.clearNotBefore(a.ActionKey)
 		if err := d.core.AbortDescendants(ctx, a); err != nil {
 			d.log.Warn("aborting the children of an ended action", "action", a.ActionKey.String(), "err", err)

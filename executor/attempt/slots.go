@@ -1,12 +1,13 @@
-package local
+package attempt
 
 import (
+	"math"
 	"sync"
 
 	"fmgr.dev/internal/store"
 )
 
-// slots bounds how many attempts run at once: at most max in total, and per
+// Slots bound how many attempts run at once: at most max in total (max < 1: no limit), and per
 // run at most the run's RunSpec.max_action_concurrency (0 = unlimited).
 //
 // An attempt whose action turns out to be a parent (one of its children asks
@@ -18,7 +19,7 @@ import (
 // An action that finds no free slot is remembered as waiting, in arrival
 // order; when capacity frees up, the waiting actions that can now go are
 // returned, oldest first, for the caller to queue again.
-type slots struct {
+type Slots struct {
 	mu      sync.Mutex
 	max     int
 	used    int                  // attempts counted against max
@@ -38,11 +39,11 @@ type waiter struct {
 	limit  int
 }
 
-func newSlots(max int) *slots {
+func NewSlots(max int) *Slots {
 	if max < 1 {
-		max = 1
+		max = math.MaxInt // no limit but the runs'
 	}
-	return &slots{
+	return &Slots{
 		max:    max,
 		perRun: map[store.RunKey]int{},
 		held:   map[store.ActionKey]*hold{},
@@ -50,12 +51,12 @@ func newSlots(max int) *slots {
 	}
 }
 
-// acquire takes a slot for key, a child of parent ("" for a run's root),
+// Acquire takes a slot for key, a child of parent ("" for a run's root),
 // whose run allows limit running attempts (0 = unlimited). Without a free
 // slot it records key as waiting (keeping its place if it waits already)
 // and returns false. wake lists waiting actions that can go now (a parent
 // that stopped counting freed capacity).
-func (s *slots) acquire(key store.ActionKey, parent string, limit int) (ok bool, wake []store.ActionKey) {
+func (s *Slots) Acquire(key store.ActionKey, parent string, limit int) (ok bool, wake []store.ActionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[key]; h != nil {
@@ -78,7 +79,7 @@ func (s *slots) acquire(key store.ActionKey, parent string, limit int) (ok bool,
 
 // lend stops counting parent's attempt, if it runs: one of its children
 // wants to run.
-func (s *slots) lend(run store.RunKey, parent string) {
+func (s *Slots) lend(run store.RunKey, parent string) {
 	if parent == "" {
 		return
 	}
@@ -88,10 +89,10 @@ func (s *slots) lend(run store.RunKey, parent string) {
 	}
 }
 
-// release frees key's slot and returns the waiting actions that may now
+// Release frees key's slot and returns the waiting actions that may now
 // take one (they are no longer recorded as waiting: the caller queues them
 // and they call acquire again).
-func (s *slots) release(key store.ActionKey) []store.ActionKey {
+func (s *Slots) Release(key store.ActionKey) []store.ActionKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[key]
@@ -105,7 +106,7 @@ func (s *slots) release(key store.ActionKey) []store.ActionKey {
 	return s.wakeLocked()
 }
 
-func (s *slots) uncount(run store.RunKey) {
+func (s *Slots) uncount(run store.RunKey) {
 	s.used--
 	if s.perRun[run] <= 1 {
 		delete(s.perRun, run)
@@ -118,7 +119,7 @@ func (s *slots) uncount(run store.RunKey) {
 // after the running parents of waiting children stopped counting (a parent
 // that started after its children began to wait would otherwise hold the
 // slot they wait for).
-func (s *slots) wakeLocked() []store.ActionKey {
+func (s *Slots) wakeLocked() []store.ActionKey {
 	for _, w := range s.waiting {
 		s.lend(w.key.RunKey, w.parent)
 	}
@@ -145,14 +146,14 @@ func (s *slots) wakeLocked() []store.ActionKey {
 	return out
 }
 
-// forget drops key from the waiting list (it ended or was aborted).
-func (s *slots) forget(key store.ActionKey) {
+// Forget drops key from the waiting list (it ended or was aborted).
+func (s *Slots) Forget(key store.ActionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropWaiting(key)
 }
 
-func (s *slots) dropWaiting(key store.ActionKey) {
+func (s *Slots) dropWaiting(key store.ActionKey) {
 	if !s.isWait[key] {
 		return
 	}
@@ -165,27 +166,34 @@ func (s *slots) dropWaiting(key store.ActionKey) {
 	}
 }
 
-// waits reports whether key is recorded as waiting.
-func (s *slots) waits(key store.ActionKey) bool {
+// Waits reports whether key is recorded as waiting.
+func (s *Slots) Waits(key store.ActionKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.isWait[key]
 }
 
-// counts reports the attempts counted against the global limit and against
+// Counts reports the attempts counted against the global limit and against
 // run's limit.
-func (s *slots) counts(run store.RunKey) (global, ofRun int) {
+func (s *Slots) Counts(run store.RunKey) (global, ofRun int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.used, s.perRun[run]
 }
 
-// dropAllWaiting forgets every waiting action (the driver went on standby;
+// DropAllWaiting forgets every waiting action (the driver went on standby;
 // whoever holds the lease next finds them with its scan).
-func (s *slots) dropAllWaiting() {
+func (s *Slots) DropAllWaiting() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.isWait)
 	clear(s.waiting)
 	s.waiting = s.waiting[:0]
+}
+
+// Waiting is how many actions wait for a slot.
+func (s *Slots) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting)
 }
