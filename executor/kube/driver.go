@@ -78,6 +78,7 @@ type Driver struct {
 	keys       map[types.NamespacedName]store.ActionKey // unfinished actions by TaskAction, which may not exist (yet, or any more)
 	notBefore  map[store.ActionKey]time.Time            // retries waiting for their backoff
 	namespaces map[string]bool                          // namespaces known to exist
+	written    map[types.UID]string                     // the status last written per TaskAction (writeStatus)
 	synced     bool                                     // the caches synced and the lease was tried once
 }
 
@@ -131,6 +132,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		keys:       map[types.NamespacedName]store.ActionKey{},
 		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
+		written:    map[types.UID]string{},
 	}
 	d.slots = attempt.NewSlots(0)
 	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})

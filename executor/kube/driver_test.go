@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -74,5 +76,10 @@ func TestRunToCompletion(t *testing.T) {
 	}
 	if !strings.HasPrefix(ta.Name, "p-development-rok-a0") {
 		t.Errorf("TaskAction name %q", ta.Name)
+	}
+	// What the run cost the API server, for the record (make bench
+	// measures it at scale).
+	for _, w := range []struct{ verb, kind string }{{"create", "TaskAction"}, {"create", "Pod"}, {"update/status", "TaskAction"}, {"update", "TaskAction"}, {"delete", "Pod"}} {
+		t.Logf("API writes %s %s: %v", w.verb, w.kind, testutil.ToFloat64(h.d.metrics.apiWrites.WithLabelValues(w.verb, w.kind)))
 	}
 }

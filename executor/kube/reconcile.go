@@ -129,6 +129,9 @@ func (d *Driver) step(ctx context.Context, ta *v1.TaskAction, a *store.Action) (
 		writeStatus = !launched
 	case a.Phase.Active():
 		a, res, err = d.watch(ctx, ta, a)
+		// Initializing lasts until the Pod's container starts; the status
+		// says Queued until Executing rather than pay a write for it.
+		writeStatus = a.Phase != phase.Initializing
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -444,12 +447,21 @@ func (d *Driver) deletePod(ctx context.Context, ta *v1.TaskAction, n int32) erro
 
 // writeStatus projects a onto ta's status and writes it when it changed,
 // re-reading ta on a conflict.
+//
+// The informer's copy of ta may not show a status this driver wrote a
+// moment ago (a reconcile triggered by the database's change feed can
+// outrun it), so what was last written is remembered per TaskAction: the
+// same projection is never written twice.
 func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Action) error {
 	now := time.Now()
-	if !project(ta, a, now) {
+	fp := fingerprint(a)
+	d.mu.Lock()
+	same := d.written[ta.UID] == fp
+	d.mu.Unlock()
+	if same || !project(ta, a, now) {
 		return nil
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := d.client.Status().Update(ctx, ta)
 		if apierrors.IsConflict(err) {
 			fresh := &v1.TaskAction{}
@@ -461,6 +473,24 @@ func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Ac
 		}
 		return err
 	})
+	if err == nil {
+		d.mu.Lock()
+		if len(d.written) >= maxRemembered {
+			clear(d.written)
+		}
+		d.written[ta.UID] = fp
+		d.mu.Unlock()
+	}
+	return err
+}
+
+// maxRemembered bounds the written-status memory; forgetting costs at most
+// one redundant write per TaskAction.
+const maxRemembered = 1 << 16
+
+// fingerprint is what the projection of a depends on.
+func fingerprint(a *store.Action) string {
+	return fmt.Sprintf("%d/%d/%d/%x", a.Phase, a.Attempts, a.CacheStatus, a.ErrorInfo)
 }
 
 // finalize handles a TaskAction being deleted: deleting it aborts the

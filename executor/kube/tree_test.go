@@ -82,6 +82,10 @@ func TestAdoptedTaskActions(t *testing.T) {
 		}
 	}
 	key := storeKey("p", "development", "hello", "a0")
+	h.eventually("the kubectl-created TaskAction to become a run", func() bool {
+		_, err := h.st.Actions.Get(h.ctx, key)
+		return err == nil
+	})
 	h.terminal(key, phase.Succeeded)
 	h.eventually("the kubectl-created TaskAction to complete", func() bool {
 		got := &v1.TaskAction{}
