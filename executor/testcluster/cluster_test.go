@@ -248,18 +248,25 @@ func hasCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
 // TestMemoryLimit: a container over its memory limit is killed and ends
 // OOMKilled, where the host gives the agent a cgroup to enforce it.
 func TestMemoryLimit(t *testing.T) {
-	if r := process.NewRunner(process.Config{}); !r.Cgroups() || os.Geteuid() != 0 {
-		t.Skipf("memory limits are not enforced on this host: %s", r.Containment())
-	}
-	c := testcluster.ForTest(t)
-	// tail keeps the one endless line it reads in memory.
-	p := pod("hungry", "head -c 1000000000 /dev/zero | tail")
-	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
-	create(t, c, p)
-	got := waitPod(t, c, "hungry", "to end", terminal)
-	st := terminatedState(t, got)
-	if got.Status.Phase != corev1.PodFailed || st.Reason != "OOMKilled" || st.ExitCode != 137 {
-		t.Errorf("phase %s, terminated exit %d reason %q, want Failed, 137, OOMKilled", got.Status.Phase, st.ExitCode, st.Reason)
+	for _, enforcer := range []struct {
+		name      string
+		noCgroups bool
+	}{{name: "cgroup"}, {name: "rss", noCgroups: true}} {
+		t.Run(enforcer.name, func(t *testing.T) {
+			if r := process.NewRunner(process.Config{}); !enforcer.noCgroups && (!r.Cgroups() || os.Geteuid() != 0) {
+				t.Skipf("this host gives no cgroup: %s", r.Containment())
+			}
+			c := testcluster.ForTest(t, testcluster.Options{NoCgroups: enforcer.noCgroups})
+			// tail keeps the one endless line it reads in memory.
+			p := pod("hungry", "head -c 4000000000 /dev/zero | tail")
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+			create(t, c, p)
+			got := waitPod(t, c, "hungry", "to end", terminal)
+			st := terminatedState(t, got)
+			if got.Status.Phase != corev1.PodFailed || st.Reason != "OOMKilled" || st.ExitCode != 137 {
+				t.Errorf("phase %s, terminated exit %d reason %q (%s), want Failed, 137, OOMKilled", got.Status.Phase, st.ExitCode, st.Reason, st.Message)
+			}
+		})
 	}
 }
 

@@ -6,7 +6,7 @@
 // to it. Each Pod's first container runs as a host process through the local
 // executor's process runner (own process group and working directory,
 // stdout/stderr in a log file, the memory limit enforced where the host gives
-// a cgroup). The agent reports the Pod's status as a kubelet does: Running
+// a cgroup, else sampled). The agent reports the Pod's status as a kubelet does: Running
 // with the container's start, then Succeeded or Failed with its exit code
 // (two status writes per Pod). Deleting a Pod stops its process (SIGTERM, then
 // SIGKILL after the Pod's termination grace period) and then removes the
@@ -14,7 +14,8 @@
 //
 // What it does not do: init and sidecar containers, restarts (restartPolicy
 // must be Never), images (the container's command is found on PATH of the
-// host), volumes, probes, `kubectl logs`.
+// host), volumes, probes, `kubectl logs`. A memory limit is enforced by the
+// runner's cgroup where the host gives one, else by sampling RSS (memory.go).
 package nodeagent
 
 import (
@@ -62,6 +63,10 @@ type Options struct {
 	// Env is the environment every process starts from, before its
 	// container's env. Empty means PATH, HOME and LANG of the agent.
 	Env []string
+	// NoCgroups runs processes without cgroups even where the host gives
+	// them (as on a host that does not): memory limits are then enforced
+	// by sampling RSS (memory.go).
+	NoCgroups bool
 	// Log receives the agent's own records; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -105,9 +110,10 @@ func New(opts Options) (*Agent, error) {
 		opts.Log = slog.Default()
 	}
 	return &Agent{
-		opts: opts,
-		log:  opts.Log.With("node", opts.NodeName),
-		pods: map[types.UID]*podRun{},
+		opts:    opts,
+		runners: runners{noCgroups: opts.NoCgroups},
+		log:     opts.Log.With("node", opts.NodeName),
+		pods:    map[types.UID]*podRun{},
 	}, nil
 }
 

@@ -68,6 +68,11 @@ func (r *podRun) run(ctx context.Context) {
 	}
 	started := metav1.Now()
 	log.Info("pod running", "pid", proc.Identity().PID, "dir", spec.Dir)
+	var mem *memoryWatch
+	if spec.Limits.MemoryBytes > 0 && proc.Unenforced() != "" {
+		mem = &memoryWatch{}
+		go mem.run(proc.Identity().PGID, spec.Limits.MemoryBytes, proc.Done())
+	}
 	r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, started, proc.Identity().PID) })
 	select {
 	case <-proc.Done():
@@ -78,7 +83,12 @@ func (r *podRun) run(ctx context.Context) {
 	}
 	st := proc.Wait()
 	log.Info("pod process ended", "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
-	r.finish(ctx, exited(st, r.pod, started))
+	out := exited(st, r.pod, started)
+	if mem != nil && mem.exceeded.Load() {
+		out.reason, out.exitCode = "OOMKilled", 137
+		out.message = "the container's resident memory went over its limit of " + process.FormatBytes(spec.Limits.MemoryBytes)
+	}
+	r.finish(ctx, out)
 }
 
 // finish writes the terminal status, or, when the Pod is being deleted,
@@ -243,8 +253,9 @@ func retryWrites(ctx context.Context, log interface{ Warn(string, ...any) }, wha
 // runners hands out process runners by kill grace: a Pod's processes get
 // its termination grace period between SIGTERM and SIGKILL.
 type runners struct {
-	mu     sync.Mutex
-	byKill map[time.Duration]*process.Runner
+	noCgroups bool
+	mu        sync.Mutex
+	byKill    map[time.Duration]*process.Runner
 }
 
 func (rs *runners) get(grace time.Duration) *process.Runner {
@@ -257,7 +268,11 @@ func (rs *runners) get(grace time.Duration) *process.Runner {
 		rs.byKill = map[time.Duration]*process.Runner{}
 	}
 	// KillGrace 0 means the runner's default; a Pod's 0 means at once.
-	r := process.NewRunner(process.Config{KillGrace: max(grace, time.Millisecond)})
+	cfg := process.Config{KillGrace: max(grace, time.Millisecond)}
+	if rs.noCgroups {
+		cfg.CgroupRoot = "none"
+	}
+	r := process.NewRunner(cfg)
 	rs.byKill[grace] = r
 	return r
 }
