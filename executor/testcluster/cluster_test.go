@@ -202,39 +202,54 @@ func alive(pid int) bool {
 	return !strings.HasPrefix(rest, "Z")
 }
 
-// TestDeleteRunningPod: deleting a running Pod stops its process and the
-// agent then removes the object, as a kubelet confirms a deletion.
+// TestDeleteRunningPod: deleting a running Pod stops its process (SIGTERM,
+// and SIGKILL after the deletion's grace period) and the agent then removes
+// the object, as a kubelet confirms a deletion.
 func TestDeleteRunningPod(t *testing.T) {
 	c := testcluster.ForTest(t)
-	p := pod("sleeper", "sleep 600")
-	grace := int64(30)
-	p.Spec.TerminationGracePeriodSeconds = &grace
-	create(t, c, p)
-	running := waitPod(t, c, "sleeper", "to run", func(p *corev1.Pod) bool {
-		cs := p.Status.ContainerStatuses
-		return p.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].Ready
-	})
-	for _, want := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReady, corev1.ContainersReady} {
-		if !hasCondition(running, want) {
-			t.Errorf("a running pod lacks condition %s=True: %+v", want, running.Status.Conditions)
-		}
-	}
-	pid := pidOf(t, running)
-	if !alive(pid) {
-		t.Fatalf("process %d of the running pod is not alive", pid)
-	}
-	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), "sleeper", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
-		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "sleeper", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), err
-	})
-	// The agent deletes the object only after the process ended.
-	if alive(pid) {
-		t.Errorf("process %d still runs after its pod was deleted", pid)
+	for _, s := range []struct {
+		name, script string
+		podGrace     int64
+		deleteGrace  *int64 // nil: the Pod's own
+	}{
+		{name: "stops-on-sigterm", script: "sleep 600", podGrace: 30},
+		// Ignored signals stay ignored across exec: sleep ignores SIGTERM.
+		{name: "ignores-sigterm", script: "trap '' TERM; sleep 600", podGrace: 600, deleteGrace: ptr(int64(1))},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			p := pod(s.name, s.script)
+			p.Spec.TerminationGracePeriodSeconds = &s.podGrace
+			create(t, c, p)
+			running := waitPod(t, c, s.name, "to run", func(p *corev1.Pod) bool {
+				cs := p.Status.ContainerStatuses
+				return p.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].Ready
+			})
+			for _, want := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReady, corev1.ContainersReady} {
+				if !hasCondition(running, want) {
+					t.Errorf("a running pod lacks condition %s=True: %+v", want, running.Status.Conditions)
+				}
+			}
+			pid := pidOf(t, running)
+			if !alive(pid) {
+				t.Fatalf("process %d of the running pod is not alive", pid)
+			}
+			if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), s.name, metav1.DeleteOptions{GracePeriodSeconds: s.deleteGrace}); err != nil {
+				t.Fatal(err)
+			}
+			testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
+				_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), s.name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), err
+			})
+			// The agent deletes the object only after the process ended.
+			if alive(pid) {
+				t.Errorf("process %d still runs after its pod was deleted", pid)
+			}
+		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func hasCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
 	for _, c := range p.Status.Conditions {

@@ -195,7 +195,7 @@ func (a *Agent) observe(ctx context.Context, obj any) {
 	defer a.mu.Unlock()
 	if run, ok := a.pods[pod.UID]; ok {
 		if pod.DeletionTimestamp != nil {
-			run.requestStop()
+			run.requestStop(pod)
 		}
 		return
 	}
@@ -239,7 +239,7 @@ func (a *Agent) gone(obj any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if run, ok := a.pods[pod.UID]; ok {
-		run.requestStop()
+		run.requestStop(nil)
 		delete(a.pods, pod.UID)
 	}
 }
@@ -248,7 +248,7 @@ func (a *Agent) gone(obj any) {
 func (a *Agent) stopAll() {
 	a.mu.Lock()
 	for _, run := range a.pods {
-		run.requestStop()
+		run.requestStop(nil)
 	}
 	a.mu.Unlock()
 	a.wg.Wait()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,16 +22,30 @@ type podRun struct {
 	pod      *corev1.Pod // the latest copy the run knows, updated by its own writes
 	stop     chan struct{}
 	stopOnce sync.Once
-	ended    bool // guarded by Agent.mu
+	// stopGrace is the deletion's grace period in seconds when it is
+	// shorter than the Pod's own (kubectl delete --grace-period); -1 if not.
+	stopGrace atomic.Int64
+	ended     bool // guarded by Agent.mu
 }
 
 func newPodRun(a *Agent, pod *corev1.Pod) *podRun {
-	return &podRun{a: a, pod: pod.DeepCopy(), stop: make(chan struct{})}
+	r := &podRun{a: a, pod: pod.DeepCopy(), stop: make(chan struct{})}
+	r.stopGrace.Store(-1)
+	return r
 }
 
-// requestStop asks the run to stop its process: the Pod is being deleted,
-// is gone, or the agent stops.
-func (r *podRun) requestStop() { r.stopOnce.Do(func() { close(r.stop) }) }
+// requestStop asks the run to stop its process: the Pod is being deleted
+// (deleted, its state then; nil when it is gone or the agent stops).
+func (r *podRun) requestStop(deleted *corev1.Pod) {
+	r.stopOnce.Do(func() {
+		if deleted != nil && deleted.DeletionGracePeriodSeconds != nil {
+			if g := *deleted.DeletionGracePeriodSeconds; time.Duration(g)*time.Second < gracePeriod(deleted) {
+				r.stopGrace.Store(g)
+			}
+		}
+		close(r.stop)
+	})
+}
 
 func (r *podRun) stopped() bool {
 	select {
@@ -78,6 +93,10 @@ func (r *podRun) run(ctx context.Context) {
 	case <-proc.Done():
 	case <-r.stop:
 		proc.Abort("the pod is being deleted")
+		if g := r.stopGrace.Load(); g >= 0 {
+			// The runner's grace is the Pod's; the deletion asked for less.
+			go killAfter(proc, time.Duration(g)*time.Second)
+		}
 	case <-ctx.Done():
 		proc.Abort("the node agent stops")
 	}
@@ -156,6 +175,15 @@ func unsupported(pod *corev1.Pod) string {
 		return "the test node agent needs the container's command: it has no image to take an entrypoint from"
 	}
 	return ""
+}
+
+// killAfter kills the process group of proc unless it ended within grace.
+func killAfter(proc *process.Process, grace time.Duration) {
+	select {
+	case <-proc.Done():
+	case <-time.After(grace):
+		_, _ = process.KillOrphan(proc.Identity(), 0)
+	}
 }
 
 // gracePeriod is the Pod's termination grace period (30 s by default, as in
