@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -335,5 +336,29 @@ func TestKubectl(t *testing.T) {
 	fields := strings.Fields(string(out))
 	if len(fields) < 2 || fields[0] != c.Agent.NodeName() || fields[1] != "Ready" {
 		t.Errorf("kubectl get nodes = %q, want %s Ready", out, c.Agent.NodeName())
+	}
+}
+
+// TestStopKillsPods: stopping the cluster stops the Pods' processes without
+// waiting out their grace period (here 10 minutes, for a process that
+// ignores SIGTERM).
+func TestStopKillsPods(t *testing.T) {
+	c := testcluster.ForTest(t)
+	p := pod("stubborn", "trap '' TERM; sleep 600")
+	p.Spec.TerminationGracePeriodSeconds = ptr(int64(600))
+	create(t, c, p)
+	pid := pidOf(t, waitPod(t, c, "stubborn", "to run", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }))
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the cluster did not stop within 2 minutes: it waits out the pod's grace period")
+	}
+	if alive(pid) {
+		t.Errorf("process %d of a pod survived the cluster", pid)
 	}
 }

@@ -100,6 +100,12 @@ func (r *podRun) run(ctx context.Context) {
 	case <-ctx.Done():
 		proc.Abort("the node agent stops")
 	}
+	// The agent stopping cuts any grace period short.
+	select {
+	case <-proc.Done():
+	case <-ctx.Done():
+		go killAfter(proc, agentStopGrace)
+	}
 	st := proc.Wait()
 	log.Info("pod process ended", "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
 	out := exited(st, r.pod, started)
@@ -176,6 +182,10 @@ func unsupported(pod *corev1.Pod) string {
 	}
 	return ""
 }
+
+// agentStopGrace is how long a Pod's process has between SIGTERM and
+// SIGKILL when the agent stops (not the Pod's grace: tests stop clusters).
+const agentStopGrace = 2 * time.Second
 
 // killAfter kills the process group of proc unless it ended within grace.
 func killAfter(proc *process.Process, grace time.Duration) {
