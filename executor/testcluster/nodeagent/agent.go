@@ -9,8 +9,9 @@
 // a cgroup, else sampled). The agent reports the Pod's status as a kubelet does: Running
 // with the container's start, then Succeeded or Failed with its exit code
 // (two status writes per Pod). Deleting a Pod stops its process (SIGTERM, then
-// SIGKILL after the Pod's termination grace period) and then removes the
-// object, as a kubelet confirms a deletion.
+// SIGKILL after the Pod's termination grace period, or the deletion's when
+// shorter) and then removes the object, as a kubelet confirms a deletion.
+// Stopping the agent kills every process within a couple of seconds.
 //
 // What it does not do: init and sidecar containers, restarts (restartPolicy
 // must be Never), images (the container's command is found on PATH of the
