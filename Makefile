@@ -74,7 +74,7 @@ check-manifests:
 ## envtest-assets: kube-apiserver, etcd and kubectl for the test cluster, built
 ## from Go modules (tools/k8s pins the versions) into bin/k8s/. Several minutes
 ## the first time; skipped while the binaries of the pinned versions are there.
-## Tests find them there, or in $KUBEBUILDER_ASSETS.
+## Tests find them there, or in $KUBEBUILDER_ASSETS. bin/kubectl links to kubectl.
 .PHONY: envtest-assets test-cluster test-cluster-stop
 K8S_BIN      := $(BIN)/k8s
 K8S_VERSION  := $(shell awk '$$1 == "k8s.io/kubernetes" && NF >= 2 { print $$2; exit }' tools/k8s/go.mod)
@@ -96,6 +96,7 @@ envtest-assets:
 	  ($(K8S_BUILD) -o $(K8S_BIN)/kubectl k8s.io/kubernetes/cmd/kubectl) && \
 	  touch $(K8S_STAMP); \
 	fi
+	@ln -sfn k8s/kubectl $(BIN)/kubectl
 
 ## test-cluster: etcd, kube-apiserver and a node agent that runs Pods as local
 ## processes, in the background; writes bin/test-cluster/kubeconfig and

@@ -56,10 +56,10 @@ func checkAssets(dir string) string {
 // Kubectl is the path of the assets' kubectl.
 func Kubectl() string { return filepath.Join(AssetsDir(), "kubectl") }
 
-// requireAssets returns the assets directory for a test: a test fails when
+// RequireAssets returns the assets directory for a test: a test fails when
 // the assets are configured but incomplete, and is skipped when nothing is
 // configured (a plain `go test` on a checkout that never built them).
-func requireAssets(t testing.TB) string {
+func RequireAssets(t testing.TB) string {
 	t.Helper()
 	dir, configured := locateAssets(os.Getenv, sdktest.RepoRoot())
 	problem := checkAssets(dir)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -202,39 +203,54 @@ func alive(pid int) bool {
 	return !strings.HasPrefix(rest, "Z")
 }
 
-// TestDeleteRunningPod: deleting a running Pod stops its process and the
-// agent then removes the object, as a kubelet confirms a deletion.
+// TestDeleteRunningPod: deleting a running Pod stops its process (SIGTERM,
+// and SIGKILL after the deletion's grace period) and the agent then removes
+// the object, as a kubelet confirms a deletion.
 func TestDeleteRunningPod(t *testing.T) {
 	c := testcluster.ForTest(t)
-	p := pod("sleeper", "sleep 600")
-	grace := int64(30)
-	p.Spec.TerminationGracePeriodSeconds = &grace
-	create(t, c, p)
-	running := waitPod(t, c, "sleeper", "to run", func(p *corev1.Pod) bool {
-		cs := p.Status.ContainerStatuses
-		return p.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].Ready
-	})
-	for _, want := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReady, corev1.ContainersReady} {
-		if !hasCondition(running, want) {
-			t.Errorf("a running pod lacks condition %s=True: %+v", want, running.Status.Conditions)
-		}
-	}
-	pid := pidOf(t, running)
-	if !alive(pid) {
-		t.Fatalf("process %d of the running pod is not alive", pid)
-	}
-	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), "sleeper", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
-		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "sleeper", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), err
-	})
-	// The agent deletes the object only after the process ended.
-	if alive(pid) {
-		t.Errorf("process %d still runs after its pod was deleted", pid)
+	for _, s := range []struct {
+		name, script string
+		podGrace     int64
+		deleteGrace  *int64 // nil: the Pod's own
+	}{
+		{name: "stops-on-sigterm", script: "sleep 600", podGrace: 30},
+		// Ignored signals stay ignored across exec: sleep ignores SIGTERM.
+		{name: "ignores-sigterm", script: "trap '' TERM; sleep 600", podGrace: 600, deleteGrace: ptr(int64(1))},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			p := pod(s.name, s.script)
+			p.Spec.TerminationGracePeriodSeconds = &s.podGrace
+			create(t, c, p)
+			running := waitPod(t, c, s.name, "to run", func(p *corev1.Pod) bool {
+				cs := p.Status.ContainerStatuses
+				return p.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].Ready
+			})
+			for _, want := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReady, corev1.ContainersReady} {
+				if !hasCondition(running, want) {
+					t.Errorf("a running pod lacks condition %s=True: %+v", want, running.Status.Conditions)
+				}
+			}
+			pid := pidOf(t, running)
+			if !alive(pid) {
+				t.Fatalf("process %d of the running pod is not alive", pid)
+			}
+			if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), s.name, metav1.DeleteOptions{GracePeriodSeconds: s.deleteGrace}); err != nil {
+				t.Fatal(err)
+			}
+			testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
+				_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), s.name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), err
+			})
+			// The agent deletes the object only after the process ended.
+			if alive(pid) {
+				t.Errorf("process %d still runs after its pod was deleted", pid)
+			}
+		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func hasCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
 	for _, c := range p.Status.Conditions {
@@ -248,18 +264,25 @@ func hasCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
 // TestMemoryLimit: a container over its memory limit is killed and ends
 // OOMKilled, where the host gives the agent a cgroup to enforce it.
 func TestMemoryLimit(t *testing.T) {
-	if r := process.NewRunner(process.Config{}); !r.Cgroups() || os.Geteuid() != 0 {
-		t.Skipf("memory limits are not enforced on this host: %s", r.Containment())
-	}
-	c := testcluster.ForTest(t)
-	// tail keeps the one endless line it reads in memory.
-	p := pod("hungry", "head -c 1000000000 /dev/zero | tail")
-	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
-	create(t, c, p)
-	got := waitPod(t, c, "hungry", "to end", terminal)
-	st := terminatedState(t, got)
-	if got.Status.Phase != corev1.PodFailed || st.Reason != "OOMKilled" || st.ExitCode != 137 {
-		t.Errorf("phase %s, terminated exit %d reason %q, want Failed, 137, OOMKilled", got.Status.Phase, st.ExitCode, st.Reason)
+	for _, enforcer := range []struct {
+		name      string
+		noCgroups bool
+	}{{name: "cgroup"}, {name: "rss", noCgroups: true}} {
+		t.Run(enforcer.name, func(t *testing.T) {
+			if r := process.NewRunner(process.Config{}); !enforcer.noCgroups && (!r.Cgroups() || os.Geteuid() != 0) {
+				t.Skipf("this host gives no cgroup: %s", r.Containment())
+			}
+			c := testcluster.ForTest(t, testcluster.Options{NoCgroups: enforcer.noCgroups})
+			// tail keeps the one endless line it reads in memory.
+			p := pod("hungry", "head -c 4000000000 /dev/zero | tail")
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+			create(t, c, p)
+			got := waitPod(t, c, "hungry", "to end", terminal)
+			st := terminatedState(t, got)
+			if got.Status.Phase != corev1.PodFailed || st.Reason != "OOMKilled" || st.ExitCode != 137 {
+				t.Errorf("phase %s, terminated exit %d reason %q (%s), want Failed, 137, OOMKilled", got.Status.Phase, st.ExitCode, st.Reason, st.Message)
+			}
+		})
 	}
 }
 
@@ -313,5 +336,29 @@ func TestKubectl(t *testing.T) {
 	fields := strings.Fields(string(out))
 	if len(fields) < 2 || fields[0] != c.Agent.NodeName() || fields[1] != "Ready" {
 		t.Errorf("kubectl get nodes = %q, want %s Ready", out, c.Agent.NodeName())
+	}
+}
+
+// TestStopKillsPods: stopping the cluster stops the Pods' processes without
+// waiting out their grace period (here 10 minutes, for a process that
+// ignores SIGTERM).
+func TestStopKillsPods(t *testing.T) {
+	c := testcluster.ForTest(t)
+	p := pod("stubborn", "trap '' TERM; sleep 600")
+	p.Spec.TerminationGracePeriodSeconds = ptr(int64(600))
+	create(t, c, p)
+	pid := pidOf(t, waitPod(t, c, "stubborn", "to run", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }))
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the cluster did not stop within 2 minutes: it waits out the pod's grace period")
+	}
+	if alive(pid) {
+		t.Errorf("process %d of a pod survived the cluster", pid)
 	}
 }

@@ -22,7 +22,7 @@ func ForTest(t testing.TB, opts ...Options) *Cluster {
 		o = opts[0]
 	}
 	if o.AssetsDir == "" {
-		o.AssetsDir = requireAssets(t)
+		o.AssetsDir = RequireAssets(t)
 	}
 	if o.Dir == "" {
 		o.Dir = t.TempDir()

@@ -175,18 +175,26 @@ func killNaming(dir string) {
 // waitGone waits up to d for pid to exit.
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if _, rest, _ := bytes.Cut(st, []byte(") ")); bytes.HasPrefix(rest, []byte("Z")) {
-				return true // exited; its parent has not reaped it yet
-			}
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return false
+	return true
+}
+
+// gone says pid has exited (a zombie whose parent has not reaped it yet has).
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := bytes.Cut(st, []byte(") "))
+	return bytes.HasPrefix(rest, []byte("Z"))
 }
 
 // tail is the end of a log file.

@@ -6,15 +6,17 @@
 // to it. Each Pod's first container runs as a host process through the local
 // executor's process runner (own process group and working directory,
 // stdout/stderr in a log file, the memory limit enforced where the host gives
-// a cgroup). The agent reports the Pod's status as a kubelet does: Running
+// a cgroup, else sampled). The agent reports the Pod's status as a kubelet does: Running
 // with the container's start, then Succeeded or Failed with its exit code
 // (two status writes per Pod). Deleting a Pod stops its process (SIGTERM, then
-// SIGKILL after the Pod's termination grace period) and then removes the
-// object, as a kubelet confirms a deletion.
+// SIGKILL after the Pod's termination grace period, or the deletion's when
+// shorter) and then removes the object, as a kubelet confirms a deletion.
+// Stopping the agent kills every process within a couple of seconds.
 //
 // What it does not do: init and sidecar containers, restarts (restartPolicy
 // must be Never), images (the container's command is found on PATH of the
-// host), volumes, probes, `kubectl logs`.
+// host), volumes, probes, `kubectl logs`. A memory limit is enforced by the
+// runner's cgroup where the host gives one, else by sampling RSS (memory.go).
 package nodeagent
 
 import (
@@ -62,6 +64,10 @@ type Options struct {
 	// Env is the environment every process starts from, before its
 	// container's env. Empty means PATH, HOME and LANG of the agent.
 	Env []string
+	// NoCgroups runs processes without cgroups even where the host gives
+	// them (as on a host that does not): memory limits are then enforced
+	// by sampling RSS (memory.go).
+	NoCgroups bool
 	// Log receives the agent's own records; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -105,9 +111,10 @@ func New(opts Options) (*Agent, error) {
 		opts.Log = slog.Default()
 	}
 	return &Agent{
-		opts: opts,
-		log:  opts.Log.With("node", opts.NodeName),
-		pods: map[types.UID]*podRun{},
+		opts:    opts,
+		runners: runners{noCgroups: opts.NoCgroups},
+		log:     opts.Log.With("node", opts.NodeName),
+		pods:    map[types.UID]*podRun{},
 	}, nil
 }
 
@@ -189,7 +196,7 @@ func (a *Agent) observe(ctx context.Context, obj any) {
 	defer a.mu.Unlock()
 	if run, ok := a.pods[pod.UID]; ok {
 		if pod.DeletionTimestamp != nil {
-			run.requestStop()
+			run.requestStop(pod)
 		}
 		return
 	}
@@ -233,7 +240,7 @@ func (a *Agent) gone(obj any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if run, ok := a.pods[pod.UID]; ok {
-		run.requestStop()
+		run.requestStop(nil)
 		delete(a.pods, pod.UID)
 	}
 }
@@ -242,7 +249,7 @@ func (a *Agent) gone(obj any) {
 func (a *Agent) stopAll() {
 	a.mu.Lock()
 	for _, run := range a.pods {
-		run.requestStop()
+		run.requestStop(nil)
 	}
 	a.mu.Unlock()
 	a.wg.Wait()

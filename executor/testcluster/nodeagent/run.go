@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,16 +22,30 @@ type podRun struct {
 	pod      *corev1.Pod // the latest copy the run knows, updated by its own writes
 	stop     chan struct{}
 	stopOnce sync.Once
-	ended    bool // guarded by Agent.mu
+	// stopGrace is the deletion's grace period in seconds when it is
+	// shorter than the Pod's own (kubectl delete --grace-period); -1 if not.
+	stopGrace atomic.Int64
+	ended     bool // guarded by Agent.mu
 }
 
 func newPodRun(a *Agent, pod *corev1.Pod) *podRun {
-	return &podRun{a: a, pod: pod.DeepCopy(), stop: make(chan struct{})}
+	r := &podRun{a: a, pod: pod.DeepCopy(), stop: make(chan struct{})}
+	r.stopGrace.Store(-1)
+	return r
 }
 
-// requestStop asks the run to stop its process: the Pod is being deleted,
-// is gone, or the agent stops.
-func (r *podRun) requestStop() { r.stopOnce.Do(func() { close(r.stop) }) }
+// requestStop asks the run to stop its process: the Pod is being deleted
+// (deleted, its state then; nil when it is gone or the agent stops).
+func (r *podRun) requestStop(deleted *corev1.Pod) {
+	r.stopOnce.Do(func() {
+		if deleted != nil && deleted.DeletionGracePeriodSeconds != nil {
+			if g := *deleted.DeletionGracePeriodSeconds; time.Duration(g)*time.Second < gracePeriod(deleted) {
+				r.stopGrace.Store(g)
+			}
+		}
+		close(r.stop)
+	})
+}
 
 func (r *podRun) stopped() bool {
 	select {
@@ -68,17 +83,37 @@ func (r *podRun) run(ctx context.Context) {
 	}
 	started := metav1.Now()
 	log.Info("pod running", "pid", proc.Identity().PID, "dir", spec.Dir)
+	var mem *memoryWatch
+	if spec.Limits.MemoryBytes > 0 && proc.Unenforced() != "" {
+		mem = &memoryWatch{}
+		go mem.run(proc.Identity().PGID, spec.Limits.MemoryBytes, proc.Done())
+	}
 	r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, started, proc.Identity().PID) })
 	select {
 	case <-proc.Done():
 	case <-r.stop:
 		proc.Abort("the pod is being deleted")
+		if g := r.stopGrace.Load(); g >= 0 {
+			// The runner's grace is the Pod's; the deletion asked for less.
+			go killAfter(proc, time.Duration(g)*time.Second)
+		}
 	case <-ctx.Done():
 		proc.Abort("the node agent stops")
 	}
+	// The agent stopping cuts any grace period short.
+	select {
+	case <-proc.Done():
+	case <-ctx.Done():
+		go killAfter(proc, agentStopGrace)
+	}
 	st := proc.Wait()
 	log.Info("pod process ended", "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
-	r.finish(ctx, exited(st, r.pod, started))
+	out := exited(st, r.pod, started)
+	if mem != nil && mem.exceeded.Load() {
+		out.reason, out.exitCode = "OOMKilled", 137
+		out.message = "the container's resident memory went over its limit of " + process.FormatBytes(spec.Limits.MemoryBytes)
+	}
+	r.finish(ctx, out)
 }
 
 // finish writes the terminal status, or, when the Pod is being deleted,
@@ -146,6 +181,19 @@ func unsupported(pod *corev1.Pod) string {
 		return "the test node agent needs the container's command: it has no image to take an entrypoint from"
 	}
 	return ""
+}
+
+// agentStopGrace is how long a Pod's process has between SIGTERM and
+// SIGKILL when the agent stops (not the Pod's grace: tests stop clusters).
+const agentStopGrace = 2 * time.Second
+
+// killAfter kills the process group of proc unless it ended within grace.
+func killAfter(proc *process.Process, grace time.Duration) {
+	select {
+	case <-proc.Done():
+	case <-time.After(grace):
+		_, _ = process.KillOrphan(proc.Identity(), 0)
+	}
 }
 
 // gracePeriod is the Pod's termination grace period (30 s by default, as in
@@ -243,8 +291,9 @@ func retryWrites(ctx context.Context, log interface{ Warn(string, ...any) }, wha
 // runners hands out process runners by kill grace: a Pod's processes get
 // its termination grace period between SIGTERM and SIGKILL.
 type runners struct {
-	mu     sync.Mutex
-	byKill map[time.Duration]*process.Runner
+	noCgroups bool
+	mu        sync.Mutex
+	byKill    map[time.Duration]*process.Runner
 }
 
 func (rs *runners) get(grace time.Duration) *process.Runner {
@@ -257,7 +306,11 @@ func (rs *runners) get(grace time.Duration) *process.Runner {
 		rs.byKill = map[time.Duration]*process.Runner{}
 	}
 	// KillGrace 0 means the runner's default; a Pod's 0 means at once.
-	r := process.NewRunner(process.Config{KillGrace: max(grace, time.Millisecond)})
+	cfg := process.Config{KillGrace: max(grace, time.Millisecond)}
+	if rs.noCgroups {
+		cfg.CgroupRoot = "none"
+	}
+	r := process.NewRunner(cfg)
 	rs.byKill[grace] = r
 	return r
 }
