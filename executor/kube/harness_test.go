@@ -125,15 +125,16 @@ func writeProto(t *testing.T, path string, m proto.Message) {
 
 // taskOpts shape a test task.
 type taskOpts struct {
-	retries uint32
-	timeout time.Duration
-	limit   uint32 // the run's max_action_concurrency
+	retries     uint32
+	timeout     time.Duration
+	limit       uint32 // the run's max_action_concurrency
+	podTemplate string
 }
 
 // spec is a task whose container runs script with sh: $1 is the input
 // file, $2 the output prefix; FIXTURES names the fixtures directory.
 func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
-	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries}}
+	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries}, PodTemplateName: o.podTemplate}
 	if o.timeout > 0 {
 		md.Timeout = durationpb.New(o.timeout)
 	}
