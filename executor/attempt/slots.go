@@ -197,3 +197,18 @@ func (s *Slots) Waiting() int {
 	defer s.mu.Unlock()
 	return len(s.waiting)
 }
+
+// Hold counts key's running attempt, whatever the limits say: an attempt
+// found running (after a restart or a takeover) holds its slot, so the
+// limits count it until it ends.
+func (s *Slots) Hold(key store.ActionKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key] != nil {
+		return
+	}
+	s.dropWaiting(key)
+	s.used++
+	s.perRun[key.RunKey]++
+	s.held[key] = &hold{counted: true}
+}

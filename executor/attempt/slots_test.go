@@ -91,3 +91,21 @@ func TestSlotsParentStartingAfterItsChildren(t *testing.T) {
 		t.Fatal("child refused while its parent holds the only slot")
 	}
 }
+
+// An attempt found running holds its slot whatever the limits say, and
+// counts against them until it is released.
+func TestSlotsHold(t *testing.T) {
+	s := NewSlots(0)
+	a, b := akey("r", "a"), akey("r", "b")
+	s.Hold(a)
+	s.Hold(a) // once
+	if ok, _ := s.Acquire(b, "", 1); ok {
+		t.Fatal("the run's limit of 1 let a second attempt start beside one held")
+	}
+	if wake := s.Release(a); len(wake) != 1 || wake[0] != b {
+		t.Fatalf("release woke %v, want b", wake)
+	}
+	if ok, _ := s.Acquire(b, "", 1); !ok {
+		t.Fatal("b cannot start once a ended")
+	}
+}

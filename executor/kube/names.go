@@ -54,8 +54,9 @@ func podNameFor(name string, n int32) string { return v1.ObjectName(name, strcon
 const (
 	// annotationOrg keeps the action's org, which is not a spec field.
 	annotationOrg = "flyte.org/org"
-	// LabelManaged marks Pods the driver created; its Pod cache watches
-	// only those.
+	// LabelManaged marks the TaskActions and Pods a manager created: its
+	// Pod cache watches only those, and a TaskAction without it is one a
+	// user created (see adopt).
 	LabelManaged = "flyte.org/managed-by"
 	managedBy    = "flyte-manager"
 	labelAttempt = "flyte.org/attempt"

@@ -61,6 +61,7 @@ func (d *Driver) create(ctx context.Context, name types.NamespacedName, a *store
 		Group:            truncate(a.Group, 256),
 	}}
 	ta.Labels = ta.StandardLabels()
+	ta.Labels[LabelManaged] = managedBy
 	ta.Annotations = map[string]string{}
 	if a.Org != "" {
 		ta.Annotations[annotationOrg] = a.Org
@@ -150,8 +151,8 @@ func (d *Driver) buildPod(ctx context.Context, ta *v1.TaskAction, l *attempt.Lau
 	return buildPod(ta, l, o)
 }
 
-// adopt handles a TaskAction the database knows nothing of: one created
-// with kubectl (config/samples). A root action becomes a new run, as if
+// adopt handles a TaskAction the database knows nothing of and no manager
+// made: one created with kubectl (config/samples). A root action becomes a new run, as if
 // CreateRun had been called with its spec; anything else is refused in its
 // status, visibly, and left alone.
 func (d *Driver) adopt(ctx context.Context, ta *v1.TaskAction) (ctrl.Result, error) {
@@ -159,6 +160,13 @@ func (d *Driver) adopt(ctx context.Context, ta *v1.TaskAction) (ctrl.Result, err
 		return ctrl.Result{}, d.removeFinalizer(ctx, ta)
 	}
 	if ta.IsTerminal() {
+		return ctrl.Result{}, nil
+	}
+	if ta.Labels[LabelManaged] == managedBy {
+		// A manager made it, but not over this database (another manager
+		// sharing the namespace, or a database that was replaced): not
+		// ours to run or to refuse.
+		d.log.Debug("ignoring a TaskAction of another manager", "taskaction", client.ObjectKeyFromObject(ta).String())
 		return ctrl.Result{}, nil
 	}
 	reject := func(reason, msg string) (ctrl.Result, error) {

@@ -249,6 +249,7 @@ func (d *Driver) podCreateFailed(ctx context.Context, ta *v1.TaskAction, a *stor
 // watch follows the Pod of an active attempt and records what it shows.
 func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, ctrl.Result, error) {
 	n := a.Attempts
+	d.slots.Hold(a.ActionKey) // running, so counted, also when found after a restart
 	spec, err := d.core.Spec(ctx, a)
 	if err != nil {
 		var bad attempt.BadSpecError

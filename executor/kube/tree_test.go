@@ -154,3 +154,28 @@ func TestRunConcurrencyLimit(t *testing.T) {
 	}
 	h.terminal(root, phase.Aborted)
 }
+
+// A TaskAction another manager made (it carries the managed-by label, and
+// this manager's database has no such action) is left alone: neither run
+// nor refused.
+func TestForeignTaskActionsLeftAlone(t *testing.T) {
+	h := newHarness(t, dbtest.SQLiteDSN(t))
+	foreign := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "theirs-a0", Labels: map[string]string{LabelManaged: managedBy}},
+		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "theirs", ActionName: "a0", TaskTemplate: []byte("x")}}
+	if err := h.k.Create(h.ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// A run of our own after it: once it completed, the foreign one was
+	// reconciled too (one queue), and must still be untouched.
+	h.terminal(h.run("rours", succeed, taskOpts{}), phase.Succeeded)
+	got := &v1.TaskAction{}
+	if err := h.k.Get(h.ctx, objKey(foreign), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 0 || len(got.Finalizers) != 0 {
+		t.Fatalf("the foreign TaskAction was touched: %+v %+v", got.Status, got.Finalizers)
+	}
+	if _, err := h.st.Actions.Get(h.ctx, storeKey("p", "development", "theirs", "a0")); err == nil {
+		t.Fatal("the foreign TaskAction became a run")
+	}
+}
