@@ -151,6 +151,31 @@ func (d *Driver) buildPod(ctx context.Context, ta *v1.TaskAction, l *attempt.Lau
 	return buildPod(ta, l, o)
 }
 
+// reject fails a TaskAction the manager will not run, in its status.
+func (d *Driver) reject(ctx context.Context, ta *v1.TaskAction, reason, msg string) error {
+	ta.SetCondition(v1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+	ta.SetCondition(v1.ConditionFailed, metav1.ConditionTrue, reason, msg)
+	ta.Status.ErrorState = &v1.ErrorState{Code: reason, Kind: v1.ErrorKindUser, Message: msg}
+	d.warn(ta, reason, msg)
+	return d.client.Status().Update(ctx, ta)
+}
+
+// misnamed handles a TaskAction whose name is not the one the manager
+// gives its action: the manager would make a second TaskAction (and a
+// second Pod) for the same action, so it refuses this one instead, saying
+// what to call it. One a manager made is another manager's (see adopt).
+func (d *Driver) misnamed(ctx context.Context, ta *v1.TaskAction, key store.ActionKey) error {
+	if ta.DeletionTimestamp != nil {
+		return d.removeFinalizer(ctx, ta)
+	}
+	if ta.IsTerminal() || ta.Labels[LabelManaged] == managedBy {
+		return nil
+	}
+	want := d.nameOf(key)
+	return d.reject(ctx, ta, v1.ReasonInvalidSpec, fmt.Sprintf(
+		"the TaskAction of run %s action %s is named %s in namespace %s; create it under that name", key.RunName, key.Name, want.Name, want.Namespace))
+}
+
 // adopt handles a TaskAction the database knows nothing of and no manager
 // made: one created with kubectl (config/samples). A root action becomes a new run, as if
 // CreateRun had been called with its spec; anything else is refused in its
@@ -169,13 +194,7 @@ func (d *Driver) adopt(ctx context.Context, ta *v1.TaskAction) (ctrl.Result, err
 		d.log.Debug("ignoring a TaskAction of another manager", "taskaction", client.ObjectKeyFromObject(ta).String())
 		return ctrl.Result{}, nil
 	}
-	reject := func(reason, msg string) (ctrl.Result, error) {
-		ta.SetCondition(v1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
-		ta.SetCondition(v1.ConditionFailed, metav1.ConditionTrue, reason, msg)
-		ta.Status.ErrorState = &v1.ErrorState{Code: reason, Kind: v1.ErrorKindUser, Message: msg}
-		d.warn(ta, reason, msg)
-		return ctrl.Result{}, d.client.Status().Update(ctx, ta)
-	}
+	reject := func(reason, msg string) (ctrl.Result, error) { return ctrl.Result{}, d.reject(ctx, ta, reason, msg) }
 	switch {
 	case ta.Type() != v1.ActionTypeTask:
 		return reject(v1.ReasonPluginNotFound, "condition actions are created by their parent's task, not with kubectl")

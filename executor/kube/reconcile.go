@@ -45,6 +45,9 @@ func (d *Driver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	var key store.ActionKey
 	if ta != nil {
 		key = keyOf(ta)
+		if d.nameOf(key) != req.NamespacedName {
+			return ctrl.Result{}, d.misnamed(ctx, ta, key)
+		}
 	} else if k, ok := d.keyFor(req.NamespacedName); ok {
 		key = k
 	} else {

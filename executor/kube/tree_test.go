@@ -69,14 +69,17 @@ func TestAdoptedTaskActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "hello-a0"},
+	good := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "p-development-hello-a0"},
 		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "hello", ActionName: "a0", TaskType: "raw-container", TaskTemplate: tmpl}}
 	parent := "a0"
-	child := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "hello-c1"},
+	child := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "p-development-hello-c1"},
 		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "hello", ActionName: "c1", ParentActionName: &parent, TaskTemplate: tmpl}}
-	junk := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "junk-a0"},
+	junk := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "p-development-junk-a0"},
 		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "junk", ActionName: "a0", TaskTemplate: []byte("not a proto")}}
-	for _, ta := range []*v1.TaskAction{good, child, junk} {
+	// Under another name it would be a second TaskAction of the action.
+	misnamed := &v1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte", Name: "hello"},
+		Spec: v1.TaskActionSpec{Project: "p", Domain: "development", RunName: "other", ActionName: "a0", TaskTemplate: tmpl}}
+	for _, ta := range []*v1.TaskAction{good, child, junk, misnamed} {
 		if err := h.k.Create(h.ctx, ta); err != nil {
 			t.Fatal(err)
 		}
@@ -91,14 +94,26 @@ func TestAdoptedTaskActions(t *testing.T) {
 		got := &v1.TaskAction{}
 		return h.k.Get(h.ctx, objKey(good), got) == nil && condition(got, v1.ConditionSucceeded) == "Completed/True"
 	})
-	for _, ta := range []*v1.TaskAction{child, junk} {
+	if _, err := h.pod(key, 2); err == nil {
+		t.Error("a second attempt's Pod exists")
+	}
+	for _, ta := range []*v1.TaskAction{child, junk, misnamed} {
 		h.eventually(ta.Name+" to be refused", func() bool {
 			got := &v1.TaskAction{}
 			return h.k.Get(h.ctx, objKey(ta), got) == nil && condition(got, v1.ConditionFailed) == "InvalidSpec/True"
 		})
 	}
-	if _, err := h.st.Actions.Get(h.ctx, storeKey("p", "development", "junk", "a0")); err == nil {
-		t.Error("a run was created for an invalid TaskAction")
+	for _, run := range []string{"junk", "other"} {
+		if _, err := h.st.Actions.Get(h.ctx, storeKey("p", "development", run, "a0")); err == nil {
+			t.Errorf("a run was created for the invalid TaskAction of run %s", run)
+		}
+	}
+	var list v1.TaskActionList
+	if err := h.k.List(h.ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 4 {
+		t.Errorf("%d TaskActions, want the 4 created (the adopted one is not made twice)", len(list.Items))
 	}
 }
 
