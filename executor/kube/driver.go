@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "fmgr.dev/executor/api/v1"
@@ -78,7 +80,8 @@ type Driver struct {
 	keys       map[types.NamespacedName]store.ActionKey // unfinished actions by TaskAction, which may not exist (yet, or any more)
 	notBefore  map[store.ActionKey]time.Time            // retries waiting for their backoff
 	namespaces map[string]bool                          // namespaces known to exist
-	written    map[types.UID]string                     // the status last written per TaskAction (writeStatus)
+	written    map[types.UID]writtenStatus              // the status last written per TaskAction (writeStatus)
+	own        versions                                 // resource versions of this driver's own writes (write)
 	synced     bool                                     // the caches synced and the lease was tried once
 }
 
@@ -132,7 +135,8 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		keys:       map[types.NamespacedName]store.ActionKey{},
 		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
-		written:    map[types.UID]string{},
+		written:    map[types.UID]writtenStatus{},
+		own:        versions{seen: map[int64]struct{}{}},
 	}
 	d.slots = attempt.NewSlots(0)
 	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
@@ -279,7 +283,13 @@ func (d *Driver) newManager() (manager.Manager, error) {
 		For(&v1.TaskAction{}, builder.WithPredicates(notOnlyStatus{})).
 		Owns(&corev1.Pod{}).
 		WatchesRawSource(source.Channel(d.trigger, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 32}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 32,
+			// Retries after errors back off, but never past 30 s: an action
+			// must not sit for minutes because its reconciles failed a few
+			// times in a row (the default grows to 16 minutes).
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](10*time.Millisecond, 30*time.Second),
+		}).
 		Complete(d)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
@@ -370,7 +380,7 @@ func (d *Driver) followChanges(ctx context.Context) {
 					open = false
 					break
 				}
-				if d.lease.Fence() != 0 {
+				if d.lease.Fence() != 0 && !d.own.has(c.ObjectResourceVersion) {
 					d.poke(c.Key)
 				}
 			}
@@ -419,4 +429,29 @@ func (e leaseEvents) Paused(token int64, why string) {
 func (e leaseEvents) Resumed(token int64) {
 	e.d.log.Warn("the executor lease is renewed again: reconciling resumes", "token", token)
 	e.d.askRescan()
+}
+
+// versions is a bounded set of action resource versions.
+type versions struct {
+	mu   sync.Mutex
+	seen map[int64]struct{}
+}
+
+func (v *versions) add(rv int64) {
+	v.mu.Lock()
+	if len(v.seen) >= maxRemembered {
+		clear(v.seen) // forgetting costs a redundant reconcile, no more
+	}
+	v.seen[rv] = struct{}{}
+	v.mu.Unlock()
+}
+
+// has reports whether rv is one of ours, forgetting it: each version is
+// reported by the change feed once.
+func (v *versions) has(rv int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.seen[rv]
+	delete(v.seen, rv)
+	return ok
 }

@@ -73,7 +73,7 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 		for _, f := range tune {
 			f(&cfg)
 		}
-		return New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		return New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
 	})
 	h.st = h.state.Store()
 	h.stop = h.start(h.d, true)
@@ -250,3 +250,12 @@ func storeKey(project, domain, run, action string) store.ActionKey {
 }
 
 func objKey(ta *v1.TaskAction) client.ObjectKey { return client.ObjectKeyFromObject(ta) }
+
+// testLog discards the driver's logs, unless FM_KUBE_TEST_LOG is set (then
+// they go to stderr, for debugging).
+func testLog() *slog.Logger {
+	if os.Getenv("FM_KUBE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

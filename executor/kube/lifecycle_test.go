@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 
 	v1 "fmgr.dev/executor/api/v1"
 	"fmgr.dev/internal/dbtest"
@@ -117,12 +118,16 @@ func TestLifecycle(t *testing.T) {
 		script: `if [ ! -e "$FIXTURES/vanished" ]; then touch "$FIXTURES/vanished"; sleep 600; fi; ` + succeed,
 		act: func(t *testing.T, key store.ActionKey) {
 			h.running(key, 1)
-			ta, err := h.taskAction(key)
+			var ta *v1.TaskAction
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the driver writes its status meanwhile
+				var err error
+				if ta, err = h.taskAction(key); err != nil {
+					return err
+				}
+				ta.Finalizers = nil // as a careless operator might
+				return h.k.Update(h.ctx, ta)
+			})
 			if err != nil {
-				t.Fatal(err)
-			}
-			ta.Finalizers = nil // as a careless operator might
-			if err := h.k.Update(h.ctx, ta); err != nil {
 				t.Fatal(err)
 			}
 			if err := h.k.Delete(h.ctx, ta); err != nil {

@@ -99,7 +99,7 @@ func (d *Driver) withoutObject(ctx context.Context, name types.NamespacedName, a
 		return ctrl.Result{}, d.record(ctx, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
 	case a.Phase.Active():
 		msg := fmt.Sprintf("the TaskAction %s of attempt %d was deleted outside the manager; the action runs again", name, a.Attempts)
-		updated, dec, err := d.core.Apply(ctx, a, nil, machine.Orphaned{Attempt: uint32(a.Attempts), Message: msg}, attempt.Record{})
+		updated, dec, err := d.write(ctx, a, nil, machine.Orphaned{Attempt: uint32(a.Attempts), Message: msg}, attempt.Record{})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -321,11 +321,18 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		rec.ErrorURI = contract.JoinURI(outDir, contract.ErrorFile)
 	}
 	ev := res.Event(uint32(n))
+	st := taskStatus(pod)
 	switch {
-	case why == "OOMKilled" && res.Outcome != contract.Succeeded:
+	case res.Outcome == contract.Succeeded:
+	case why == "OOMKilled":
 		ev = machine.Failed{Attempt: uint32(n), Kind: machine.KindUser, Recoverable: true, Code: attempt.CodeOOMKilled,
 			Message: fmt.Sprintf("attempt %d exceeded its memory limit and was killed (OOM)", n)}
-	case res.Outcome == contract.Lost && pod.Status.Phase == corev1.PodFailed && taskStatus(pod) == nil:
+	case pod.DeletionTimestamp != nil:
+		// Deleted by someone else (this driver records an abort or a
+		// timeout before it deletes): the process was killed for it, not
+		// by its own failure.
+		ev = attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d was deleted while it ran; the action runs again", n))
+	case st == nil || st.State.Terminated == nil:
 		// The Pod failed without its container ever running (evicted, its
 		// node lost): the platform's failure.
 		ev = attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d failed before its task ran: %s %s", n, pod.Status.Reason, pod.Status.Message))
@@ -375,7 +382,7 @@ func (d *Driver) timeoutIfDue(ctx context.Context, ta *v1.TaskAction, a *store.A
 
 // apply records ev through the attempt core and acts on the decision.
 func (d *Driver) apply(ctx context.Context, ta *v1.TaskAction, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) (*store.Action, error) {
-	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
+	updated, dec, err := d.write(ctx, a, spec, ev, rec)
 	if err != nil {
 		return a, err
 	}
@@ -394,9 +401,21 @@ func (d *Driver) apply(ctx context.Context, ta *v1.TaskAction, a *store.Action, 
 	return updated, nil
 }
 
+// write records ev through the attempt core, remembering the version it
+// wrote: the change feed then skips this driver's own writes (it is there
+// for what other replicas change), which would only cost a reconcile that
+// reads an informer cache lagging behind.
+func (d *Driver) write(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) (*store.Action, machine.Decision, error) {
+	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
+	if err == nil && updated != a {
+		d.own.add(updated.ResourceVersion)
+	}
+	return updated, dec, err
+}
+
 // record is apply for an action without a TaskAction.
 func (d *Driver) record(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) error {
-	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
+	updated, dec, err := d.write(ctx, a, spec, ev, rec)
 	if err == nil {
 		d.afterRecord(ctx, updated, dec)
 	}
@@ -418,9 +437,10 @@ func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.D
 			d.notBefore[a.ActionKey] = time.Now().Add(dec.Delay)
 		}
 		d.mu.Unlock()
-		if dec.Delay > 0 {
-			time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
-		}
+		// The next attempt starts in a pass of its own (the change feed
+		// skips this driver's writes, and no object changed that would
+		// trigger one).
+		time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
 	case *machine.Terminal:
 		d.slots.Forget(a.ActionKey)
 		d.mu.Lock()
@@ -460,9 +480,17 @@ func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Ac
 	now := time.Now()
 	fp := fingerprint(a)
 	d.mu.Lock()
-	same := d.written[ta.UID] == fp
+	last, known := d.written[ta.UID]
 	d.mu.Unlock()
-	if same || !project(ta, a, now) {
+	if known && last.fp == fp {
+		return nil
+	}
+	if known {
+		// Build on what this driver wrote last, not on a cached copy that
+		// may predate it (which would also fail on its resource version).
+		ta.ResourceVersion, ta.Status = last.rv, *last.status.DeepCopy()
+	}
+	if !project(ta, a, now) {
 		return nil
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -473,7 +501,9 @@ func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Ac
 				return gerr
 			}
 			*ta = *fresh
-			project(ta, a, now)
+			if !project(ta, a, now) {
+				return nil // it shows this already
+			}
 		}
 		return err
 	})
@@ -482,10 +512,17 @@ func (d *Driver) writeStatus(ctx context.Context, ta *v1.TaskAction, a *store.Ac
 		if len(d.written) >= maxRemembered {
 			clear(d.written)
 		}
-		d.written[ta.UID] = fp
+		d.written[ta.UID] = writtenStatus{fp: fp, rv: ta.ResourceVersion, status: *ta.Status.DeepCopy()}
 		d.mu.Unlock()
 	}
 	return err
+}
+
+// writtenStatus is the status this driver last wrote to a TaskAction.
+type writtenStatus struct {
+	fp     string // fingerprint of the action it projects
+	rv     string // the TaskAction's resource version after the write
+	status v1.TaskActionStatus
 }
 
 // maxRemembered bounds the written-status memory; forgetting costs at most
