@@ -1,6 +1,9 @@
 // Command sample writes config/samples/flyte_v1_taskaction.yaml: a TaskAction
 // that any reconciler of this API can run to completion without the flyte SDK.
 // Its task is a raw container that echoes one line and declares no outputs.
+// It names no inputUri and no runOutputBase: the manager adopts a root
+// TaskAction created with kubectl as a new run with its own paths in its
+// own storage, the only place its Pods can surely reach.
 // The task template is a serialized proto, so the YAML is generated rather
 // than written by hand; `make -C executor generate` runs this.
 //
@@ -29,7 +32,6 @@ const (
 	taskType   = "raw-container"
 	image      = "busybox:1.36"
 	greeting   = "hello from a TaskAction"
-	dataRoot   = "file:///tmp/flyte/data/" + project + "/" + domain + "/" + runName
 )
 
 // template is the task the sample runs.
@@ -80,10 +82,8 @@ spec:
   actionType: task
   taskType: %[6]s
   shortName: hello
-  inputUri: %[9]s/inputs/inputs.pb
-  runOutputBase: %[9]s/
   taskTemplate: %[7]s
-`, v1.ObjectName(runName, actionName), project, domain, runName, actionName, taskType, base64.StdEncoding.EncodeToString(raw), greeting, dataRoot), nil
+`, v1.ObjectName(runName, actionName), project, domain, runName, actionName, taskType, base64.StdEncoding.EncodeToString(raw), greeting), nil
 }
 
 func main() {
