@@ -56,6 +56,14 @@ func checkAssets(dir string) string {
 // Kubectl is the path of the assets' kubectl.
 func Kubectl() string { return filepath.Join(AssetsDir(), "kubectl") }
 
+// RequireAssets is ForTest's check of the binaries, for a suite that starts
+// one cluster (with Start) for many tests: it returns the assets directory
+// or skips or fails t.
+func RequireAssets(t testing.TB) string {
+	t.Helper()
+	return requireAssets(t)
+}
+
 // requireAssets returns the assets directory for a test: a test fails when
 // the assets are configured but incomplete, and is skipped when nothing is
 // configured (a plain `go test` on a checkout that never built them).
