@@ -58,7 +58,7 @@ func TestDevLoop(t *testing.T) {
 	}
 	if out, err := kubectl("apply", "-k", filepath.Join("..", "..", "config", "samples")); err != nil {
 		t.Fatal(err)
-	} else if !strings.Contains(out, "taskaction.flyte.org/sample-a0 created") {
+	} else if !strings.Contains(out, "taskaction.flyte.org/"+sampleName+" created") {
 		t.Fatalf("kubectl apply: %s", out)
 	}
 
@@ -71,15 +71,13 @@ func TestDevLoop(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		last = nil
-		for _, row := range parseTable(out) {
-			if row["NAME"] == "sample-a0" {
-				last = row
-			}
+		// One TaskAction: the manager takes the sample as its run's root
+		// action instead of creating another beside it.
+		rows := parseTable(out)
+		if len(rows) != 1 || rows[0]["NAME"] != sampleName {
+			t.Fatalf("want the sample alone, got:\n%s", out)
 		}
-		if last == nil {
-			return false, fmt.Errorf("no sample-a0 in:\n%s", out)
-		}
+		last = rows[0]
 		if last["FAILED"] == "True" {
 			t.Fatalf("the sample failed:\n%s\nmanager log:\n%s", out, mgr.output())
 		}
@@ -90,8 +88,17 @@ func TestDevLoop(t *testing.T) {
 			t.Errorf("%s = %q, want %q (row %v)", col, last[col], want, last)
 		}
 	}
+	// and one Pod: the task ran once.
+	if out, err := kubectl("get", "pods", "-o", "name"); err != nil {
+		t.Fatal(err)
+	} else if strings.TrimSpace(out) != "pod/"+sampleName+"-1" {
+		t.Errorf("pods:\n%s\nwant the sample's one attempt", out)
+	}
 	mgr.stop(t)
 }
+
+// sampleName is the TaskAction of config/samples.
+const sampleName = "flytesnacks-development-sample-a0"
 
 // TestDeploymentMatchesFlags: the Deployment of config/manager runs the
 // binary with flags it accepts, and probes the port it listens on at the

@@ -47,7 +47,7 @@ func TestSampleIsRunnable(t *testing.T) {
 	if ta.APIVersion != v1.GroupVersion.String() || ta.Kind != "TaskAction" {
 		t.Errorf("apiVersion/kind %s/%s", ta.APIVersion, ta.Kind)
 	}
-	if want := v1.ObjectName(ta.Spec.RunName, ta.Spec.ActionName); ta.Name != want {
+	if want := v1.ObjectName(ta.Spec.Project+"-"+ta.Spec.Domain+"-"+ta.Spec.RunName, ta.Spec.ActionName); ta.Name != want {
 		t.Errorf("name %q, want %q", ta.Name, want)
 	}
 	for k, v := range ta.StandardLabels() {
