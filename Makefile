@@ -31,10 +31,13 @@ build:
 run: build venv
 	$(BIN)/flyte-manager start
 
-## test: every test, against real SQLite, PostgreSQL and the real flyte SDK.
-test: venv wheels
+## test: every test, against real SQLite, PostgreSQL, the real flyte SDK and
+## the test cluster (whose binaries envtest-assets builds into bin/k8s; with
+## KUBEBUILDER_ASSETS pointing there the cluster tests fail, never skip, when
+## they are unusable).
+test: venv wheels envtest-assets
 	FLYTEIDL2_WHEEL=$(WHEELS)/flyteidl2-$(FLYTEIDL2_VERSION)-py3-none-any.whl \
-	FM_TEST_VENV=$(VENV) \
+	FM_TEST_VENV=$(VENV) KUBEBUILDER_ASSETS=$(K8S_BIN) \
 	$(GO) test -p 2 -timeout 40m ./...
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 

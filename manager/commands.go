@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/db"
 )
 
@@ -20,7 +21,7 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := openDatabase(ctx, cfg)
+			gdb, err := app.OpenDatabase(ctx, cfg)
 			if err != nil {
 				return err
 			}

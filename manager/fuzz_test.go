@@ -59,6 +59,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"gorm.io/gorm"
 
+	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/pgtest"
@@ -136,7 +137,7 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	logger := slogLogger(slog)
 	srv := server.New(cfg.Server, logger)
 	ctx, cancel := context.WithCancel(context.Background())
-	gdb, err := openDatabase(ctx, cfg)
+	gdb, err := app.OpenDatabase(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -144,8 +145,8 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	if err := db.Migrate(ctx, gdb); err != nil {
 		tb.Fatal(err)
 	}
-	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
-	if err := setup(ctx, d); err != nil {
+	d := &app.Deps{Config: cfg, DB: gdb, Log: logger, Server: srv}
+	if err := app.Setup(ctx, d); err != nil {
 		tb.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {

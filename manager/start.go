@@ -2,32 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"gorm.io/gorm"
 
-	"fmgr.dev/internal/config"
-	"fmgr.dev/internal/db"
-	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/app"
 )
-
-// deps is what setup builds the services from.
-type deps struct {
-	cfg    *config.Config
-	db     *gorm.DB
-	log    *slog.Logger
-	server *server.Server
-}
 
 func newStartCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
@@ -44,142 +26,7 @@ func newStartCmd(g *globalFlags) *cobra.Command {
 			// After the first signal, restore the default handling so that a
 			// second one ends a shutdown that takes too long.
 			context.AfterFunc(ctx, stop)
-			return start(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return app.Run(ctx, cfg, app.Options{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Version: version})
 		},
 	}
-}
-
-// start runs the manager until ctx is done: it prepares the data dir, opens
-// and migrates the database, builds the services and serves them.
-func start(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) error {
-	logger, err := newLogger(cfg.Log, stderr)
-	if err != nil {
-		return err
-	}
-	slog.SetDefault(logger)
-
-	if err := cfg.Prepare(); err != nil {
-		return err
-	}
-	srv := server.New(cfg.Server, logger)
-
-	gdb, err := openDatabase(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
-	if err := db.Migrate(ctx, gdb); err != nil {
-		return closeAfter(srv, fmt.Errorf("migrating the database: %w", err))
-	}
-	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
-
-	d := &deps{cfg: cfg, db: gdb, log: logger, server: srv}
-	if err := setup(ctx, d); err != nil {
-		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
-	}
-	logger.Debug("mounted services", "services", strings.Join(srv.Services(), ","))
-	if err := srv.Listen(); err != nil {
-		return closeAfter(srv, err)
-	}
-	// Workers start once the server listens: the executor tells task
-	// processes the address it got.
-	srv.StartWorkers()
-	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", version)
-	warnIfExposed(logger, cfg.Server.Host)
-	printBanner(stdout, cfg, srv.Addr())
-	return srv.Serve(ctx)
-}
-
-// closeAfter runs the registered closers after a failed start.
-func closeAfter(srv *server.Server, err error) error {
-	if cerr := srv.Close(); cerr != nil {
-		return fmt.Errorf("%w (and while closing: %v)", err, cerr)
-	}
-	return err
-}
-
-// openDatabase opens the configured database, applying database.maxOpenConns
-// when set.
-func openDatabase(ctx context.Context, cfg *config.Config) (*gorm.DB, error) {
-	gdb, err := db.Open(ctx, cfg.Database.DSN)
-	if err != nil {
-		return nil, err
-	}
-	if n := cfg.Database.MaxOpenConns; n > 0 {
-		sqlDB, err := gdb.DB()
-		if err != nil {
-			_ = db.Close(gdb)
-			return nil, err
-		}
-		sqlDB.SetMaxOpenConns(n)
-		sqlDB.SetMaxIdleConns(n)
-	}
-	return gdb, nil
-}
-
-func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
-		return nil, fmt.Errorf("log.level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if strings.EqualFold(c.Format, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
-}
-
-// warnIfExposed says, loudly, what binding beyond loopback means while the
-// manager has no authentication.
-func warnIfExposed(logger *slog.Logger, host string) {
-	if server.IsLoopbackHost(host) {
-		return
-	}
-	logger.Warn("SERVING WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS: anyone who can reach this port can run any command as this user through CreateRun; bind server.host to 127.0.0.1, or firewall the port",
-		"host", host)
-}
-
-// printBanner tells the user where the manager listens, where its data
-// lives, and how to point the SDK at it.
-func printBanner(w io.Writer, cfg *config.Config, addr net.Addr) {
-	port := cfg.Server.Port
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		port = tcp.Port
-	}
-	listen := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(port))
-	endpoint, insecure := sdkEndpoint(cfg, port)
-	project := "flytesnacks"
-	if len(cfg.Projects.Seed) > 0 {
-		project = cfg.Projects.Seed[0]
-	}
-	flags := ""
-	if insecure {
-		flags = " --insecure"
-	}
-	red := cfg.Redacted()
-	fmt.Fprintf(w, `flyte-manager %s is serving on http://%s (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)
-  data:     %s
-  database: %s
-  blobs:    %s
-
-Point the Flyte SDK at it:
-  flyte create config --endpoint %s%s --project %s --domain development
-`, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
-}
-
-// sdkEndpoint is the endpoint to give the SDK: the external URL's host when
-// one is configured, else the listening host (localhost for loopback and
-// wildcard addresses) and port. insecure is false only for https.
-func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) {
-	if ext := cfg.Server.ExternalURL; ext != "" {
-		if u, err := url.Parse(ext); err == nil && u.Host != "" {
-			return u.Host, u.Scheme != "https"
-		}
-	}
-	host := cfg.Server.Host
-	switch host {
-	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
-		host = "localhost"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), true
 }

@@ -80,7 +80,7 @@ type Process struct {
 	err    error         // the process's exit status, once done is closed
 }
 
-// servingLine is the banner's first line (manager/start.go printBanner).
+// servingLine is the banner's first line (internal/app printBanner).
 var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 
 // ServingURL returns the base URL a manager's banner in text announces, or

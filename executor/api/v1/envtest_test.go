@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,20 +17,20 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/executor/testcluster"
 )
 
-// The suites below run against a real kube-apiserver and etcd (envtest) with
-// the generated CRD installed. They need KUBEBUILDER_ASSETS (a directory
-// holding kube-apiserver, etcd and, optionally, kubectl: `make
-// envtest-assets`); without it they skip, except in CI, where they fail.
+// The suites below run against a real kube-apiserver and etcd (package
+// testcluster, the binaries `make envtest-assets` builds into bin/k8s, or
+// $KUBEBUILDER_ASSETS) with the generated CRD installed. Without the
+// binaries they skip, or fail where testcluster says they must (CI, or
+// assets configured but incomplete).
 
-// testCluster is a running API server with a client and a kubeconfig file
-// for kubectl and make.
+// testCluster is a running test cluster with a client for these types.
 type testCluster struct {
-	env        *envtest.Environment
+	*testcluster.Cluster
 	cfg        *rest.Config
 	client     client.Client
 	kubeconfig string
@@ -38,7 +39,7 @@ type testCluster struct {
 var (
 	cluster    *testCluster // shared by the suites; has the CRD installed
 	clusterErr error
-	kubectlBin string // "" when neither the assets nor PATH hold a kubectl
+	kubectlBin = testcluster.Kubectl()
 	nsCounter  atomic.Int64
 )
 
@@ -64,84 +65,44 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		clusterErr = errNoAssets
-		return m.Run()
-	}
-	if p := filepath.Join(assets, "kubectl"); isExecutable(p) {
-		kubectlBin = p
-	} else if p, err := exec.LookPath("kubectl"); err == nil {
-		kubectlBin = p
-	}
-	cluster, clusterErr = startCluster(crdDir)
-	if clusterErr == nil {
-		defer cluster.stop()
+	// Started only when the binaries are there; needCluster decides, test
+	// by test, whether their absence skips or fails.
+	if _, err := os.Stat(kubectlBin); err == nil {
+		cluster, clusterErr = startCluster(crdDir)
+		if clusterErr == nil {
+			defer cluster.stop()
+		}
+	} else {
+		clusterErr = err
 	}
 	return m.Run()
 }
 
-var errNoAssets = fmt.Errorf("KUBEBUILDER_ASSETS is not set (make envtest-assets builds them)")
-
-// startCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with the
-// CRDs of crdDirs installed.
-func startCluster(crdDirs ...string) (*testCluster, error) {
-	tc := &testCluster{env: &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}}
-	cfg, err := tc.env.Start()
+// startCluster starts a test cluster with the CRDs of crdDir installed and
+// no namespaces of its own.
+func startCluster(crdDir string) (*testCluster, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := testcluster.Start(ctx, testcluster.Options{CRDDirs: []string{crdDir}, Namespaces: []string{}})
 	if err != nil {
-		return nil, fmt.Errorf("starting the API server: %w", err)
-	}
-	if err := tc.connect(cfg); err != nil {
-		tc.stop()
 		return nil, err
 	}
-	return tc, nil
+	k, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return &testCluster{Cluster: c, cfg: c.Config, client: k, kubeconfig: c.Kubeconfig}, nil
 }
 
-func (tc *testCluster) connect(cfg *rest.Config) error {
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	tc.cfg, tc.client = cfg, c
-	admin, err := tc.env.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		return err
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp("", "taskaction-kubeconfig-*")
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tc.kubeconfig = f.Name()
-	_, err = f.Write(kc)
-	return err
-}
-
-func (tc *testCluster) stop() {
-	if tc.kubeconfig != "" {
-		_ = os.Remove(tc.kubeconfig)
-	}
-	_ = tc.env.Stop()
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
+func (tc *testCluster) stop() { _ = tc.Stop() }
 
 // needCluster skips the test without envtest assets (fails in CI) and
 // returns a fresh namespace for it.
 func needCluster(t *testing.T) string {
 	t.Helper()
-	switch {
-	case clusterErr == errNoAssets && os.Getenv("CI") != "true":
-		t.Skip(clusterErr)
-	case clusterErr != nil:
+	testcluster.RequireAssets(t)
+	if clusterErr != nil {
 		t.Fatal(clusterErr)
 	}
 	ns := fmt.Sprintf("%s-%d", "ta", nsCounter.Add(1))
@@ -154,14 +115,7 @@ func needCluster(t *testing.T) string {
 // needKubectl is needCluster for tests that run the real kubectl.
 func needKubectl(t *testing.T) string {
 	t.Helper()
-	ns := needCluster(t)
-	if kubectlBin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no kubectl in KUBEBUILDER_ASSETS or on PATH")
-		}
-		t.Skip("no kubectl in KUBEBUILDER_ASSETS or on PATH")
-	}
-	return ns
+	return needCluster(t) // the assets include kubectl
 }
 
 // kubectl runs the real kubectl against the test API server.

@@ -22,7 +22,7 @@ import (
 // nothing, deploy, undeploy. After each step it checks the cluster.
 func TestMakeInstallDeploy(t *testing.T) {
 	needKubectl(t)
-	tc, err := startCluster()
+	tc, err := startCluster(t.TempDir()) // no CRD: make install puts it there
 	if err != nil {
 		t.Fatal(err)
 	}

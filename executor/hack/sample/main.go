@@ -1,6 +1,12 @@
 // Command sample writes config/samples/flyte_v1_taskaction.yaml: a TaskAction
 // that any reconciler of this API can run to completion without the flyte SDK.
 // Its task is a raw container that echoes one line and declares no outputs.
+// It names no inputUri and no runOutputBase: the manager adopts a root
+// TaskAction created with kubectl as a new run with its own paths in its
+// own storage, the only place its Pods can surely reach. Its name is the one
+// the manager gives the run's root action in a shared namespace
+// (<project>-<domain>-<run>-<action>), so the manager takes it as that
+// action's object instead of creating a second one beside it.
 // The task template is a serialized proto, so the YAML is generated rather
 // than written by hand; `make -C executor generate` runs this.
 //
@@ -29,8 +35,13 @@ const (
 	taskType   = "raw-container"
 	image      = "busybox:1.36"
 	greeting   = "hello from a TaskAction"
-	dataRoot   = "file:///tmp/flyte/data/" + project + "/" + domain + "/" + runName
 )
+
+// objectName is the sample's name: executor/kube's name for the action in
+// the namespace every project shares.
+func objectName() string {
+	return v1.ObjectName(project+"-"+domain+"-"+runName, actionName)
+}
 
 // template is the task the sample runs.
 func template() *core.TaskTemplate {
@@ -80,10 +91,8 @@ spec:
   actionType: task
   taskType: %[6]s
   shortName: hello
-  inputUri: %[9]s/inputs/inputs.pb
-  runOutputBase: %[9]s/
   taskTemplate: %[7]s
-`, v1.ObjectName(runName, actionName), project, domain, runName, actionName, taskType, base64.StdEncoding.EncodeToString(raw), greeting, dataRoot), nil
+`, objectName(), project, domain, runName, actionName, taskType, base64.StdEncoding.EncodeToString(raw), greeting), nil
 }
 
 func main() {

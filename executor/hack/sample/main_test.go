@@ -47,7 +47,7 @@ func TestSampleIsRunnable(t *testing.T) {
 	if ta.APIVersion != v1.GroupVersion.String() || ta.Kind != "TaskAction" {
 		t.Errorf("apiVersion/kind %s/%s", ta.APIVersion, ta.Kind)
 	}
-	if want := v1.ObjectName(ta.Spec.RunName, ta.Spec.ActionName); ta.Name != want {
+	if want := v1.ObjectName(ta.Spec.Project+"-"+ta.Spec.Domain+"-"+ta.Spec.RunName, ta.Spec.ActionName); ta.Name != want {
 		t.Errorf("name %q, want %q", ta.Name, want)
 	}
 	for k, v := range ta.StandardLabels() {
@@ -55,8 +55,13 @@ func TestSampleIsRunnable(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, ta.Labels[k], v)
 		}
 	}
-	if !ta.IsRoot() || ta.Type() != v1.ActionTypeTask || ta.Spec.InputURI == "" || ta.Spec.RunOutputBase == "" {
+	if !ta.IsRoot() || ta.Type() != v1.ActionTypeTask {
 		t.Errorf("spec %+v", ta.Spec)
+	}
+	// Paths are the manager's business: a path written here would name a
+	// place in somebody else's storage that the Pods may not reach.
+	if ta.Spec.InputURI != "" || ta.Spec.RunOutputBase != "" {
+		t.Errorf("the sample names inputUri %q, runOutputBase %q; want neither (the manager picks its own)", ta.Spec.InputURI, ta.Spec.RunOutputBase)
 	}
 
 	var tmpl core.TaskTemplate

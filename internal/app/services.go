@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"net"
 
 	"fmgr.dev/actions"
-	"fmgr.dev/app"
+	appsvc "fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/dataproxy"
 	"fmgr.dev/executor/kube"
@@ -22,12 +22,12 @@ import (
 	"fmgr.dev/secret"
 )
 
-// setup builds everything the manager serves and runs, in dependency order:
+// Setup builds everything the manager serves and runs, in dependency order:
 // storage, the run state with its executor, then each service through its
 // package's Setup, which mounts its handlers and registers its workers,
-// readiness checks, metrics and closers on d.server.
-func setup(ctx context.Context, d *deps) error {
-	srv, cfg := d.server, d.cfg
+// readiness checks, metrics and closers on d.Server.
+func Setup(ctx context.Context, d *Deps) error {
+	srv, cfg := d.Server, d.Config
 	blobs, err := blob.Open(ctx, cfg.Storage.URL)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -38,8 +38,8 @@ func setup(ctx context.Context, d *deps) error {
 		return err
 	}
 
-	st := store.New(d.db)
-	hub := runstate.NewHub(st.Actions, d.log)
+	st := store.New(d.DB)
+	hub := runstate.NewHub(st.Actions, d.Log)
 	if err := hub.Start(ctx); err != nil { // before anything can subscribe
 		return err
 	}
@@ -51,14 +51,14 @@ func setup(ctx context.Context, d *deps) error {
 
 	for _, step := range []func() error{
 		setupExecutor,
-		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.log) },
+		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.Log) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
-			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.log})
+			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
 		},
 		func() error { return cache.Setup(srv) },
 		func() error { return secret.Setup(srv) },
-		func() error { return app.Setup(srv) },
+		func() error { return appsvc.Setup(srv) },
 		func() error { return setupUnimplemented(srv) },
 	} {
 		if err := step(); err != nil {
@@ -77,21 +77,21 @@ type executor interface {
 
 // newExecutor builds the run state with the configured executor, and the
 // step that sets the executor up.
-func newExecutor(d *deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub) (*runstate.Service, executor, func() error, error) {
-	srv, cfg := d.server, d.cfg
+func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub) (*runstate.Service, executor, func() error, error) {
+	srv, cfg := d.Server, d.Config
 	advertised := func() string { return advertisedAddr(srv) }
 	if cfg.Executor.Type == config.ExecutorKubernetes {
 		rc, err := kube.RESTConfig(cfg.Executor.Kubernetes)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *kube.Driver {
-			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.log)
+		state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *kube.Driver {
+			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.Log)
 		})
 		return state, exec, func() error { return kube.Setup(srv, exec) }, nil
 	}
-	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.log, func(state *runstate.Service) *local.Driver {
-		return local.New(state, cfg.Executor, advertised, d.log)
+	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *local.Driver {
+		return local.New(state, cfg.Executor, advertised, d.Log)
 	})
 	return state, exec, func() error { return local.Setup(srv, exec) }, nil
 }

@@ -1,0 +1,175 @@
+// Package app is the manager's composition: it opens the database and the
+// blob store, builds the run state with the configured executor, mounts
+// every service and serves them. The flyte-manager command (manager/) and
+// the executor's development binary (executor/cmd/manager) both run it, so
+// the two cannot drift apart.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/server"
+)
+
+// Deps is what Setup builds the services from.
+type Deps struct {
+	Config *config.Config
+	DB     *gorm.DB
+	Log    *slog.Logger
+	Server *server.Server
+}
+
+// Options are what Run needs besides the configuration.
+type Options struct {
+	// Stdout receives the banner (where the manager listens, how to point
+	// the SDK at it); Stderr the log.
+	Stdout, Stderr io.Writer
+	// Version is the binary's version, shown in the banner and the log.
+	Version string
+}
+
+// Run runs the manager until ctx is done: it prepares the data dir, opens
+// and migrates the database, builds the services and serves them.
+func Run(ctx context.Context, cfg *config.Config, o Options) error {
+	logger, err := newLogger(cfg.Log, o.Stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(logger)
+
+	if err := cfg.Prepare(); err != nil {
+		return err
+	}
+	srv := server.New(cfg.Server, logger)
+
+	gdb, err := OpenDatabase(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
+	if err := db.Migrate(ctx, gdb); err != nil {
+		return closeAfter(srv, fmt.Errorf("migrating the database: %w", err))
+	}
+	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
+
+	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv}
+	if err := Setup(ctx, d); err != nil {
+		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
+	}
+	logger.Debug("mounted services", "services", strings.Join(srv.Services(), ","))
+	if err := srv.Listen(); err != nil {
+		return closeAfter(srv, err)
+	}
+	// Workers start once the server listens: the executor tells task
+	// processes the address it got.
+	srv.StartWorkers()
+	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", o.Version)
+	WarnIfExposed(logger, cfg.Server.Host)
+	printBanner(o.Stdout, o.Version, cfg, srv.Addr())
+	return srv.Serve(ctx)
+}
+
+// closeAfter runs the registered closers after a failed start.
+func closeAfter(srv *server.Server, err error) error {
+	if cerr := srv.Close(); cerr != nil {
+		return fmt.Errorf("%w (and while closing: %v)", err, cerr)
+	}
+	return err
+}
+
+// OpenDatabase opens the configured database, applying database.maxOpenConns
+// when set.
+func OpenDatabase(ctx context.Context, cfg *config.Config) (*gorm.DB, error) {
+	gdb, err := db.Open(ctx, cfg.Database.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if n := cfg.Database.MaxOpenConns; n > 0 {
+		sqlDB, err := gdb.DB()
+		if err != nil {
+			_ = db.Close(gdb)
+			return nil, err
+		}
+		sqlDB.SetMaxOpenConns(n)
+		sqlDB.SetMaxIdleConns(n)
+	}
+	return gdb, nil
+}
+
+func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(c.Format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// WarnIfExposed says, loudly, what binding beyond loopback means while the
+// manager has no authentication.
+func WarnIfExposed(logger *slog.Logger, host string) {
+	if server.IsLoopbackHost(host) {
+		return
+	}
+	logger.Warn("SERVING WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS: anyone who can reach this port can run any command as this user through CreateRun; bind server.host to 127.0.0.1, or firewall the port",
+		"host", host)
+}
+
+// printBanner tells the user where the manager listens, where its data
+// lives, and how to point the SDK at it.
+func printBanner(w io.Writer, version string, cfg *config.Config, addr net.Addr) {
+	port := cfg.Server.Port
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		port = tcp.Port
+	}
+	listen := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(port))
+	endpoint, insecure := sdkEndpoint(cfg, port)
+	project := "flytesnacks"
+	if len(cfg.Projects.Seed) > 0 {
+		project = cfg.Projects.Seed[0]
+	}
+	flags := ""
+	if insecure {
+		flags = " --insecure"
+	}
+	red := cfg.Redacted()
+	fmt.Fprintf(w, `flyte-manager %s is serving on http://%s (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)
+  data:     %s
+  database: %s
+  blobs:    %s
+
+Point the Flyte SDK at it:
+  flyte create config --endpoint %s%s --project %s --domain development
+`, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
+}
+
+// sdkEndpoint is the endpoint to give the SDK: the external URL's host when
+// one is configured, else the listening host (localhost for loopback and
+// wildcard addresses) and port. insecure is false only for https.
+func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) {
+	if ext := cfg.Server.ExternalURL; ext != "" {
+		if u, err := url.Parse(ext); err == nil && u.Host != "" {
+			return u.Host, u.Scheme != "https"
+		}
+	}
+	host := cfg.Server.Host
+	switch host {
+	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), true
+}
