@@ -102,6 +102,7 @@ func kubeEnv(c *testcluster.Cluster, backend string) []string {
 // kubeCounters is one snapshot of what the kube scenario counts.
 type kubeCounters struct {
 	executor  map[string]float64 // the manager's writes, by "verb kind"
+	reconcile float64            // the manager's reconciles of TaskActions
 	apiServer map[string]float64 // every write the API server answered, by "VERB resource[/subresource] [(code)]"
 	xacts     float64            // the manager database's commits + rollbacks; -1 without PostgreSQL
 }
@@ -110,6 +111,7 @@ type kubeCounters struct {
 type kubeFigures struct {
 	actions   int
 	executor  map[string]float64
+	reconcile float64
 	apiServer map[string]float64
 	xacts     float64 // -1: not measured (SQLite)
 }
@@ -125,6 +127,7 @@ func snapshotKube(ctx context.Context, m *manager, c *testcluster.Cluster, pg *p
 	s.executor = sumSamples(text, "flyte_manager_kube_api_writes_total", func(l map[string]string) (string, bool) {
 		return l["verb"] + " " + l["kind"], true
 	})
+	s.reconcile = total(sumSamples(text, "flyte_manager_kube_reconciles_total", func(map[string]string) (string, bool) { return "", true }))
 	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return s, fmt.Errorf("the API server's /metrics: %w", err)
@@ -171,7 +174,8 @@ func transactions(ctx context.Context, pg *pgtest.Server, db string) (float64, e
 // kubeDelta is what the measured runs cost between two snapshots.
 func kubeDelta(before, after kubeCounters, actions int) *kubeFigures {
 	f := &kubeFigures{actions: actions, executor: diff(before.executor, after.executor),
-		apiServer: diff(before.apiServer, after.apiServer), xacts: -1}
+		apiServer: diff(before.apiServer, after.apiServer), xacts: -1,
+		reconcile: after.reconcile - before.reconcile}
 	if before.xacts >= 0 && after.xacts >= 0 {
 		f.xacts = after.xacts - before.xacts
 	}
@@ -208,6 +212,7 @@ func reportKube(out *os.File, results []result) {
 		ex, all := total(f.executor)/n, total(f.apiServer)/n
 		fmt.Fprintf(out, "  API writes by the executor (the manager's flyte_manager_kube_api_writes_total):   %6.2f  (aim ≤ %.0f)\n", ex, targetExecutorWrites)
 		printBreakdown(out, f.executor, n)
+		fmt.Fprintf(out, "  reconciles of TaskActions (flyte_manager_kube_reconciles_total):                   %6.2f\n", f.reconcile/n)
 		fmt.Fprintf(out, "  API writes the API server served (apiserver_request_total, every client):        %6.2f\n", all)
 		printBreakdown(out, f.apiServer, n)
 		fmt.Fprintf(out, "  of which not the executor's (node agent: binding, Pod status, Pod deletion; GC):  %6.2f\n", all-ex)
