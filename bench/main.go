@@ -99,7 +99,7 @@ func main() {
 	flag.IntVar(&o.kubeRuns, "kube-runs", 200, "runs per kube scenario (each a single action, one Pod)")
 	flag.IntVar(&o.kubeInflight, "kube-inflight", 20, "runs in flight at once in kube scenarios (0: submit all at once)")
 	flag.IntVar(&o.warmup, "warmup", 2, "runs submitted (and not measured) before each scenario's measured runs")
-	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once (0: submit all at once)")
+	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once in noop and a0 scenarios (0: submit all at once)")
 	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: 256 for noop, the manager's default 2 × CPUs for a0)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
 	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: noop, a0, kube")
