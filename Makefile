@@ -117,12 +117,14 @@ test-cluster-stop:
 	$(K8S_BIN)/test-cluster stop --dir $(TEST_CLUSTER_DIR)
 
 ## bench: actions/s and submit→terminal latency through the public API, on
-## SQLite and PostgreSQL, with the no-op runner (control plane only) and the
-## real a0 runner; prints figures, asserts nothing. BENCH_FLAGS passes sizes,
-## e.g. BENCH_FLAGS="-runs 200 -fanout 20 -runners noop" (go run ./bench -h).
+## SQLite and PostgreSQL, with the no-op runner (control plane only), the
+## real a0 runner and the kubernetes executor on the test cluster (kube: also
+## API writes and PostgreSQL transactions per action); prints figures, asserts
+## nothing. BENCH_FLAGS passes sizes, e.g. BENCH_FLAGS="-runs 200 -fanout 20
+## -runners noop" or BENCH_FLAGS="-runners kube -kube-runs 500" (go run ./bench -h).
 .PHONY: bench
 BENCH_FLAGS ?=
-bench: venv
+bench: venv envtest-assets
 	$(GO) build -tags bench -ldflags "$(LDFLAGS)" -o $(BIN)/flyte-manager-bench ./manager
 	$(GO) run ./bench -manager $(BIN)/flyte-manager-bench -venv $(VENV) $(BENCH_FLAGS)
 

@@ -11,10 +11,26 @@
 //     like the SDK's controller. This measures the control plane.
 //   - a0: real task processes, the flyte SDK's runtime from the project's
 //     virtualenv, with a fan-out parent built by bench/realtasks.py.
+//   - kube: the kubernetes executor (executor.type kubernetes) on the test
+//     cluster (package executor/testcluster, started in-process with the
+//     node agent's noop runner: Pods go Running, then Succeeded with exit
+//     code 0, no process starts). Each run is one action, a raw container
+//     that declares no outputs. Besides actions/s and latency it prints, per
+//     action over the measured runs: the executor's API-server writes (the
+//     manager's flyte_manager_kube_api_writes_total, by verb and kind), every
+//     write the API server served (its apiserver_request_total, by verb and
+//     resource: the executor's plus the node agent's bindings, Pod status
+//     updates and Pod deletions, and the cluster's garbage collector), the
+//     manager database's transactions (PostgreSQL's pg_stat_database
+//     xact_commit + xact_rollback; not counted on SQLite), and the ratio to
+//     the reference manager's 11 API-server writes and 42 PostgreSQL
+//     transactions per single-action run. It needs the cluster's binaries
+//     (make envtest-assets).
 //
 // It prints figures; it asserts nothing about time.
 //
-//	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-backends sqlite,postgres] [-runners noop,a0]
+//	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-kube-runs 200 -kube-inflight 20]
+//	    [-backends sqlite,postgres] [-runners noop,a0,kube]
 package main
 
 import (
@@ -25,11 +41,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/internal/pgtest"
 )
@@ -37,6 +55,8 @@ import (
 type options struct {
 	runs, fanout         int
 	realRuns, realFanout int
+	kubeRuns             int
+	kubeInflight         int
 	warmup               int
 	inflight             int
 	parallelism          int
@@ -58,6 +78,8 @@ type result struct {
 	wall            time.Duration
 	p50, p99        time.Duration
 	firstErr        error
+	inflight        int          // runs in flight at once
+	kube            *kubeFigures // the kube runner's API writes and transactions
 }
 
 func (r result) actionsPerSec() float64 {
@@ -74,11 +96,13 @@ func main() {
 	flag.IntVar(&o.fanout, "fanout", 20, "children per run in noop scenarios")
 	flag.IntVar(&o.realRuns, "real-runs", 4, "runs per a0 scenario (each action is a Python process)")
 	flag.IntVar(&o.realFanout, "real-fanout", 8, "children per run in a0 scenarios")
+	flag.IntVar(&o.kubeRuns, "kube-runs", 200, "runs per kube scenario (each a single action, one Pod)")
+	flag.IntVar(&o.kubeInflight, "kube-inflight", 20, "runs in flight at once in kube scenarios (0: submit all at once)")
 	flag.IntVar(&o.warmup, "warmup", 2, "runs submitted (and not measured) before each scenario's measured runs")
-	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once (0: submit all at once)")
+	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once in noop and a0 scenarios (0: submit all at once)")
 	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: 256 for noop, the manager's default 2 × CPUs for a0)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
-	flag.StringVar(&runners, "runners", "noop,a0", "runners to measure: noop, a0")
+	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: noop, a0, kube")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex and block profiles of each noop scenario's measured runs to this directory")
@@ -113,8 +137,8 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	for _, r := range o.runners {
-		if r != "noop" && r != "a0" {
-			return fmt.Errorf("-runners: unknown %q (noop, a0)", r)
+		if r != "noop" && r != "a0" && r != "kube" {
+			return fmt.Errorf("-runners: unknown %q (noop, a0, kube)", r)
 		}
 	}
 	root, err := repoRoot()
@@ -148,6 +172,8 @@ func run(ctx context.Context, o options) error {
 		switch r {
 		case "noop":
 			workloads[r] = noopWorkload(o.fanout)
+		case "kube":
+			workloads[r] = kubeWorkload()
 		case "a0":
 			venv := o.venv
 			if venv == "" {
@@ -182,16 +208,28 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	var cluster *testcluster.Cluster
+	if slices.Contains(o.runners, "kube") {
+		fmt.Fprintln(os.Stderr, "bench: starting the test cluster (noop runner)")
+		if cluster, err = startKubeCluster(ctx, filepath.Join(tmp, "cluster"), o.backends); err != nil {
+			return err
+		}
+		defer cluster.Stop()
+	}
+
 	load := loadAverage()
 	var results []result
 	for _, b := range o.backends {
 		for _, r := range o.runners {
 			runs := o.runs
-			if r == "a0" {
+			switch r {
+			case "a0":
 				runs = o.realRuns
+			case "kube":
+				runs = o.kubeRuns
 			}
 			fmt.Fprintf(os.Stderr, "bench: %s / %s: %d runs × (1 + %d) actions ...\n", b, r, runs, workloads[r].fanout)
-			res, err := scenario(ctx, o, tmp, pg, b, r, runs, venvBin, workloads[r])
+			res, err := scenario(ctx, o, tmp, pg, cluster, b, r, runs, venvBin, workloads[r])
 			if err != nil {
 				return fmt.Errorf("%s / %s: %w", b, r, err)
 			}
@@ -219,21 +257,27 @@ func loadAverage() string {
 }
 
 // scenario measures one backend × runner on a manager of its own.
-func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, backend, runner string, runs int, venvBin string, w workload) (result, error) {
+func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, cluster *testcluster.Cluster, backend, runner string, runs int, venvBin string, w workload) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	home := filepath.Join(tmp, backend+"-"+runner)
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return result{}, err
 	}
-	dsn := "sqlite://" + filepath.Join(home, "fm.db")
+	dsn, db := "sqlite://"+filepath.Join(home, "fm.db"), "bench_"+runner
 	if backend == "postgres" {
 		var err error
-		if dsn, err = createDatabase(ctx, pg, "bench_"+runner); err != nil {
+		if dsn, err = createDatabase(ctx, pg, db); err != nil {
 			return result{}, err
 		}
 	}
+	kube := runner == "kube"
 	env := []string{"FLYTE_MANAGER_BENCH_RUNNER=" + runner}
+	if kube {
+		// The executor is the kubernetes one; the bench build's runner
+		// (a local executor's) is not involved.
+		env = kubeEnv(cluster, backend)
+	}
 	if venvBin != "" {
 		env = append(env, "FLYTE_MANAGER_EXECUTOR_LOCAL_PYTHON="+venvBin)
 	}
@@ -252,6 +296,10 @@ func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, bac
 		}
 	}
 	c := newClient(m.URL)
+	var statsDB *pgtest.Server // the database whose transactions are counted
+	if kube && backend == "postgres" {
+		statsDB = pg
+	}
 
 	if o.warmup > 0 {
 		warm, _ := c.submitAll(ctx, w, "warm", o.warmup, 0)
@@ -266,7 +314,21 @@ func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, bac
 			return result{}, err
 		}
 	}
-	rs, wall := c.submitAll(ctx, w, "run", runs, o.inflight)
+	inflight := o.inflight
+	if kube {
+		inflight = o.kubeInflight
+	}
+	var before kubeCounters
+	if kube {
+		fmt.Fprintf(os.Stderr, "bench: %s / %s: waiting %s for the counters to settle\n", backend, runner, statsFlushWait)
+		if err := sleep(ctx, statsFlushWait); err != nil {
+			return result{}, err
+		}
+		if before, err = snapshotKube(ctx, m, cluster, statsDB, db); err != nil {
+			return result{}, err
+		}
+	}
+	rs, wall := c.submitAll(ctx, w, "run", runs, inflight)
 	if profile {
 		base := filepath.Join(o.pprofDir, backend+"-"+runner)
 		for path, file := range map[string]string{
@@ -281,7 +343,17 @@ func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, bac
 		fmt.Fprintf(os.Stderr, "bench: profiles in %s.{cpu,mutex,block}.pprof (go tool pprof -top %s %s.cpu.pprof)\n", base, o.managerBin, base)
 	}
 
-	res := result{backend: backend, runner: runner, runs: runs, fanout: w.fanout, wall: wall}
+	res := result{backend: backend, runner: runner, runs: runs, fanout: w.fanout, wall: wall, inflight: inflight}
+	if kube {
+		if err := sleep(ctx, statsFlushWait); err != nil {
+			return result{}, err
+		}
+		after, err := snapshotKube(ctx, m, cluster, statsDB, db)
+		if err != nil {
+			return result{}, err
+		}
+		res.kube = kubeDelta(before, after, runs)
+	}
 	for _, r := range rs {
 		if r.err == nil && r.phase != common.ActionPhase_ACTION_PHASE_SUCCEEDED {
 			r.err = fmt.Errorf("run %s ended %s", r.name, r.phase)
@@ -367,6 +439,7 @@ func report(out *os.File, o options, results []result, load string) {
 			fmt.Fprintln(out, l)
 		}
 	}
+	reportKube(out, results)
 	fmt.Fprintln(out, "\nactions = roots + children that exist after the runs (ListActions); actions/s = runs × (1 + fan-out) / wall;")
 	fmt.Fprintln(out, "wall = first CreateRun sent → last root seen terminal on WatchActionDetails; p50/p99 = that per run.")
 }
