@@ -190,6 +190,12 @@ func (d *Driver) keyFor(name types.NamespacedName) (store.ActionKey, bool) {
 	return k, ok
 }
 
+// known reports whether key was poked and has not ended.
+func (d *Driver) known(key store.ActionKey) bool {
+	_, ok := d.keyFor(d.nameOf(key))
+	return ok
+}
+
 // forget drops an ended action's entry.
 func (d *Driver) forget(name types.NamespacedName) {
 	d.mu.Lock()
@@ -380,7 +386,9 @@ func (d *Driver) followChanges(ctx context.Context) {
 					open = false
 					break
 				}
-				if d.lease.Fence() != 0 && !d.own.has(c.ObjectResourceVersion) {
+				// This replica's own writes, and actions it was told about
+				// already (Submit), need no second look.
+				if d.lease.Fence() != 0 && !d.own.has(c.ObjectResourceVersion) && !(c.Op == store.ChangeAdded && d.known(c.Key)) {
 					d.poke(c.Key)
 				}
 			}
