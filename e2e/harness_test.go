@@ -58,6 +58,9 @@ type manager struct {
 	URL  string // http://127.0.0.1:<port>
 	Home string
 	DSN  string
+	// Kubernetes says the manager runs the kubernetes executor
+	// (startKubeManager): its attempts' logs come from the cluster.
+	Kubernetes bool
 
 	t      *testing.T
 	proc   *mgrproc.Process
