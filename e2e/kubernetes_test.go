@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 
 	v1 "fmgr.dev/executor/api/v1"
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
 )
 
@@ -54,13 +56,21 @@ func TestSDKKubernetes(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
 	pods := watchPods(t, c)
-	m := startManager(t, pgtest.NewDatabase(t),
-		"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
-		"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG="+c.Kubeconfig,
-		// The manager's file:// storage is under its home, which the Pods,
-		// local processes, see at the same path.
-		"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
-	)
+	m := startManagerWith(t, mgrproc.Options{
+		Bin: managerBin,
+		DSN: pgtest.NewDatabase(t),
+		// Pods outlive a restart of the manager and keep the address they
+		// were given, as they keep a Service's in a cluster: the manager
+		// comes back on the same port.
+		Port: freePort(t),
+		Env: []string{
+			"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
+			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + c.Kubeconfig,
+			// The manager's file:// storage is under its home, which the
+			// Pods, local processes, see at the same path.
+			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
+		},
+	})
 	m.Kubernetes = true
 
 	t.Run("restart-graceful", func(t *testing.T) {
@@ -84,6 +94,17 @@ func TestSDKKubernetes(t *testing.T) {
 		t.Parallel()
 		testKubectl(t, m, c)
 	})
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // restartActions are the actions each run of drive_restart.py has: slow<i>
