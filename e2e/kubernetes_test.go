@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -34,9 +37,9 @@ const kubeNamespace = "flyte"
 // TestSDKKubernetes runs the SDK suite against `executor.type: kubernetes`
 // on PostgreSQL, through one test cluster (API server, etcd, and a node
 // agent that runs every Pod as a local process) and one manager: first the
-// restarts of the manager mid-run (they need the manager to themselves),
-// then the shared scenarios of TestSDK, unchanged, and the kubectl view of
-// a run, in parallel.
+// restarts of the manager mid-run and the kubectl view of a run (they need
+// the manager to themselves), then the shared scenarios of TestSDK,
+// unchanged, in parallel.
 func TestSDKKubernetes(t *testing.T) {
 	bin := filepath.Join(venv(t), "bin")
 	// envtest logs through controller-runtime's global logger, which
@@ -45,7 +48,7 @@ func TestSDKKubernetes(t *testing.T) {
 	// The Pods' processes start from this environment, as from an image's:
 	// the virtualenv's `a0` on PATH, a home and temporary directory of their
 	// own, no telemetry.
-	c := testcluster.ForTest(t, testcluster.Options{Env: []string{
+	c := testcluster.ForTest(t, testcluster.Options{MaxRunning: kubeMaxRunning, Env: []string{
 		"PATH=" + bin + ":/usr/bin:/bin",
 		"HOME=" + t.TempDir(),
 		"TMPDIR=" + t.TempDir(),
@@ -56,6 +59,7 @@ func TestSDKKubernetes(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
 	pods := watchPods(t, c)
+	t.Cleanup(func() { showFailedPods(t, c) })
 	m := startManagerWith(t, mgrproc.Options{
 		Bin: managerBin,
 		DSN: pgtest.NewDatabase(t),
@@ -89,12 +93,19 @@ func TestSDKKubernetes(t *testing.T) {
 		pods.checkOnePodPerAction(t, runs)
 	})
 
+	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
+	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
+
 	runSDKScenarios(t, m)
-	t.Run("kubectl", func(t *testing.T) {
-		t.Parallel()
-		testKubectl(t, m, c)
-	})
 }
+
+// kubeMaxRunning bounds the Pods the test cluster's node runs at once, as
+// executor.local.maxParallelism bounds the local executor's processes: a
+// hundred Python processes starting together on two cores starve the SDK's
+// runtime past its own start-up timeouts ("Controller thread failed to
+// start in time"). Room for the restart scenario's seven tasks, which hold
+// together, and for -parallel (GOMAXPROCS) scenarios of up to four.
+var kubeMaxRunning = max(8, 4*runtime.GOMAXPROCS(0))
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
 func freePort(t *testing.T) int {
@@ -201,6 +212,32 @@ func (l *podLog) checkOnePodPerAction(t *testing.T, runs map[string]string) {
 			}
 		}
 		t.Logf("run %s (%s): Pods %v", run, key, byAction)
+	}
+}
+
+// showFailedPods logs, in a failed test, the end of what each Pod whose
+// container exited non-zero printed (the node agent's log of it): the
+// manager cannot show it, having no kubelet to ask.
+func showFailedPods(t *testing.T, c *testcluster.Cluster) {
+	if !t.Failed() {
+		return
+	}
+	list, err := c.Client.CoreV1().Pods(kubeNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing Pods: %v", err)
+		return
+	}
+	for _, p := range list.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Terminated == nil || cs.State.Terminated.ExitCode == 0 {
+				continue
+			}
+			logs, _ := filepath.Glob(filepath.Join(c.Dir, "pods", p.Namespace, p.Name+"_*", cs.Name+".log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("Pod %s exited with %d; the end of its log %s:\n%s", p.Name, cs.State.Terminated.ExitCode, l, tailLines(string(b), 40))
+			}
+		}
 	}
 }
 

@@ -76,6 +76,9 @@ type Options struct {
 	// Env is the environment Pod processes start from (see
 	// nodeagent.Options.Env).
 	Env []string
+	// MaxRunning bounds the Pod processes the node agent runs at once (see
+	// nodeagent.Options.MaxRunning); 0 means no bound.
+	MaxRunning int
 	// GCResources are the resources whose objects are deleted when their
 	// owners are gone; DefaultGCResources when nil. Resources the API server
 	// does not serve are skipped.
@@ -180,12 +183,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	go func() { defer c.done.Done(); gc.run(runCtx, synced) }()
 
 	c.Agent, err = nodeagent.New(nodeagent.Options{
-		Client:   c.Client,
-		NodeName: opts.NodeName,
-		Dir:      filepath.Join(opts.Dir, "pods"),
-		Runner:   opts.Runner,
-		Env:      opts.Env,
-		Log:      opts.Log.With("component", "nodeagent"),
+		Client:     c.Client,
+		NodeName:   opts.NodeName,
+		Dir:        filepath.Join(opts.Dir, "pods"),
+		Runner:     opts.Runner,
+		Env:        opts.Env,
+		MaxRunning: opts.MaxRunning,
+		Log:        opts.Log.With("component", "nodeagent"),
 	})
 	if err != nil {
 		return nil, err

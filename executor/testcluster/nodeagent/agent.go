@@ -62,6 +62,11 @@ type Options struct {
 	// Env is the environment every process starts from, before its
 	// container's env. Empty means PATH, HOME and LANG of the agent.
 	Env []string
+	// MaxRunning bounds the Pod processes running at once (0: no bound);
+	// the others wait, Pending, for a slot, as on a node whose kubelet
+	// starts containers one image pull at a time. It keeps a burst of
+	// Pods from starving every process of CPU on a small machine.
+	MaxRunning int
 	// Log receives the agent's own records; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -71,6 +76,8 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	runners runners
+
+	slots chan struct{} // one per running process when MaxRunning > 0
 
 	mu sync.Mutex
 	// pods are the Pods this agent took on, kept after their run ended
@@ -104,10 +111,15 @@ func New(opts Options) (*Agent, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	var slots chan struct{}
+	if opts.MaxRunning > 0 {
+		slots = make(chan struct{}, opts.MaxRunning)
+	}
 	return &Agent{
-		opts: opts,
-		log:  opts.Log.With("node", opts.NodeName),
-		pods: map[types.UID]*podRun{},
+		slots: slots,
+		opts:  opts,
+		log:   opts.Log.With("node", opts.NodeName),
+		pods:  map[types.UID]*podRun{},
 	}, nil
 }
 
@@ -121,6 +133,21 @@ func agentEnv() []string {
 		}
 	}
 	return env
+}
+
+// slot waits for room to run one more process (Options.MaxRunning); ok is
+// false when stop or ctx ended the wait first.
+func (a *Agent) slot(ctx context.Context, stop <-chan struct{}) (release func(), ok bool) {
+	if a.slots == nil {
+		return func() {}, true
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return func() { <-a.slots }, true
+	case <-stop:
+	case <-ctx.Done():
+	}
+	return nil, false
 }
 
 // NodeName is the node the agent runs Pods for.
