@@ -135,15 +135,23 @@ func agentEnv() []string {
 	return env
 }
 
-// slot waits for room to run one more process (Options.MaxRunning); ok is
-// false when stop or ctx ended the wait first.
-func (a *Agent) slot(ctx context.Context, stop <-chan struct{}) (release func(), ok bool) {
+// slot waits for room to run one more process (Options.MaxRunning),
+// saying so in log when it must wait; ok is false when stop or ctx ended
+// the wait first.
+func (a *Agent) slot(ctx context.Context, stop <-chan struct{}, log *slog.Logger) (release func(), ok bool) {
 	if a.slots == nil {
 		return func() {}, true
 	}
+	release = func() { <-a.slots }
 	select {
 	case a.slots <- struct{}{}:
-		return func() { <-a.slots }, true
+		return release, true
+	default:
+	}
+	log.Info("pod waiting for a slot", "maxRunning", cap(a.slots))
+	select {
+	case a.slots <- struct{}{}:
+		return release, true
 	case <-stop:
 	case <-ctx.Done():
 	}

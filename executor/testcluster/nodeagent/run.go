@@ -60,7 +60,7 @@ func (r *podRun) run(ctx context.Context) {
 		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
 		return
 	}
-	release, ok := r.a.slot(ctx, r.stop)
+	release, ok := r.a.slot(ctx, r.stop, log)
 	if !ok {
 		r.finish(ctx, notStarted(r.pod, "StartError", "deleted before it started"))
 		return
