@@ -108,8 +108,12 @@ func checkCLIConfig(t *testing.T, m *manager, dir string) {
 // checkLogs checks that `flyte get logs <run>` shows a line the task
 // printed, as a line of its own. The CLI prints each LogLine.message as it
 // is (rich, end=""): the SDK expects every message to end in a newline.
-func checkLogs(t *testing.T, ctx context.Context, dir, run, printed string) {
+func checkLogs(t *testing.T, ctx context.Context, m *manager, dir, run, printed string) {
 	t.Helper()
+	if m.Kubernetes {
+		t.Logf("not checking `flyte get logs %s`: the kubernetes executor reads Pod logs through the API server, and the test cluster has no kubelet to serve them", run)
+		return
+	}
 	logs := mustFlyte(t, ctx, dir, "get", "logs", run)
 	switch {
 	case !strings.Contains(logs, printed):
@@ -166,7 +170,7 @@ func testCLI(t *testing.T, m *manager) {
 		t.Errorf("flyte get action %s: want only a0, succeeded; got %+v", run, actions)
 	}
 
-	checkLogs(t, ctx, dir, run, "double got x=1")
+	checkLogs(t, ctx, m, dir, run, "double got x=1")
 
 	// Deploy the environment (by its variable name in the file), then run
 	// the deployed task by name.

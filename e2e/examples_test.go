@@ -157,7 +157,7 @@ func testQuickStart(t *testing.T, m *manager) {
 			}
 			for _, r := range runs {
 				withName := slices.Concat(args[:i], []string{r.name}, args[i+2:])
-				checkQuickStartGet(t, ctx, dir, withName, r)
+				checkQuickStartGet(t, ctx, m, dir, withName, r)
 			}
 			continue
 		}
@@ -219,7 +219,7 @@ func testQuickStart(t *testing.T, m *manager) {
 // checkQuickStartGet runs one `flyte get ... <run name>` command of the
 // quick start for run r (args has the name in place) and checks what it
 // shows against the example's expectations.
-func checkQuickStartGet(t *testing.T, ctx context.Context, dir string, args []string, r quickStartRun) {
+func checkQuickStartGet(t *testing.T, ctx context.Context, m *manager, dir string, args []string, r quickStartRun) {
 	t.Helper()
 	want := quickStartExamples[r.example]
 	line := strings.Join(args, " ")
@@ -248,7 +248,7 @@ func checkQuickStartGet(t *testing.T, ctx context.Context, dir string, args []st
 				line, r.example, roots, children, want.task, want.children, rows)
 		}
 	case "logs":
-		checkLogs(t, ctx, dir, r.name, want.printed)
+		checkLogs(t, ctx, m, dir, r.name, want.printed)
 	case "io":
 		out := mustFlyte(t, ctx, dir, args[1:]...)
 		for _, text := range want.io {

@@ -58,6 +58,9 @@ type manager struct {
 	URL  string // http://127.0.0.1:<port>
 	Home string
 	DSN  string
+	// Kubernetes says the manager runs the kubernetes executor
+	// (startKubeManager): its attempts' logs come from the cluster.
+	Kubernetes bool
 
 	t      *testing.T
 	proc   *mgrproc.Process
@@ -74,8 +77,18 @@ func startManager(t *testing.T, dsn string, env ...string) *manager {
 // startManagerAs is startManager with another build of the manager.
 func startManagerAs(t *testing.T, bin, dsn string, env ...string) *manager {
 	t.Helper()
-	m := &manager{Home: t.TempDir(), DSN: dsn, t: t}
-	p, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: bin, Home: m.Home, DSN: dsn, Env: env})
+	return startManagerWith(t, mgrproc.Options{Bin: bin, DSN: dsn, Env: env})
+}
+
+// startManagerWith is startManager with o (its Home a new temporary
+// directory when empty).
+func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
+	t.Helper()
+	if o.Home == "" {
+		o.Home = t.TempDir()
+	}
+	m := &manager{Home: o.Home, DSN: o.DSN, t: t}
+	p, err := mgrproc.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

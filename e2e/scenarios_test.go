@@ -16,31 +16,41 @@ import (
 // fanoutWidth is how many children the fan-out scenario starts, once per backend.
 const fanoutWidth = 100
 
+// sdkScenarios are the scenarios that share one manager: TestSDK runs them
+// on each backend with the local executor, TestSDKKubernetes with the
+// kubernetes executor. One list, so both executors face the same suite.
+var sdkScenarios = []struct {
+	name string
+	run  func(*testing.T, *manager)
+}{
+	{"values", testValues},
+	{"tree", testTree},
+	{"retries", testRetries},
+	{"timeout", testTimeout},
+	{"abort", testAbort},
+	{"cli", testCLI},
+	{"quickstart", testQuickStart},
+	{"wait", testWaitReadsOwnPhase},
+}
+
+// runSDKScenarios adds every sdkScenario against m to t as a parallel
+// subtest (at most -parallel run at a time, GOMAXPROCS by default); each
+// looks only at its own runs. They start once t's function has returned.
+func runSDKScenarios(t *testing.T, m *manager) {
+	for _, s := range sdkScenarios {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			s.run(t, m)
+		})
+	}
+}
+
 // TestSDK runs, for each backend, one manager and the real flyte SDK through
-// every scenario that can share it. The scenarios run in parallel (at most
-// -parallel at a time, GOMAXPROCS by default); each looks only at its own runs.
+// every scenario that can share it.
 func TestSDK(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			m := startSDKManager(t, b.dsn(t))
-			for _, s := range []struct {
-				name string
-				run  func(*testing.T, *manager)
-			}{
-				{"values", testValues},
-				{"tree", testTree},
-				{"retries", testRetries},
-				{"timeout", testTimeout},
-				{"abort", testAbort},
-				{"cli", testCLI},
-				{"quickstart", testQuickStart},
-				{"wait", testWaitReadsOwnPhase},
-			} {
-				t.Run(s.name, func(t *testing.T) {
-					t.Parallel()
-					s.run(t, m)
-				})
-			}
+			runSDKScenarios(t, startSDKManager(t, b.dsn(t)))
 		})
 	}
 }

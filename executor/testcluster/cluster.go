@@ -79,6 +79,9 @@ type Options struct {
 	// NoCgroups makes the node agent run processes without cgroups (see
 	// nodeagent.Options.NoCgroups).
 	NoCgroups bool
+	// MaxRunning bounds the Pod processes the node agent runs at once (see
+	// nodeagent.Options.MaxRunning); 0 means no bound.
+	MaxRunning int
 	// GCResources are the resources whose objects are deleted when their
 	// owners are gone; DefaultGCResources when nil. Resources the API server
 	// does not serve are skipped.
@@ -183,13 +186,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	go func() { defer c.done.Done(); gc.run(runCtx, synced) }()
 
 	c.Agent, err = nodeagent.New(nodeagent.Options{
-		Client:    c.Client,
-		NodeName:  opts.NodeName,
-		Dir:       filepath.Join(opts.Dir, "pods"),
-		Runner:    opts.Runner,
-		Env:       opts.Env,
-		NoCgroups: opts.NoCgroups,
-		Log:       opts.Log.With("component", "nodeagent"),
+		Client:     c.Client,
+		NodeName:   opts.NodeName,
+		Dir:        filepath.Join(opts.Dir, "pods"),
+		Runner:     opts.Runner,
+		Env:        opts.Env,
+		NoCgroups:  opts.NoCgroups,
+		MaxRunning: opts.MaxRunning,
+		Log:        opts.Log.With("component", "nodeagent"),
 	})
 	if err != nil {
 		return nil, err

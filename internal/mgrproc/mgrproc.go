@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +63,10 @@ type Options struct {
 	Home string   // --home
 	DSN  string   // --db; "" for the home's SQLite database
 	Env  []string // added to this process's environment
+	// Port is the port to listen on, the same at every (re)start; 0 takes
+	// a free one each time. A fixed port is for tests whose task processes
+	// outlive a restart and keep the manager's address (Pods).
+	Port int
 	// Log, if set, also receives everything the manager prints (stdout and
 	// stderr), e.g. a log file to keep.
 	Log io.Writer
@@ -92,8 +97,8 @@ func ServingURL(text string) string {
 	return ""
 }
 
-// Start runs `flyte-manager start` with o on port 0 and returns once the
-// manager printed its address and /readyz answered 200. A manager that exits
+// Start runs `flyte-manager start` with o (on o.Port, else a free port) and
+// returns once the manager printed its address and /readyz answered 200. A manager that exits
 // or does not get ready in time is an error carrying its output (and is
 // killed in the second case).
 func Start(ctx context.Context, o Options) (*Process, error) {
@@ -108,7 +113,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 }
 
 func (p *Process) start(ctx context.Context, env []string) error {
-	args := []string{"start", "--home", p.opts.Home, "--port", "0"}
+	args := []string{"start", "--home", p.opts.Home, "--port", strconv.Itoa(p.opts.Port)}
 	if p.opts.DSN != "" {
 		args = append(args, "--db", p.opts.DSN)
 	}

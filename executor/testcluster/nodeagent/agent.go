@@ -68,6 +68,11 @@ type Options struct {
 	// them (as on a host that does not): memory limits are then enforced
 	// by sampling RSS (memory.go).
 	NoCgroups bool
+	// MaxRunning bounds the Pod processes running at once (0: no bound);
+	// the others wait, Pending, for a slot, as on a node whose kubelet
+	// starts containers one image pull at a time. It keeps a burst of
+	// Pods from starving every process of CPU on a small machine.
+	MaxRunning int
 	// Log receives the agent's own records; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -77,6 +82,8 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	runners runners
+
+	slots chan struct{} // one per running process when MaxRunning > 0
 
 	mu sync.Mutex
 	// pods are the Pods this agent took on, kept after their run ended
@@ -110,7 +117,12 @@ func New(opts Options) (*Agent, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	var slots chan struct{}
+	if opts.MaxRunning > 0 {
+		slots = make(chan struct{}, opts.MaxRunning)
+	}
 	return &Agent{
+		slots:   slots,
 		opts:    opts,
 		runners: runners{noCgroups: opts.NoCgroups},
 		log:     opts.Log.With("node", opts.NodeName),
@@ -128,6 +140,29 @@ func agentEnv() []string {
 		}
 	}
 	return env
+}
+
+// slot waits for room to run one more process (Options.MaxRunning),
+// saying so in log when it must wait; ok is false when stop or ctx ended
+// the wait first.
+func (a *Agent) slot(ctx context.Context, stop <-chan struct{}, log *slog.Logger) (release func(), ok bool) {
+	if a.slots == nil {
+		return func() {}, true
+	}
+	release = func() { <-a.slots }
+	select {
+	case a.slots <- struct{}{}:
+		return release, true
+	default:
+	}
+	log.Info("pod waiting for a slot", "maxRunning", cap(a.slots))
+	select {
+	case a.slots <- struct{}{}:
+		return release, true
+	case <-stop:
+	case <-ctx.Done():
+	}
+	return nil, false
 }
 
 // NodeName is the node the agent runs Pods for.

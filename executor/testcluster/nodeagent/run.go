@@ -75,6 +75,12 @@ func (r *podRun) run(ctx context.Context) {
 		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
 		return
 	}
+	release, ok := r.a.slot(ctx, r.stop, log)
+	if !ok {
+		r.finish(ctx, notStarted(r.pod, "StartError", "deleted before it started"))
+		return
+	}
+	defer release()
 	proc, err := r.a.runners.get(gracePeriod(r.pod)).Start(spec)
 	if err != nil {
 		log.Warn("cannot start pod", "err", err)
