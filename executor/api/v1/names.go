@@ -53,18 +53,6 @@ const (
 	LabelIsRoot = "flyte.org/is-root"
 )
 
-// Labels the reconciler adds when a TaskAction ends, so garbage collection
-// lists only ended TaskActions and can tell their age without reading their
-// status.
-const (
-	LabelTerminationStatus      = "flyte.org/termination-status"
-	TerminationStatusTerminated = "terminated"
-	LabelCompletedTime          = "flyte.org/completed-time"
-	// CompletedTimeLayout formats LabelCompletedTime (UTC, minute precision:
-	// a label value cannot hold ':').
-	CompletedTimeLayout = "2006-01-02.15-04"
-)
-
 // Finalizer keeps a task's TaskAction until the executor has stopped its Pod
 // and recorded the abort.
 const Finalizer = "flyte.org/plugin-finalizer"

@@ -128,24 +128,3 @@ func (t *TaskAction) RecordPhase(phase, message string, at time.Time) bool {
 	t.Status.PhaseHistory = append(h, PhaseTransition{Phase: phase, OccurredAt: metav1.NewTime(at), Message: message})
 	return true
 }
-
-// MarkCompleted sets the labels garbage collection selects ended TaskActions
-// by: the termination status and the completion time (UTC, to the minute).
-func (t *TaskAction) MarkCompleted(at time.Time) {
-	if t.Labels == nil {
-		t.Labels = map[string]string{}
-	}
-	t.Labels[LabelTerminationStatus] = TerminationStatusTerminated
-	t.Labels[LabelCompletedTime] = at.UTC().Format(CompletedTimeLayout)
-}
-
-// CompletedAt reads the completion time MarkCompleted recorded; ok is false
-// when the label is missing or malformed.
-func (t *TaskAction) CompletedAt() (at time.Time, ok bool) {
-	v, found := t.Labels[LabelCompletedTime]
-	if !found {
-		return time.Time{}, false
-	}
-	at, err := time.Parse(CompletedTimeLayout, v)
-	return at, err == nil
-}

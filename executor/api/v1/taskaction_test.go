@@ -175,32 +175,6 @@ func TestRecordPhase(t *testing.T) {
 	}
 }
 
-func TestMarkCompleted(t *testing.T) {
-	ta := &TaskAction{}
-	if _, ok := ta.CompletedAt(); ok {
-		t.Error("CompletedAt of an unmarked TaskAction must not be ok")
-	}
-	at := time.Date(2026, 12, 1, 15, 4, 59, 0, time.FixedZone("CET", 3600))
-	ta.MarkCompleted(at)
-	if v := ta.Labels[LabelCompletedTime]; v != "2026-12-01.14-04" {
-		t.Errorf("completed-time label %q", v)
-	}
-	if errs := validation.IsValidLabelValue(ta.Labels[LabelCompletedTime]); len(errs) > 0 {
-		t.Errorf("completed-time is no label value: %v", errs)
-	}
-	if ta.Labels[LabelTerminationStatus] != TerminationStatusTerminated {
-		t.Errorf("termination-status label %q", ta.Labels[LabelTerminationStatus])
-	}
-	got, ok := ta.CompletedAt()
-	if !ok || !got.Equal(time.Date(2026, 12, 1, 14, 4, 0, 0, time.UTC)) {
-		t.Errorf("CompletedAt = %v, %v", got, ok)
-	}
-	ta.Labels[LabelCompletedTime] = "yesterday"
-	if _, ok := ta.CompletedAt(); ok {
-		t.Error("a malformed completed-time must not be ok")
-	}
-}
-
 func TestType(t *testing.T) {
 	for _, c := range []struct{ in, want ActionType }{{"", ActionTypeTask}, {ActionTypeTask, ActionTypeTask}, {ActionTypeCondition, ActionTypeCondition}} {
 		if got := (&TaskAction{Spec: TaskActionSpec{ActionType: c.in}}).Type(); got != c.want {
