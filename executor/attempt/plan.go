@@ -45,12 +45,17 @@ func (l *Launch) Container() *core.Container { return l.Spec.GetTaskTemplate().G
 
 // TimeoutEvent is the event to record when the attempt's Timeout fired.
 func (l *Launch) TimeoutEvent() machine.TimedOut {
-	n := uint32(l.Attempt)
-	msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, l.Timeout)
-	if l.TimeoutCode == machine.CodeDeadline {
+	return TimedOut(l.Attempt, l.Timeout, l.TimeoutCode)
+}
+
+// TimedOut is the event for attempt n stopped by its limit: the run-time
+// limit timeout, or the action's deadline (code machine.CodeDeadline).
+func TimedOut(n int32, timeout time.Duration, code string) machine.TimedOut {
+	msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, timeout)
+	if code == machine.CodeDeadline {
 		msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
 	}
-	return machine.TimedOut{Attempt: n, Code: l.TimeoutCode, Message: msg}
+	return machine.TimedOut{Attempt: uint32(n), Code: code, Message: msg}
 }
 
 // Plan is the outcome of planning: either a Launch, or an Event to record

@@ -152,20 +152,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		if a.Phase == phase.Initializing {
 			// Claimed, but the Pod was never created (the manager stopped
 			// in between): create it now.
-			a.Phase = phase.Queued // for planning only; the row stays INITIALIZING
-			plan, perr := d.plan(ctx, a)
-			a.Phase = phase.Initializing
-			if perr != nil || plan.Launch == nil {
-				return a, ctrl.Result{}, errors.Join(perr, errors.New("the claimed attempt can no longer be planned"))
-			}
-			p, perr := d.buildPod(ctx, ta, plan.Launch)
-			if perr == nil {
-				if perr = d.client.Create(ctx, p); perr == nil || apierrors.IsAlreadyExists(perr) {
-					d.metrics.podsCreated.Inc()
-					return a, ctrl.Result{}, nil
-				}
-			}
-			return a, ctrl.Result{}, perr
+			return d.recreate(ctx, ta, a)
 		}
 		a, err = d.apply(ctx, ta, a, spec, machine.Orphaned{Attempt: uint32(n), Message: fmt.Sprintf(
 			"the Pod of attempt %d was deleted while it ran; the action runs again", n)}, attempt.Record{})
@@ -225,6 +212,33 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	return a, ctrl.Result{}, err
 }
 
+// recreate creates the Pod of a claimed attempt whose Pod was never
+// created, planned again (planning reads the row, not the phase); what the
+// plan or the Pod's spec says instead of a launch is recorded.
+func (d *Driver) recreate(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, ctrl.Result, error) {
+	plan, err := d.plan(ctx, a)
+	if err != nil {
+		return a, ctrl.Result{}, err
+	}
+	if plan.Event != nil {
+		a, err = d.apply(ctx, ta, a, plan.Spec, plan.Event, attempt.Record{})
+		return a, ctrl.Result{}, err
+	}
+	pod, err := d.buildPod(ctx, ta, plan.Launch)
+	if err != nil {
+		a, err = d.apply(ctx, ta, a, plan.Spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: machine.KindUser,
+			Code: attempt.CodeLaunchFailed, Message: err.Error()}, attempt.Record{})
+		return a, ctrl.Result{}, err
+	}
+	d.prepareOutputs(plan.Launch.OutDir)
+	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		a, _, res, err := d.podCreateFailed(ctx, ta, a, plan.Spec, err)
+		return a, res, err
+	}
+	d.metrics.podsCreated.Inc()
+	return a, d.timeoutCheck(a, plan.Spec, time.Now()), nil
+}
+
 // startedAt is when the Pod's task began (its creation until then).
 func startedAt(pod *corev1.Pod) time.Time {
 	if pod.Status.StartTime != nil {
@@ -252,12 +266,7 @@ func (d *Driver) timeoutIfDue(ctx context.Context, ta *v1.TaskAction, a *store.A
 	if err := d.deletePod(ctx, ta, a.Attempts); err != nil {
 		return err
 	}
-	n := uint32(a.Attempts)
-	msg := fmt.Sprintf("attempt %d exceeded its timeout of %s and was stopped", n, md.GetTimeout().AsDuration())
-	if code == machine.CodeDeadline {
-		msg = fmt.Sprintf("attempt %d was stopped at the action's deadline", n)
-	}
-	_, err := d.apply(ctx, ta, a, spec, machine.TimedOut{Attempt: n, Code: code, Message: msg}, attempt.Record{})
+	_, err := d.apply(ctx, ta, a, spec, attempt.TimedOut(a.Attempts, md.GetTimeout().AsDuration(), code), attempt.Record{})
 	return err
 }
 

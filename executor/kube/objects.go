@@ -37,7 +37,8 @@ func (d *Driver) create(ctx context.Context, name types.NamespacedName, a *store
 	spec, err := d.core.Spec(ctx, a)
 	var bad attempt.BadSpecError
 	if errors.As(err, &bad) {
-		return d.record(ctx, a, nil, failedSpec(a, bad.Error()), attempt.Record{})
+		_, err := d.apply(ctx, nil, a, nil, failedSpec(a, bad.Error()), attempt.Record{})
+		return err
 	}
 	if err != nil {
 		return err

@@ -91,15 +91,14 @@ func (d *Driver) withoutObject(ctx context.Context, name types.NamespacedName, a
 		return ctrl.Result{}, nil
 	case a.AbortRequestedAt != nil:
 		d.forget(name)
-		return ctrl.Result{}, d.record(ctx, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
+		_, err := d.apply(ctx, nil, a, nil, machine.AbortRequested{Reason: attempt.AbortReason(a)}, attempt.Record{})
+		return ctrl.Result{}, err
 	case a.Phase.Active():
 		msg := fmt.Sprintf("the TaskAction %s of attempt %d was deleted outside the manager; the action runs again", name, a.Attempts)
-		updated, dec, err := d.write(ctx, a, nil, machine.Orphaned{Attempt: uint32(a.Attempts), Message: msg}, attempt.Record{})
-		if err != nil {
+		d.log.Warn("an action's TaskAction vanished", "action", a.ActionKey.String(), "attempt", a.Attempts)
+		if _, err := d.apply(ctx, nil, a, nil, machine.Orphaned{Attempt: uint32(a.Attempts), Message: msg}, attempt.Record{}); err != nil {
 			return ctrl.Result{}, err
 		}
-		d.log.Warn("an action's TaskAction vanished", "action", a.ActionKey.String(), "decision", dec.String())
-		d.afterRecord(ctx, updated, dec)
 		return ctrl.Result{Requeue: true}, nil
 	}
 	return ctrl.Result{}, d.create(ctx, name, a)
@@ -142,7 +141,8 @@ func (d *Driver) step(ctx context.Context, ta *v1.TaskAction, a *store.Action) (
 	return res, nil
 }
 
-// apply records ev through the attempt core and acts on the decision.
+// apply records ev through the attempt core and acts on the decision; ta
+// is nil for an action without a TaskAction (no Kubernetes Event then).
 func (d *Driver) apply(ctx context.Context, ta *v1.TaskAction, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) (*store.Action, error) {
 	updated, dec, err := d.write(ctx, a, spec, ev, rec)
 	if err != nil {
@@ -173,15 +173,6 @@ func (d *Driver) write(ctx context.Context, a *store.Action, spec *task.TaskSpec
 		d.own.add(updated.ResourceVersion)
 	}
 	return updated, dec, err
-}
-
-// record is apply for an action without a TaskAction.
-func (d *Driver) record(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) error {
-	updated, dec, err := d.write(ctx, a, spec, ev, rec)
-	if err == nil {
-		d.afterRecord(ctx, updated, dec)
-	}
-	return err
 }
 
 // afterRecord acts on a recorded decision: the attempt's slot is freed

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "fmgr.dev/executor/api/v1"
@@ -65,13 +66,7 @@ func project(ta *v1.TaskAction, a *store.Action, now time.Time) bool {
 		b, _ := json.Marshal(map[string]string{"phase": name, "actionId": a.ActionKey.String(), "timestamp": now.UTC().Format(time.RFC3339Nano)})
 		st.StateJSON = string(b)
 	}
-	return !equalStatus(before, st)
-}
-
-func equalStatus(a, b *v1.TaskActionStatus) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	return !equality.Semantic.DeepEqual(before, st)
 }
 
 // errorState is the stored ExecutionError as the status shows it.

@@ -88,9 +88,6 @@ func New(leases *store.Leases, dir string, ttl time.Duration, log *slog.Logger, 
 	}
 }
 
-// TTL is the lease's time to live.
-func (k *Keeper) TTL() time.Duration { return k.ttl }
-
 // Holder is this manager's holder id.
 func (k *Keeper) Holder() string { return k.me.Holder }
 
