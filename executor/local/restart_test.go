@@ -375,7 +375,11 @@ func TestAbortRacingCompletion(t *testing.T) {
 			keys = append(keys, h.run(name, countRuns(name)+`while [ ! -e "$SHARED/go" ]; do sleep 0.02; done; `+succeed, taskOpts{retries: 2}))
 		}
 		for _, k := range keys {
-			h.wait(k, "RUNNING", 30*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
+			// RUNNING is recorded once the process started; the abort must
+			// also find its script started (it counts its run first).
+			h.wait(k, "RUNNING with its script started", 30*time.Second, func(a *store.Action) bool {
+				return a.Phase == phase.Running && h.runsOf(k.RunName) == 1
+			})
 		}
 		writeFile(t, h.sharedFile("go"), "", 0o644)
 		for _, k := range keys {
