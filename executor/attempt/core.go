@@ -49,9 +49,8 @@ type Options struct {
 	// not write. Every store write carries it, so a writer that lost its
 	// lease cannot overwrite its successor's records.
 	Fence func() int64
-	// Cache and Secrets join planning; nil means none.
-	Cache   CacheHook
-	Secrets SecretHook
+	// Hooks join planning.
+	Hooks
 }
 
 // Core is the shared attempt lifecycle over one run state.

@@ -153,7 +153,7 @@ func TestPlan(t *testing.T) {
 		}, {
 			name:  "cache hit",
 			tmpl:  template("t.cached", args, nil),
-			hooks: attempt.Options{Cache: cacheHit{}},
+			hooks: attempt.Options{Hooks: attempt.Hooks{Cache: cacheHit{}}},
 			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
 				if _, ok := p.Event.(machine.Succeeded); !ok || p.Launch != nil {
 					t.Fatalf("plan %+v, want the cache's event", p)
@@ -162,7 +162,7 @@ func TestPlan(t *testing.T) {
 		}, {
 			name:  "secrets",
 			tmpl:  template("t.secret", args, nil),
-			hooks: attempt.Options{Secrets: secretEnv{"API_TOKEN": "s3cr3t"}},
+			hooks: attempt.Options{Hooks: attempt.Hooks{Secrets: secretEnv{"API_TOKEN": "s3cr3t"}}},
 			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
 				if v, _ := p.Launch.Env.Get("API_TOKEN"); v != "s3cr3t" {
 					t.Fatalf("secret env %q", v)

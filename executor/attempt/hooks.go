@@ -9,6 +9,12 @@ import (
 	"fmgr.dev/internal/store"
 )
 
+// Hooks are the services that join planning; a nil hook means none.
+type Hooks struct {
+	Cache   CacheHook
+	Secrets SecretHook
+}
+
 // CacheHook is where the output cache joins planning: a lookup that finds
 // the outputs of an earlier run of the same task and inputs returns the
 // event to record instead of running the attempt (nil: run it).

@@ -57,6 +57,7 @@ import (
 type Driver struct {
 	state    *runstate.Service
 	core     *attempt.Core
+	coreOpts attempt.Options // what core was built with (WithHooks rebuilds it)
 	cfg      config.KubernetesExecutor
 	rest     *rest.Config
 	endpoint func() string
@@ -140,12 +141,21 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 	}
 	d.slots = attempt.NewSlots(0)
 	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
-	d.core = attempt.New(state, attempt.Options{
+	d.coreOpts = attempt.Options{
 		SystemRetries: uint32(cfg.SystemRetries),
 		SystemBackoff: machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
 		Fence:         d.lease.Fence,
-	})
+	}
+	d.core = attempt.New(state, d.coreOpts)
 	d.metrics = newMetrics(d)
+	return d
+}
+
+// WithHooks makes the cache and secret services join the planning of
+// every attempt; call it before Start.
+func (d *Driver) WithHooks(h attempt.Hooks) *Driver {
+	d.coreOpts.Hooks = h
+	d.core = attempt.New(d.state, d.coreOpts)
 	return d
 }
 

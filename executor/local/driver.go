@@ -83,6 +83,7 @@ type Driver struct {
 	systemBackoff  machine.Backoff
 	workers        int
 
+	hooks   attempt.Hooks // the services that join planning (WithHooks)
 	core    *attempt.Core // built in Start, once the tunables are fixed
 	runner  *process.Runner
 	metrics *metrics
@@ -180,6 +181,13 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 	return d
 }
 
+// WithHooks makes the cache and secret services join the planning of
+// every attempt; call it before Start.
+func (d *Driver) WithHooks(h attempt.Hooks) *Driver {
+	d.hooks = h
+	return d
+}
+
 // Submit says key was created QUEUED (runstate.Executor).
 func (d *Driver) Submit(key store.ActionKey) { d.q.add(key) }
 
@@ -260,7 +268,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
 	}
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries),
-		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence})
+		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks})
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())

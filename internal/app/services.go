@@ -9,6 +9,7 @@ import (
 	appsvc "fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/dataproxy"
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
@@ -44,7 +45,9 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 	srv.AddWorker("change fan-out", hub.Run)
-	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub)
+	// The services that join the planning of every attempt.
+	var hooks attempt.Hooks
+	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks)
 	if err != nil {
 		return err
 	}
@@ -77,7 +80,7 @@ type executor interface {
 
 // newExecutor builds the run state with the configured executor, and the
 // step that sets the executor up.
-func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub) (*runstate.Service, executor, func() error, error) {
+func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub, hooks attempt.Hooks) (*runstate.Service, executor, func() error, error) {
 	srv, cfg := d.Server, d.Config
 	advertised := func() string { return advertisedAddr(srv) }
 	if cfg.Executor.Type == config.ExecutorKubernetes {
@@ -86,12 +89,12 @@ func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub)
 			return nil, nil, nil, err
 		}
 		state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *kube.Driver {
-			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.Log)
+			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.Log).WithHooks(hooks)
 		})
 		return state, exec, func() error { return kube.Setup(srv, exec) }, nil
 	}
 	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *local.Driver {
-		return local.New(state, cfg.Executor, advertised, d.Log)
+		return local.New(state, cfg.Executor, advertised, d.Log).WithHooks(hooks)
 	})
 	return state, exec, func() error { return local.Setup(srv, exec) }, nil
 }
