@@ -226,6 +226,7 @@ var coreServices = []string{
 	"flyteidl2.actions.ActionsService",
 	"flyteidl2.dataproxy.DataProxyService",
 	"flyteidl2.cluster.ClusterService",
+	"flyteidl2.workflow.EventsProxyService",
 }
 
 // TestCoverage prints how many official fields reachable from the core
