@@ -268,14 +268,14 @@ func (h *harness) attempts(key store.ActionKey) []store.Attempt {
 // phases lists the phases attempt n went through.
 func (h *harness) phases(key store.ActionKey, n int32) []string {
 	h.t.Helper()
-	ts, err := h.st.Actions.Transitions(h.ctx, key)
+	evs, err := h.st.Actions.Events(h.ctx, key)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var out []string
-	for _, tr := range ts {
-		if tr.Attempt == n {
-			out = append(out, tr.Phase.String())
+	for _, e := range evs {
+		if e.Attempt == n && (len(out) == 0 || out[len(out)-1] != e.Phase.String()) {
+			out = append(out, e.Phase.String())
 		}
 	}
 	return out

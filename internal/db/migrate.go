@@ -29,23 +29,28 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // "already applied?" check runs under it. Versions in the database that
 // this binary does not know (a newer binary migrated first) are left alone.
 func Migrate(ctx context.Context, db *gorm.DB) error {
+	return migrateTo(ctx, db, LatestVersion())
+}
+
+// migrateTo is Migrate up to version last (tests of a migration that
+// carries data over start from the schema before it).
+func migrateTo(ctx context.Context, db *gorm.DB, last int64) error {
 	db = db.WithContext(ctx)
-	if Dialect(db) == Postgres {
-		return withAdvisoryLock(ctx, db, func(conn *gorm.DB) error {
-			for _, m := range migrations {
-				if err := applyOne(conn, m); err != nil {
-					return err
-				}
+	apply := func(conn *gorm.DB) error {
+		for _, m := range migrations {
+			if m.version > last {
+				break
 			}
-			return nil
-		})
-	}
-	for _, m := range migrations {
-		if err := applyOne(db, m); err != nil {
-			return err
+			if err := applyOne(conn, m); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return nil
+	if Dialect(db) == Postgres {
+		return withAdvisoryLock(ctx, db, apply)
+	}
+	return apply(db)
 }
 
 // applyOne runs m in a transaction unless it is already recorded.

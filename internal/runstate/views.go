@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
-	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
@@ -107,8 +106,8 @@ func abortInfo(b []byte) *workflow.AbortInfo {
 }
 
 // Details builds the full ActionDetails: summary, result, TaskSpec (the SDK
-// rebuilds outputs from its interface) and every attempt with its phase
-// transitions.
+// rebuilds outputs from its interface) and every attempt with its history
+// (history.go).
 func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.ActionDetails, error) {
 	d := &workflow.ActionDetails{Id: ident.ActionProto(a.ActionKey), Metadata: metadataOf(a), Status: statusOf(a)}
 	if a.Phase == phase.Aborted {
@@ -125,57 +124,12 @@ func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.Actio
 		}
 		d.Spec = &workflow.ActionDetails_Task{Task: spec}
 	}
-	attempts, err := s.store.Actions.Attempts(ctx, a.ActionKey)
+	attempts, err := s.attemptsOf(ctx, a.ActionKey)
 	if err != nil {
 		return nil, err
 	}
-	transitions, err := s.store.Actions.Transitions(ctx, a.ActionKey)
-	if err != nil {
-		return nil, err
-	}
-	for i := range attempts {
-		d.Attempts = append(d.Attempts, attemptOf(&attempts[i], transitions))
-	}
+	d.Attempts = attempts
 	return d, nil
-}
-
-func attemptOf(at *store.Attempt, all []store.PhaseTransition) *workflow.ActionAttempt {
-	out := &workflow.ActionAttempt{
-		Phase:     at.Phase.Proto(),
-		StartTime: ts(at.StartedAt),
-		EndTime:   tsPtr(at.EndedAt),
-		ErrorInfo: errorInfo(at.ErrorInfo),
-		Attempt:   uint32(at.Attempt),
-		Cluster:   at.Cluster,
-	}
-	// The executor records log info when it starts the attempt's process:
-	// from then on TailLogs has something to serve.
-	if len(at.LogInfo) > 0 {
-		out.LogsAvailable = true
-		tl := &core.TaskLog{}
-		if proto.Unmarshal(at.LogInfo, tl) == nil {
-			out.LogInfo = []*core.TaskLog{tl}
-		}
-	}
-	if at.OutputURI != "" {
-		out.Outputs = &task.OutputReferences{OutputUri: at.OutputURI}
-	}
-	var mine []store.PhaseTransition
-	for _, t := range all {
-		if t.Attempt == at.Attempt {
-			mine = append(mine, t)
-		}
-	}
-	for i, t := range mine {
-		pt := &workflow.PhaseTransition{Phase: t.Phase.Proto(), StartTime: ts(t.OccurredAt)}
-		if i+1 < len(mine) {
-			pt.EndTime = ts(mine[i+1].OccurredAt)
-		} else if at.EndedAt != nil {
-			pt.EndTime = ts(*at.EndedAt)
-		}
-		out.PhaseTransitions = append(out.PhaseTransitions, pt)
-	}
-	return out
 }
 
 // UpdateOf is what WatchForUpdates/StateService.Watch send for a child: its

@@ -111,17 +111,6 @@ type Attempt struct {
 
 func (Attempt) TableName() string { return "action_attempts" }
 
-// PhaseTransition is one phase an attempt entered.
-type PhaseTransition struct {
-	ID         int64 `gorm:"primaryKey"`
-	ActionID   int64
-	Attempt    int32
-	Phase      phase.Phase
-	OccurredAt time.Time
-}
-
-func (PhaseTransition) TableName() string { return "phase_transitions" }
-
 // Change ops, as in a Kubernetes watch.
 const (
 	ChangeAdded    = "ADDED"

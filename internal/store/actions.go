@@ -15,7 +15,7 @@ import (
 	"fmgr.dev/internal/phase"
 )
 
-// Actions is the repository of runs and actions, their attempts, phase
+// Actions is the repository of runs and actions, their attempts, event
 // history and change log.
 type Actions struct{ db *gorm.DB }
 
@@ -155,7 +155,8 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 		if err := tx.Create(&attempt).Error; err != nil {
 			return fmt.Errorf("create action %s: attempt: %w", n.Key, db.Translate(err))
 		}
-		if err := addTransition(tx, a.ID, 1, a.Phase, a.CreatedAt); err != nil {
+		first := Event{Attempt: 1, Phase: a.Phase, Version: NextVersion, OccurredAt: a.CreatedAt}
+		if _, err := recordEvents(tx, a, []Event{first}); err != nil {
 			return err
 		}
 		if err := appendChange(tx, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
@@ -237,26 +238,4 @@ func (r *Actions) Attempts(ctx context.Context, key ActionKey) ([]Attempt, error
 		return nil, fmt.Errorf("attempts of %s: %w", key, db.Translate(err))
 	}
 	return out, nil
-}
-
-// Transitions returns the phases the action's attempts went through, in order.
-func (r *Actions) Transitions(ctx context.Context, key ActionKey) ([]PhaseTransition, error) {
-	q := r.db.WithContext(ctx)
-	a, err := getAction(q, key)
-	if err != nil {
-		return nil, err
-	}
-	var out []PhaseTransition
-	if err := q.Where("action_id = ?", a.ID).Order("attempt, id").Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("phase transitions of %s: %w", key, db.Translate(err))
-	}
-	return out, nil
-}
-
-func addTransition(tx *gorm.DB, actionID int64, attempt int32, p phase.Phase, at time.Time) error {
-	t := PhaseTransition{ActionID: actionID, Attempt: attempt, Phase: p, OccurredAt: at}
-	if err := tx.Create(&t).Error; err != nil {
-		return fmt.Errorf("record phase transition: %w", db.Translate(err))
-	}
-	return nil
 }

@@ -187,8 +187,8 @@ func TestUpdatePhases(t *testing.T) {
 			t.Fatalf("attempts = %+v", attempts)
 		}
 		var got [][2]int
-		for _, tr := range must[[]store.PhaseTransition](t)(s.Actions.Transitions(ctx, key)) {
-			got = append(got, [2]int{int(tr.Attempt), int(tr.Phase)})
+		for _, ev := range must[[]store.Event](t)(s.Actions.Events(ctx, key)) {
+			got = append(got, [2]int{int(ev.Attempt), int(ev.Phase)})
 		}
 		want := [][2]int{{1, 1}, {1, 4}, {1, 6}, {2, 1}, {2, 5}}
 		if len(got) != len(want) {

@@ -47,11 +47,17 @@ type Update struct {
 	// Owner records, on the current attempt, the lease token of the
 	// executor that starts it.
 	Owner int64
+	// Events describe what the write records in the history: the one
+	// matching a phase an attempt enters here (same attempt and phase)
+	// details that transition, the others are recorded as further reports
+	// of their phase (cluster events). Transitions without one are
+	// recorded bare. Versions are the store's to take.
+	Events []Event
 }
 
 // Update applies u to the action if its resource version is still
 // expected (or expected is AnyVersion), and returns the updated action.
-// The action row, its attempt rows, phase transitions and a change_log row
+// The action row, its attempt rows, history events and a change_log row
 // are written in one transaction under a new resource version. A stale
 // expected version yields errs.ErrConflict; changing the phase of an
 // action that already ended yields errs.ErrPrecondition.
@@ -95,8 +101,11 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if !u.At.IsZero() {
 		at = db.Time(u.At)
 	}
-	if err := updateAttempt(tx, a, u, at); err != nil {
+	var history []Event
+	if ev, err := updateAttempt(tx, a, &u, at); err != nil {
 		return nil, err
+	} else if ev != nil {
+		history = append(history, *ev)
 	}
 
 	to := a.Phase
@@ -119,9 +128,7 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 		if err := tx.Create(&Attempt{ActionID: a.ID, Attempt: next, Phase: to, StartedAt: at}).Error; err != nil {
 			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, next, db.Translate(err))
 		}
-		if err := addTransition(tx, a.ID, next, to, at); err != nil {
-			return nil, err
-		}
+		history = append(history, u.takeEvent(next, to, at))
 	}
 	if u.ErrorInfo != nil {
 		f["error_info"] = u.ErrorInfo
@@ -148,6 +155,13 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 		return nil, err
 	}
 	applyFields(a, f)
+	for _, e := range u.Events { // reports within a phase
+		e.Version = NextVersion
+		history = append(history, e)
+	}
+	if _, err := recordEvents(tx, a, history); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -186,22 +200,23 @@ func applyFields(a *Action, f map[string]any) {
 	}
 }
 
-// updateAttempt applies u to the action's current attempt.
-func updateAttempt(tx *gorm.DB, a *Action, u Update, at time.Time) error {
+// updateAttempt applies u to the action's current attempt and returns the
+// event of the phase it enters, if it enters one.
+func updateAttempt(tx *gorm.DB, a *Action, u *Update, at time.Time) (*Event, error) {
 	var cur Attempt
 	if err := tx.Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Take(&cur).Error; err != nil {
-		return fmt.Errorf("action %s: attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
+		return nil, fmt.Errorf("action %s: attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
 	}
 	to := u.AttemptPhase
 	if to == phase.Unspecified && !u.Retry {
 		to = u.Phase
 	}
 	f := map[string]any{}
+	var entered *Event
 	if to != phase.Unspecified && to != cur.Phase {
 		f["phase"] = to
-		if err := addTransition(tx, a.ID, cur.Attempt, to, at); err != nil {
-			return err
-		}
+		ev := u.takeEvent(cur.Attempt, to, at)
+		entered = &ev
 	}
 	if cur.EndedAt == nil && (to.Terminal() || u.Retry) {
 		f["ended_at"] = at
@@ -222,13 +237,13 @@ func updateAttempt(tx *gorm.DB, a *Action, u Update, at time.Time) error {
 		f["owner_token"] = u.Owner
 	}
 	if len(f) == 0 {
-		return nil
+		return nil, nil
 	}
 	err := tx.Model(&Attempt{}).Where("action_id = ? AND attempt = ?", a.ID, cur.Attempt).Updates(f).Error
 	if err != nil {
-		return fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, cur.Attempt, db.Translate(err))
+		return nil, fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, cur.Attempt, db.Translate(err))
 	}
-	return nil
+	return entered, nil
 }
 
 // RequestAbort marks key and every descendant that has not ended for

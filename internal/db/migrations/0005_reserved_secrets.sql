@@ -1,0 +1,1 @@
+-- Reserved for secrets (issue 8, secret part); replaced when the branches merge.

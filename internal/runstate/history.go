@@ -1,0 +1,108 @@
+package runstate
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/store"
+)
+
+// An action's attempts as the API shows them come from two records: the
+// attempt rows (the summary the executor keeps current: phase, times,
+// error, outputs) and the event history (every phase each attempt entered
+// and every report about it). Phase transitions, cluster events and log
+// links are read from the history only, so each shows exactly once.
+
+// attemptsOf is every attempt of key with its history, first to last.
+func (s *Service) attemptsOf(ctx context.Context, key store.ActionKey) ([]*workflow.ActionAttempt, error) {
+	attempts, err := s.store.Actions.Attempts(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.store.Actions.Events(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	byAttempt := map[int32][]store.Event{}
+	for _, e := range events {
+		byAttempt[e.Attempt] = append(byAttempt[e.Attempt], e)
+	}
+	out := make([]*workflow.ActionAttempt, len(attempts))
+	for i := range attempts {
+		out[i] = attemptOf(&attempts[i], byAttempt[attempts[i].Attempt])
+	}
+	return out, nil
+}
+
+// eventInfo decodes what a reporter said with an event (empty when the
+// event carries nothing, as transitions from before events did).
+func eventInfo(e *store.Event) *workflow.ActionEvent {
+	ae := &workflow.ActionEvent{}
+	if len(e.Info) > 0 && proto.Unmarshal(e.Info, ae) != nil {
+		return &workflow.ActionEvent{}
+	}
+	return ae
+}
+
+// attemptOf merges an attempt row with its events (in the order they
+// happened): a new phase transition wherever the phase changes, every
+// cluster event once, each log link once by name.
+func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt {
+	out := &workflow.ActionAttempt{
+		Phase:     at.Phase.Proto(),
+		StartTime: ts(at.StartedAt),
+		EndTime:   tsPtr(at.EndedAt),
+		ErrorInfo: errorInfo(at.ErrorInfo),
+		Attempt:   uint32(at.Attempt),
+		Cluster:   at.Cluster,
+	}
+	if at.OutputURI != "" {
+		out.Outputs = &task.OutputReferences{OutputUri: at.OutputURI}
+	}
+	logs := map[string]bool{}
+	addLog := func(tl *core.TaskLog) {
+		if tl != nil && !logs[tl.GetName()] {
+			logs[tl.GetName()] = true
+			out.LogInfo = append(out.LogInfo, tl)
+		}
+	}
+	var last *workflow.PhaseTransition
+	for i := range events {
+		e := &events[i]
+		if last == nil || last.GetPhase() != e.Phase.Proto() {
+			if last != nil {
+				last.EndTime = ts(e.OccurredAt)
+			}
+			last = &workflow.PhaseTransition{Phase: e.Phase.Proto(), StartTime: ts(e.OccurredAt)}
+			out.PhaseTransitions = append(out.PhaseTransitions, last)
+		}
+		info := eventInfo(e)
+		out.ClusterEvents = append(out.ClusterEvents, info.GetClusterEvents()...)
+		for _, tl := range info.GetLogInfo() {
+			addLog(tl)
+		}
+		if info.GetLogContext() != nil {
+			out.LogContext = info.GetLogContext()
+		}
+		if out.Cluster == "" {
+			out.Cluster = info.GetCluster()
+		}
+	}
+	if last != nil && at.EndedAt != nil {
+		last.EndTime = ts(*at.EndedAt)
+	}
+	// The executor records log info on the attempt when it starts the
+	// attempt's process: from then on TailLogs has something to serve.
+	if len(at.LogInfo) > 0 {
+		out.LogsAvailable = true
+		tl := &core.TaskLog{}
+		if proto.Unmarshal(at.LogInfo, tl) == nil {
+			addLog(tl)
+		}
+	}
+	return out
+}
