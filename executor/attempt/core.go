@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -49,6 +50,9 @@ type Options struct {
 	// not write. Every store write carries it, so a writer that lost its
 	// lease cannot overwrite its successor's records.
 	Fence func() int64
+	// Cluster names where attempts run, recorded with each attempt and its
+	// events (ClusterLocal, or the Kubernetes cluster's name).
+	Cluster string
 	// Hooks join planning.
 	Hooks
 }
@@ -127,9 +131,11 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
 		}
 	}
+	u.At = db.Now()
+	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, &u)
 	u.Fence = fence
 	if _, claim := ev.(machine.Start); claim {
-		u.Owner = fence
+		u.Owner, u.Cluster = fence, c.opts.Cluster
 	}
 	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {

@@ -267,7 +267,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err := process.EnableSubreaper(); err != nil {
 		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
 	}
-	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries),
+	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks})
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
 	if d.runner.Cgroups() {
