@@ -9,6 +9,7 @@ import (
 	appsvc "fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/dataproxy"
+	"fmgr.dev/events"
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
@@ -59,6 +60,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error {
 			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
 		},
+		func() error { return events.Setup(srv, state) },
 		func() error { return cache.Setup(srv) },
 		func() error { return secret.Setup(srv) },
 		func() error { return appsvc.Setup(srv) },

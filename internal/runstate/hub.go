@@ -134,12 +134,13 @@ func (h *Hub) Subscribe(filter func(store.Change) bool) *Subscription {
 	return s
 }
 
-// ForRun selects the changes of one run.
+// ForRun selects the changes of the action rows of one run (lists and
+// children show rows, not history).
 func ForRun(run store.RunKey) func(store.Change) bool {
-	return func(c store.Change) bool { return c.Key.RunKey == run }
+	return func(c store.Change) bool { return c.Kind == store.KindAction && c.Key.RunKey == run }
 }
 
-// ForAction selects the changes of one action.
+// ForAction selects the changes of one action, its recorded events included.
 func ForAction(key store.ActionKey) func(store.Change) bool {
 	return func(c store.Change) bool { return c.Key == key }
 }

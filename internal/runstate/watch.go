@@ -152,14 +152,17 @@ func (s *Service) follow(ctx context.Context, key store.ActionKey, emit func(*st
 
 // followOnce emits the current state and every change until terminal
 // (done) or until the subscription must be resynced.
+// An event recorded without a change of the action row (the events
+// service's) also makes a new snapshot: the details show the history.
 func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.ActionKey, emit func(*store.Action) error) (bool, error) {
 	var last int64
+	newEvent := false
 	for {
 		a, err := s.Get(ctx, key)
 		if err != nil {
 			return false, err
 		}
-		if a.ResourceVersion != last {
+		if a.ResourceVersion != last || newEvent {
 			last = a.ResourceVersion
 			if err := emit(a); err != nil {
 				return false, err
@@ -168,9 +171,11 @@ func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.A
 		if a.Phase.Terminal() {
 			return true, nil
 		}
-		if _, resync, err := next(ctx, sub); err != nil || resync {
+		c, resync, err := next(ctx, sub)
+		if err != nil || resync {
 			return false, err
 		}
+		newEvent = c.Kind == store.KindEvent
 	}
 }
 
@@ -179,7 +184,7 @@ func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.A
 // the default org, not any org), project, domain and task when set.
 func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]*workflow.Run) error) error {
 	match := func(c store.Change) bool {
-		return c.Key.Name == store.RootName && c.Key.Org == f.Org &&
+		return c.Kind == store.KindAction && c.Key.Name == store.RootName && c.Key.Org == f.Org &&
 			(f.Project == "" || c.Key.Project == f.Project) && (f.Domain == "" || c.Key.Domain == f.Domain)
 	}
 	ofTask := func(a *store.Action) bool {

@@ -1,0 +1,152 @@
+// Package events serves flyteidl2.workflow.EventsProxyService: executors
+// report what happened to the attempts of their actions (every phase an
+// attempt entered, the cluster's news about it) and Record adds it to the
+// actions' one history, the same history the manager's own executors write
+// through the attempt core. ActionDetails, WatchActionDetails and
+// WatchClusterEvents are served from it.
+//
+// Recording is idempotent on (action, attempt, phase, version), as in the
+// reference: a reporter that is unsure an event arrived sends it again and
+// nothing is recorded twice. The action's phase is not changed by an event:
+// it stays its executor's to write (one writer), so a report can add history
+// but never contradict the state.
+package events
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+)
+
+// MaxEventsPerRecord bounds one Record call; reporters batch below it.
+const MaxEventsPerRecord = 5000
+
+// maxReason bounds the short reason kept beside each event.
+const maxReason = 256
+
+// Service records reported events into the run state's history.
+type Service struct {
+	state *runstate.Service
+}
+
+var _ workflowconnect.EventsProxyServiceHandler = (*Service)(nil)
+
+// Setup mounts EventsProxyService over state on srv.
+func Setup(srv *server.Server, state *runstate.Service) error {
+	s := &Service{state: state}
+	return srv.Mount(server.NewService(workflowconnect.NewEventsProxyServiceHandler(s, srv.HandlerOptions()...)))
+}
+
+// Record validates every event first, then records them all in one
+// transaction: a request with one bad event records nothing.
+func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.RecordRequest]) (*connect.Response[workflow.RecordResponse], error) {
+	evs := req.Msg.GetEvents()
+	if len(evs) == 0 {
+		return nil, errs.Invalidf("events: at least one event is required")
+	}
+	if len(evs) > MaxEventsPerRecord {
+		return nil, errs.Invalidf("events: %d events in one request, at most %d", len(evs), MaxEventsPerRecord)
+	}
+	var order []store.ActionKey // first appearance, so each action's events keep theirs
+	byAction := map[store.ActionKey][]store.Event{}
+	for i, e := range evs {
+		key, ev, err := eventOf(fmt.Sprintf("events[%d]", i), e)
+		if err != nil {
+			return nil, err
+		}
+		if _, seen := byAction[key]; !seen {
+			order = append(order, key)
+		}
+		byAction[key] = append(byAction[key], ev)
+	}
+	recorded := 0
+	err := s.state.Store().InTx(ctx, func(tx *store.Store) error {
+		for _, key := range order {
+			n, err := tx.Actions.RecordEvents(ctx, key, byAction[key])
+			if err != nil {
+				return err
+			}
+			recorded += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if recorded > 0 {
+		s.state.Changed()
+	}
+	return connect.NewResponse(&workflow.RecordResponse{}), nil
+}
+
+// eventOf checks one reported event and converts it for the store.
+func eventOf(field string, e *workflow.ActionEvent) (store.ActionKey, store.Event, error) {
+	key, err := ident.Action(field+".id", e.GetId())
+	if err != nil {
+		return key, store.Event{}, err
+	}
+	if e.GetAttempt() < 1 || e.GetAttempt() > 1<<30 {
+		return key, store.Event{}, errs.Invalidf("%s.attempt: attempts are numbered from 1, got %d", field, e.GetAttempt())
+	}
+	if e.GetVersion() > 1<<30 {
+		return key, store.Event{}, errs.Invalidf("%s.version: %d is out of range", field, e.GetVersion())
+	}
+	p := phase.FromProto(e.GetPhase())
+	if p == phase.Unspecified {
+		return key, store.Event{}, errs.Invalidf("%s.phase is required", field)
+	}
+	if _, known := common.ActionPhase_name[int32(p)]; !known {
+		return key, store.Event{}, errs.Invalidf("%s.phase: %d is not an action phase", field, p)
+	}
+	at := time.Time{} // the store's now
+	if t := e.GetUpdatedTime(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return key, store.Event{}, errs.Invalidf("%s.updated_time: %v", field, err)
+		}
+		at = t.AsTime()
+	}
+	info, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
+	if err != nil {
+		return key, store.Event{}, errs.Invalidf("%s: unreadable event", field)
+	}
+	return key, store.Event{
+		Attempt:    int32(e.GetAttempt()),
+		Phase:      p,
+		Version:    int32(e.GetVersion()),
+		OccurredAt: at,
+		Reason:     reasonOf(e),
+		Info:       info,
+	}, nil
+}
+
+// reasonOf is the short reason kept beside an event: its latest cluster
+// event's reason (or message), else its error's code.
+func reasonOf(e *workflow.ActionEvent) string {
+	r := e.GetErrorInfo().GetCode()
+	if ce := e.GetClusterEvents(); len(ce) > 0 {
+		last := ce[len(ce)-1]
+		r = last.GetReason()
+		if r == "" {
+			r = last.GetMessage()
+		}
+	}
+	r = strings.ReplaceAll(r, "\x00", "") // PostgreSQL text holds no NUL
+	if rs := []rune(r); len(rs) > maxReason {
+		r = string(rs[:maxReason])
+	}
+	return r
+}

@@ -1,0 +1,210 @@
+package events_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"gorm.io/gorm"
+
+	"fmgr.dev/events"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/rpctest"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/runstate/statetest"
+	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+	"fmgr.dev/runs"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness serves EventsProxyService and RunService through the manager's
+// real server (interceptors, error mapping) over a real database.
+type harness struct {
+	state  *runstate.Service
+	st     *store.Store
+	g      *gorm.DB
+	events workflowconnect.EventsProxyServiceClient
+	runs   workflowconnect.RunServiceClient
+}
+
+func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		state, _, env := statetest.New(t, g, statetest.Options{}, runstate.NoExecutor)
+		srvCfg := config.Default().Server
+		srvCfg.Port = 0
+		srv := server.New(srvCfg, env.Log)
+		if err := events.Setup(srv, state); err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.Setup(context.Background(), srv, state, config.Projects{AutoCreate: true}, env.Log); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(hs.Close)
+		fn(t, &harness{
+			state: state, st: env.Store, g: g,
+			events: workflowconnect.NewEventsProxyServiceClient(hs.Client(), hs.URL),
+			runs:   workflowconnect.NewRunServiceClient(hs.Client(), hs.URL),
+		})
+	})
+}
+
+var runID = &common.RunIdentifier{Project: "flytesnacks", Domain: "development", Name: "r1"}
+
+var rootID = &common.ActionIdentifier{Run: runID, Name: store.RootName}
+
+func (h *harness) createRun(t *testing.T) *store.Action {
+	t.Helper()
+	ctx := context.Background()
+	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+		Id:        &core.Identifier{ResourceType: core.ResourceType_TASK, Project: runID.Project, Domain: runID.Domain, Name: "env.main", Version: "v1"},
+		Type:      "python",
+		Interface: &core.TypedInterface{},
+		Target:    &core.TaskTemplate_Container{Container: &core.Container{Args: []string{"a0"}}},
+	}}
+	if _, err := h.state.CreateRun(ctx, &workflow.CreateRunRequest{
+		Id:   &workflow.CreateRunRequest_RunId{RunId: runID},
+		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
+	}); err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	a, err := h.st.Actions.Get(ctx, store.RunKey{Project: runID.Project, Domain: runID.Domain, RunName: runID.Name}.Action(store.RootName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func pulled(version uint32) *workflow.ActionEvent {
+	return &workflow.ActionEvent{
+		Id: rootID, Attempt: 1, Phase: common.ActionPhase_ACTION_PHASE_QUEUED, Version: version,
+		UpdatedTime:   timestamppb.Now(),
+		Cluster:       "edge-1",
+		ClusterEvents: []*workflow.ClusterEvent{{Reason: "Pulled", Message: "image pulled", Type: workflow.ClusterEvent_TYPE_NORMAL}},
+	}
+}
+
+func (h *harness) record(evs ...*workflow.ActionEvent) error {
+	_, err := h.events.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{Events: evs}))
+	return err
+}
+
+func (h *harness) countEvents(t *testing.T, a *store.Action) int64 {
+	t.Helper()
+	var n int64
+	if err := h.g.Raw("SELECT COUNT(*) FROM action_events WHERE action_id = ?", a.ID).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The same event sent twice (in one request and again in another) is
+// recorded once, and the details show it once.
+func TestRecordIsIdempotent(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		a := h.createRun(t)
+		before := h.countEvents(t, a) // the QUEUED of its creation
+		ev := pulled(1)
+		if err := h.record(ev, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.record(ev); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.countEvents(t, a); n != before+1 {
+			t.Fatalf("%d events, want %d", n, before+1)
+		}
+		resp, err := h.runs.GetActionDetails(context.Background(), connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: rootID}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts := resp.Msg.GetDetails().GetAttempts()
+		if len(atts) != 1 || len(atts[0].GetClusterEvents()) != 1 || atts[0].GetClusterEvents()[0].GetMessage() != "image pulled" ||
+			len(atts[0].GetPhaseTransitions()) != 1 || atts[0].GetCluster() != "edge-1" {
+			t.Fatalf("attempts = %v", atts)
+		}
+	})
+}
+
+// Bad input gets the right code and records nothing, not even the good
+// events beside it.
+func TestRecordRejectsBadInput(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		a := h.createRun(t)
+		before := h.countEvents(t, a)
+		with := func(edit func(e *workflow.ActionEvent)) *workflow.ActionEvent {
+			e := pulled(7)
+			edit(e)
+			return e
+		}
+		for _, tc := range []struct {
+			name  string
+			evs   []*workflow.ActionEvent
+			code  connect.Code
+			words string
+		}{
+			{"no events", nil, connect.CodeInvalidArgument, "at least one"},
+			{"no id", []*workflow.ActionEvent{pulled(2), with(func(e *workflow.ActionEvent) { e.Id = nil })}, connect.CodeInvalidArgument, "events[1].id"},
+			{"bad project", []*workflow.ActionEvent{with(func(e *workflow.ActionEvent) {
+				e.Id = &common.ActionIdentifier{Run: &common.RunIdentifier{Project: "Not A Project!", Domain: "development", Name: "r1"}, Name: "a0"}
+			})}, connect.CodeInvalidArgument, "events[0].id.run.project"},
+			{"attempt zero", []*workflow.ActionEvent{with(func(e *workflow.ActionEvent) { e.Attempt = 0 })}, connect.CodeInvalidArgument, "attempt"},
+			{"no phase", []*workflow.ActionEvent{with(func(e *workflow.ActionEvent) { e.Phase = 0 })}, connect.CodeInvalidArgument, "phase"},
+			{"unknown phase", []*workflow.ActionEvent{with(func(e *workflow.ActionEvent) { e.Phase = 99 })}, connect.CodeInvalidArgument, "phase"},
+			{"unknown action", []*workflow.ActionEvent{pulled(2), with(func(e *workflow.ActionEvent) {
+				e.Id = &common.ActionIdentifier{Run: runID, Name: "nope"}
+			})}, connect.CodeNotFound, "nope"},
+			{"unknown attempt", []*workflow.ActionEvent{pulled(2), with(func(e *workflow.ActionEvent) { e.Attempt = 4 })}, connect.CodeNotFound, "attempt 4"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				rpctest.WantCode(t, h.record(tc.evs...), tc.code, tc.words)
+			})
+		}
+		if n := h.countEvents(t, a); n != before {
+			t.Fatalf("bad requests recorded %d events", n-before)
+		}
+	})
+}
+
+// A recorded event changes no action row, yet WatchActionDetails sends a
+// new snapshot that shows it.
+func TestRecordWakesActionWatchers(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.createRun(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stream, err := h.runs.WatchActionDetails(ctx, connect.NewRequest(&workflow.WatchActionDetailsRequest{ActionId: rootID}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		if !stream.Receive() {
+			t.Fatalf("no snapshot: %v", stream.Err())
+		}
+		if n := len(stream.Msg().GetDetails().GetAttempts()[0].GetClusterEvents()); n != 0 {
+			t.Fatalf("snapshot has %d cluster events before any was recorded", n)
+		}
+		if err := h.record(pulled(1)); err != nil {
+			t.Fatal(err)
+		}
+		if !stream.Receive() {
+			t.Fatalf("no snapshot after the event: %v", stream.Err())
+		}
+		ce := stream.Msg().GetDetails().GetAttempts()[0].GetClusterEvents()
+		if len(ce) != 1 || ce[0].GetReason() != "Pulled" {
+			t.Fatalf("cluster events after Record: %v", ce)
+		}
+	})
+}
