@@ -70,6 +70,8 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.task.TaskService/ListTasks":      codeOK,
 	"/flyteidl2.task.TaskService/ListVersions":   codeInvalidArgument,
 
+	"/flyteidl2.workflow.EventsProxyService/Record": codeInvalidArgument,
+
 	"/flyteidl2.workflow.QueueService/EnqueueAction":     codeInvalidArgument,
 	"/flyteidl2.workflow.QueueService/AbortQueuedRun":    codeInvalidArgument,
 	"/flyteidl2.workflow.QueueService/AbortQueuedAction": codeInvalidArgument,
@@ -87,7 +89,7 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.workflow.RunService/ListActions":         codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/WatchActions":        codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/AbortAction":         codeInvalidArgument,
-	"/flyteidl2.workflow.RunService/WatchClusterEvents":  codeUnimplemented,
+	"/flyteidl2.workflow.RunService/WatchClusterEvents":  codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/SignalEvent":         codeUnimplemented,
 	"/flyteidl2.workflow.RunService/WatchGroups":         codeUnimplemented,
 	"/flyteidl2.workflow.RunService/GetActionLogContext": codeUnimplemented,
@@ -145,6 +147,7 @@ func probeCases() []probeCase {
 	add("malformed run name", codeInvalidArgument, map[string]any{"runId": map[string]any{
 		"project": testProject, "domain": testDomain, "name": "Not A Name!",
 	}}, "/flyteidl2.workflow.RunService/GetRunDetails", "/flyteidl2.workflow.RunService/AbortRun")
+	add("missing action", codeNotFound, map[string]any{"id": action}, "/flyteidl2.workflow.RunService/WatchClusterEvents")
 	add("malformed action name", codeInvalidArgument, map[string]any{"actionId": map[string]any{"run": run, "name": "../a0"}},
 		"/flyteidl2.workflow.RunService/GetActionDetails", "/flyteidl2.actions.ActionsService/Abort")
 	return cases

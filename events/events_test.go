@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
@@ -205,6 +206,60 @@ func TestRecordWakesActionWatchers(t *testing.T) {
 		ce := stream.Msg().GetDetails().GetAttempts()[0].GetClusterEvents()
 		if len(ce) != 1 || ce[0].GetReason() != "Pulled" {
 			t.Fatalf("cluster events after Record: %v", ce)
+		}
+	})
+}
+
+// WatchClusterEvents sends an attempt's cluster events recorded so far,
+// then each new one once, and ends when the attempt ends.
+func TestWatchClusterEvents(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		a := h.createRun(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		missing, err := h.runs.WatchClusterEvents(ctx, connect.NewRequest(&workflow.WatchClusterEventsRequest{Id: rootID, Attempt: 2}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if missing.Receive() {
+			t.Fatalf("attempt 2 of a one-attempt action sent %v", missing.Msg())
+		}
+		rpctest.WantCode(t, missing.Err(), connect.CodeNotFound, "attempt 2")
+
+		if err := h.record(pulled(1)); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := h.runs.WatchClusterEvents(ctx, connect.NewRequest(&workflow.WatchClusterEventsRequest{Id: rootID, Attempt: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		receive := func(want string) {
+			t.Helper()
+			if !stream.Receive() {
+				t.Fatalf("stream ended: %v", stream.Err())
+			}
+			ce := stream.Msg().GetClusterEvents()
+			if len(ce) != 1 || ce[0].GetMessage() != want {
+				t.Fatalf("cluster events %v, want one %q", ce, want)
+			}
+		}
+		receive("image pulled")
+		later := pulled(2)
+		later.ClusterEvents[0].Message = "container started"
+		if err := h.record(later, pulled(1)); err != nil { // the old one again: not sent twice
+			t.Fatal(err)
+		}
+		receive("container started")
+		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
+			t.Fatal(err)
+		}
+		h.state.Changed()
+		if stream.Receive() {
+			t.Fatalf("after the attempt ended: %v, want the end of the stream", stream.Msg())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream ended with %v", err)
 		}
 	})
 }

@@ -170,6 +170,8 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.InternalRunService/UpdateActionStatus":       unimplemented,
 	"flyteidl2.workflow.InternalRunService/UpdateActionStatusStream": unimplemented,
 
+	"flyteidl2.workflow.EventsProxyService/Record": {`{"events":[{"id":` + fxRoot + `,"attempt":1,"phase":"ACTION_PHASE_QUEUED","version":1,"clusterEvents":[{"message":"fuzz"}]}]}`, "ok"},
+
 	"flyteidl2.workflow.QueueService/AbortQueuedAction": {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
 	"flyteidl2.workflow.QueueService/AbortQueuedRun":    {`{"runId":` + fxAbortRun + `,"reason":"fuzz"}`, "ok"},
 	"flyteidl2.workflow.QueueService/EnqueueAction":     {`{` + fxChild("fuzzchild-queue") + `}`, "ok"},
@@ -187,7 +189,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.RunService/SignalEvent":         unimplemented,
 	"flyteidl2.workflow.RunService/WatchActionDetails":  {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchActions":        {`{"runId":` + fxRun + `}`, "ok"},
-	"flyteidl2.workflow.RunService/WatchClusterEvents":  unimplemented,
+	"flyteidl2.workflow.RunService/WatchClusterEvents":  {`{"id":` + fxRoot + `,"attempt":1}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchGroups":         unimplemented,
 	"flyteidl2.workflow.RunService/WatchRunDetails":     {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchRuns":           {`{"projectId":` + fxProjID + `}`, "ok"},

@@ -19,8 +19,8 @@ import (
 
 // RunService adapts the run state to flyteidl2.workflow.RunService.
 type RunService struct {
-	// Not named by any work item yet: WatchClusterEvents, SignalEvent
-	// (conditions), WatchGroups, GetActionLogContext.
+	// Not named by any work item yet: SignalEvent (conditions),
+	// WatchGroups, GetActionLogContext.
 	workflowconnect.UnimplementedRunServiceHandler
 	state *runstate.Service
 }
@@ -106,6 +106,18 @@ func (s *RunService) WatchActionDetails(ctx context.Context, req *connect.Reques
 	}
 	return s.state.WatchAction(ctx, key, func(d *workflow.ActionDetails) error {
 		return stream.Send(&workflow.WatchActionDetailsResponse{Details: d})
+	})
+}
+
+// WatchClusterEvents streams one attempt's cluster events from the
+// action's history: those so far, then new ones, until the attempt ended.
+func (s *RunService) WatchClusterEvents(ctx context.Context, req *connect.Request[workflow.WatchClusterEventsRequest], stream *connect.ServerStream[workflow.WatchClusterEventsResponse]) error {
+	key, err := ident.Action("id", req.Msg.GetId())
+	if err != nil {
+		return err
+	}
+	return s.state.WatchClusterEvents(ctx, key, req.Msg.GetAttempt(), func(ce []*workflow.ClusterEvent) error {
+		return stream.Send(&workflow.WatchClusterEventsResponse{ClusterEvents: ce})
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
 )
 
@@ -105,4 +106,77 @@ func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt 
 		}
 	}
 	return out
+}
+
+// WatchClusterEvents streams the cluster events of one attempt of key
+// (attempt 0: the current one): those recorded so far as the first message
+// (maybe empty), then each batch recorded later. It ends once the attempt
+// has ended and everything recorded for it was sent: a retry's new attempt
+// is a new stream.
+func (s *Service) WatchClusterEvents(ctx context.Context, key store.ActionKey, attempt uint32, send func([]*workflow.ClusterEvent) error) error {
+	a, err := s.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	n := int32(attempt)
+	if attempt == 0 {
+		n = a.Attempts
+	}
+	if attempt > uint32(a.Attempts) {
+		return errs.NotFoundf("attempt %d of action %s (it has %d)", attempt, key, a.Attempts)
+	}
+	sent := map[int64]bool{} // event ids, so a resync or a late event sends nothing twice
+	first := true
+	for {
+		sub := s.hub.Subscribe(ForAction(key))
+		done, err := s.sendClusterEvents(ctx, key, n, sent, &first, send)
+		for err == nil && !done {
+			var resync bool
+			if _, resync, err = next(ctx, sub); err != nil || resync {
+				break
+			}
+			done, err = s.sendClusterEvents(ctx, key, n, sent, &first, send)
+		}
+		sub.Close()
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// sendClusterEvents sends the attempt's cluster events not sent yet (the
+// first call sends even none) and reports whether the attempt has ended.
+func (s *Service) sendClusterEvents(ctx context.Context, key store.ActionKey, attempt int32, sent map[int64]bool, first *bool, send func([]*workflow.ClusterEvent) error) (bool, error) {
+	// The attempt's end is read before its events: an event recorded with
+	// the end is then among them.
+	attempts, err := s.store.Actions.Attempts(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	ended := false
+	for _, at := range attempts {
+		if at.Attempt == attempt {
+			ended = at.EndedAt != nil
+		}
+	}
+	events, err := s.store.Actions.Events(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	var batch []*workflow.ClusterEvent
+	for i := range events {
+		e := &events[i]
+		if e.Attempt != attempt || sent[e.ID] {
+			continue
+		}
+		sent[e.ID] = true
+		batch = append(batch, eventInfo(e).GetClusterEvents()...)
+	}
+	if len(batch) > 0 || *first {
+		*first = false
+		if err := send(batch); err != nil {
+			return false, err
+		}
+	}
+	return ended, nil
 }
