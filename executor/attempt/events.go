@@ -49,7 +49,11 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 			c.stored(c.event(a, cur+1, phase.Queued, at, reason), reason, at),
 		}
 	case *machine.Terminal:
-		e := c.event(a, cur, dec.Phase, at, dec.Reason)
+		shown := dec.Reason
+		if dec.Phase == phase.Succeeded {
+			shown = "" // says nothing the phase does not
+		}
+		e := c.event(a, cur, dec.Phase, at, shown)
 		e.Outputs = outputsOf(rec.OutDir)
 		if dec.Error != nil {
 			e.ErrorInfo = errorInfoOf(*dec.Error)

@@ -145,10 +145,21 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		SystemRetries: uint32(cfg.SystemRetries),
 		SystemBackoff: machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
 		Fence:         d.lease.Fence,
+		Cluster:       clusterName(cfg),
 	}
 	d.core = attempt.New(state, d.coreOpts)
 	d.metrics = newMetrics(d)
 	return d
+}
+
+// clusterName is what attempts' history calls the cluster: the
+// kubeconfig context the manager uses, or "kubernetes" (in-cluster, or the
+// kubeconfig's current context).
+func clusterName(cfg config.KubernetesExecutor) string {
+	if cfg.Context != "" {
+		return cfg.Context
+	}
+	return "kubernetes"
 }
 
 // WithHooks makes the cache and secret services join the planning of
