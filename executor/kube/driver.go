@@ -83,6 +83,7 @@ type Driver struct {
 	namespaces map[string]bool                          // namespaces known to exist
 	written    map[types.UID]writtenStatus              // the status last written per TaskAction (writeStatus)
 	own        versions                                 // resource versions of this driver's own writes (write)
+	podEvents  map[store.ActionKey]*podEventsSeen       // Pod events already in each action's history (podevents.go)
 	synced     bool                                     // the caches synced and the lease was tried once
 }
 
@@ -137,6 +138,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
 		written:    map[types.UID]writtenStatus{},
+		podEvents:  map[store.ActionKey]*podEventsSeen{},
 		own:        versions{seen: map[int64]struct{}{}},
 	}
 	d.slots = attempt.NewSlots(0)

@@ -161,6 +161,9 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	if err != nil {
 		return a, ctrl.Result{}, err
 	}
+	if a, err = d.reportPodEvents(ctx, a, pod); err != nil {
+		return a, ctrl.Result{}, err
+	}
 	outDir := runstate.OutputDir(a, n)
 	obs, exit, why := observe(pod)
 	switch obs {

@@ -7,7 +7,7 @@ package kube
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=*
-// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch;list
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=*
 // +kubebuilder:rbac:groups="",resources=podtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get

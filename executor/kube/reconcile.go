@@ -196,6 +196,7 @@ func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.D
 		time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
 	case *machine.Terminal:
 		d.slots.Forget(a.ActionKey)
+		d.forgetPodEvents(a.ActionKey)
 		d.mu.Lock()
 		delete(d.notBefore, a.ActionKey)
 		d.mu.Unlock()
