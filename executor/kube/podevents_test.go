@@ -3,12 +3,15 @@ package kube
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/phase"
@@ -37,6 +40,28 @@ func TestPodEventsInHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A change of the Pod makes the driver look at its events.
+	h.touchPod(pod, "1")
+	h.eventually("the Pod's events in the history", func() bool {
+		d, err := h.state.Details(h.ctx, h.action(key))
+		return err == nil && len(d.GetAttempts()[0].GetClusterEvents()) == 2
+	})
+	// A successor driver (a restarted manager) looks again and reports
+	// nothing twice.
+	h.stop()
+	d2 := New(h.state, h.cluster.Config, h.d.cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
+	h.start(d2, true)
+	rv := h.touchPod(pod, "2")
+	h.eventually("the successor to look at the Pod's events", func() bool {
+		d2.mu.Lock()
+		defer d2.mu.Unlock()
+		seen := d2.podEvents[key]
+		if seen == nil {
+			return false
+		}
+		looked, err := strconv.ParseInt(seen.podRV, 10, 64)
+		return err == nil && looked >= rv
+	})
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +93,31 @@ func TestPodEventsInHistory(t *testing.T) {
 	if strings.Join(phases, ",") != "ACTION_PHASE_QUEUED,ACTION_PHASE_INITIALIZING,ACTION_PHASE_RUNNING,ACTION_PHASE_SUCCEEDED" {
 		t.Errorf("transitions %v: a report within a phase must not add one", phases)
 	}
+}
+
+// touchPod changes pod's labels, as a status change would change it, and
+// returns its new resource version.
+func (h *harness) touchPod(pod *corev1.Pod, v string) int64 {
+	h.t.Helper()
+	var rv int64
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := h.k.Get(h.ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
+			return err
+		}
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		cur.Labels["e2e-touched"] = v
+		if err := h.k.Update(h.ctx, cur); err != nil {
+			return err
+		}
+		var err error
+		rv, err = strconv.ParseInt(cur.ResourceVersion, 10, 64)
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rv
 }
