@@ -132,7 +132,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 		}
 	}
 	u.At = db.Now()
-	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, &u)
+	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
 	u.Fence = fence
 	if _, claim := ev.(machine.Start); claim {
 		u.Owner, u.Cluster = fence, c.opts.Cluster

@@ -28,11 +28,10 @@ import (
 // ClusterLocal names where the local driver runs attempts: this host.
 const ClusterLocal = "local"
 
-// eventsFor describes the transitions u makes for a on ev: the attempt
-// entering its new phase, and on a retry both the failed attempt and the
-// one that replaces it.
-func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision, to phase.Phase, rec Record, u *store.Update) []store.Event {
-	at := u.At
+// eventsFor describes the transitions the write for ev makes at at: the
+// attempt entering its new phase to, and on a retry both the failed attempt
+// and the one that replaces it.
+func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision, to phase.Phase, rec Record, at time.Time) []store.Event {
 	cur := a.Attempts
 	switch dec := dec.(type) {
 	case *machine.Retry:
@@ -40,9 +39,9 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		failed := c.event(a, cur, phase.Failed, at, cause)
 		failed.Outputs = outputsOf(rec.OutDir)
 		failed.ErrorInfo = errorInfoOf(dec.Cause)
-		reason := fmt.Sprintf("attempt %d failed, retrying (%s)", cur, cause)
-		if dec.Reason != "" {
-			reason = dec.Reason
+		reason := dec.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("attempt %d failed, retrying (%s)", cur, cause)
 		}
 		return []store.Event{
 			c.stored(failed, cause, at),
