@@ -1,0 +1,172 @@
+package attempt_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"fmgr.dev/cache"
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/store"
+)
+
+// runWith creates a run of tmpl on inputs x=v and returns its root action.
+func (f *fixture) runWith(t *testing.T, name string, tmpl *core.TaskTemplate, v int64, rs *task.RunSpec) *store.Action {
+	t.Helper()
+	ctx := context.Background()
+	in := &task.Inputs{Literals: []*task.NamedLiteral{{Name: "x", Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{
+		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: v}}}}}}}}}
+	_, err := f.state.CreateRun(ctx, &workflow.CreateRunRequest{
+		Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
+		Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: &task.TaskSpec{TaskTemplate: tmpl}},
+		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: in},
+		RunSpec:      rs,
+	})
+	if err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	a, err := f.state.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// writer is a core holding the executor lease, with the real output cache.
+func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
+	t.Helper()
+	ctx := context.Background()
+	st := f.state.Store()
+	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Leases.Acquire(ctx, *free, store.Claimant{Holder: "test"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Cache
+	oc := cache.New(cfg, f.g, f.env.Blobs, st.Actions, f.env.Log)
+	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return held.Token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
+}
+
+func mustPlan(t *testing.T, c *attempt.Core, a *store.Action) attempt.Plan {
+	t.Helper()
+	p, err := c.Plan(context.Background(), a, attempt.PlanOptions{Endpoint: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runToEnd starts a's planned attempt and records ev as its end.
+func runToEnd(t *testing.T, c *attempt.Core, a *store.Action, p attempt.Plan, ev machine.Event) *store.Action {
+	t.Helper()
+	ctx := context.Background()
+	if p.Launch == nil {
+		t.Fatalf("plan %+v, want a launch", p)
+	}
+	a, _, err := c.Apply(ctx, a, p.Spec, machine.Start{Attempt: uint32(a.Attempts)}, attempt.Record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.CacheStatus != int32(core.CatalogCacheStatus_CACHE_MISS) {
+		t.Fatalf("a started attempt of a cacheable task has cache status %d, want CACHE_MISS", a.CacheStatus)
+	}
+	a, _, err = c.Apply(ctx, a, p.Spec, ev, attempt.Record{OutDir: p.Launch.OutDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The cache step of the core: a miss runs and populates, an identical
+// action then succeeds from the cache without an attempt, other inputs or
+// an overwriting run miss, and a serialized task lets one action compute
+// while the identical ones wait, whatever way the holder ends.
+func TestCacheLifecycle(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		c, oc := f.writer(t)
+		ct := &core.Container{Command: []string{"a0"}}
+		md := &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1"}
+		tmpl := template("t.square", ct, md)
+
+		first := f.runWith(t, "rfirst", tmpl, 3, nil)
+		p := mustPlan(t, c, first)
+		first = runToEnd(t, c, first, p, machine.Succeeded{Attempt: 1})
+		if first.Phase != phase.Succeeded || first.CacheStatus != int32(core.CatalogCacheStatus_CACHE_POPULATED) {
+			t.Fatalf("first run: %s, cache status %d, want SUCCEEDED and CACHE_POPULATED", first.Phase, first.CacheStatus)
+		}
+		outDir := p.Launch.OutDir
+
+		second := f.runWith(t, "rsecond", tmpl, 3, nil)
+		p = mustPlan(t, c, second)
+		if _, ok := p.Event.(machine.Succeeded); !ok || p.Launch != nil || p.Record.OutDir != outDir {
+			t.Fatalf("identical run planned %+v, want a success from the cached outputs in %s", p, outDir)
+		}
+		second, _, err := c.Apply(ctx, second, p.Spec, p.Event, p.Record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.Phase != phase.Succeeded || second.CacheStatus != int32(core.CatalogCacheStatus_CACHE_HIT) {
+			t.Fatalf("identical run: %s, cache status %d, want SUCCEEDED and CACHE_HIT", second.Phase, second.CacheStatus)
+		}
+		atts, err := f.state.Store().Actions.Attempts(ctx, second.ActionKey)
+		if err != nil || len(atts) != 1 || atts[0].OutputURI != outDir || atts[0].OwnerToken != 0 {
+			t.Fatalf("the hit's attempt: %+v %v, want one, never started, with the cached output dir", atts, err)
+		}
+
+		if p := mustPlan(t, c, f.runWith(t, "rother", tmpl, 4, nil)); p.Launch == nil {
+			t.Fatalf("other inputs planned %+v, want a launch (miss)", p)
+		}
+		if p := mustPlan(t, c, f.runWith(t, "rover", tmpl, 3, &task.RunSpec{OverwriteCache: true})); p.Launch == nil {
+			t.Fatalf("an overwrite_cache run planned %+v, want a launch", p)
+		}
+		if p := mustPlan(t, c, f.runWith(t, "rversion", template("t.square", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v2"}), 3, nil)); p.Launch == nil {
+			t.Fatalf("a new cache version planned %+v, want a launch", p)
+		}
+		if _, err := oc.Repo().Get(ctx, cache.Scope{Project: "p", Domain: "development"}, cache.Key(tmpl, nil)); err == nil {
+			t.Fatal("the empty-inputs key is cached though no such run happened")
+		}
+
+		// Serialized: the holder computes, the others wait, then hit.
+		ser := template("t.serial", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1", CacheSerializable: true})
+		holder := f.runWith(t, "rholder", ser, 5, nil)
+		ph := mustPlan(t, c, holder)
+		waiter := f.runWith(t, "rwaiter", ser, 5, nil)
+		pw := mustPlan(t, c, waiter)
+		w, ok := pw.Event.(machine.Wait)
+		if !ok || pw.RetryAfter <= 0 || !strings.Contains(w.Reason, holder.ActionKey.String()) {
+			t.Fatalf("second identical serialized action planned %+v, want a wait naming the holder", pw)
+		}
+		if waiter, _, err = c.Apply(ctx, waiter, pw.Spec, pw.Event, pw.Record); err != nil || waiter.Phase != phase.WaitingForResources {
+			t.Fatalf("waiter: %v %v, want WAITING_FOR_RESOURCES", waiter.Phase, err)
+		}
+		// A holder that fails releases the reservation: the waiter takes over.
+		holder = runToEnd(t, c, holder, ph, machine.Failed{Attempt: 1, Kind: machine.KindUser, Code: "E", Message: "boom"})
+		if holder.Phase != phase.Failed {
+			t.Fatalf("holder %s", holder.Phase)
+		}
+		pw = mustPlan(t, c, waiter)
+		if pw.Launch == nil {
+			t.Fatalf("after the holder failed the waiter planned %+v, want a launch", pw)
+		}
+		third := f.runWith(t, "rthird", ser, 5, nil)
+		if p := mustPlan(t, c, third); p.Event == nil {
+			t.Fatalf("the new holder's reservation did not hold off a third action: %+v", p)
+		}
+		waiter = runToEnd(t, c, waiter, pw, machine.Succeeded{Attempt: 1})
+		if p := mustPlan(t, c, third); p.Record.OutDir != pw.Launch.OutDir {
+			t.Fatalf("after the holder succeeded the third planned %+v, want a hit", p)
+		}
+	})
+}
