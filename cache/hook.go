@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"gorm.io/gorm"
 
-	pb "fmgr.dev/gen/go/flyteidl2/cacheservice"
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
+	pb "fmgr.dev/gen/go/flyteidl2/cacheservice"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/blob"
@@ -66,7 +66,9 @@ func actionOf(owner string) (store.ActionKey, bool) {
 	return store.RunKey{Org: parts[0], Project: parts[1], Domain: parts[2], RunName: parts[3]}.Action(parts[4]), true
 }
 
-func scopeOfAction(a *store.Action) Scope { return Scope{Org: a.Org, Project: a.Project, Domain: a.Domain} }
+func scopeOfAction(a *store.Action) Scope {
+	return Scope{Org: a.Org, Project: a.Project, Domain: a.Domain}
+}
 
 // waitPoll is how often an action waiting for another's reservation looks
 // again (bounded by the heartbeat: a holder that stopped is noticed then).

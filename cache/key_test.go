@@ -48,7 +48,7 @@ func variable(t core.SimpleType) *core.Variable {
 func TestKeyMatchesSDK(t *testing.T) {
 	py := sdktest.Python(t)
 	tmpl := &core.TaskTemplate{
-		Id: &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "env.square", Version: "v1"},
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "env.square", Version: "v1"},
 		Metadata: &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "abc123"},
 		Interface: &core.TypedInterface{
 			Inputs: &core.VariableMap{Variables: []*core.VariableEntry{
@@ -65,7 +65,10 @@ func TestKeyMatchesSDK(t *testing.T) {
 		"plain":   func() {},
 		"ignored": func() { tmpl.Metadata.CacheIgnoreInputVars = []string{"name"} },
 		"none":    func() { tmpl.Metadata.CacheIgnoreInputVars = []string{"name", "x", "items"} },
-		"hashed":  func() { tmpl.Metadata.CacheIgnoreInputVars = nil; inputs.Literals[0].Value = &core.Literal{Hash: "precomputed"} },
+		"hashed": func() {
+			tmpl.Metadata.CacheIgnoreInputVars = nil
+			inputs.Literals[0].Value = &core.Literal{Hash: "precomputed"}
+		},
 	}
 	for _, name := range []string{"plain", "ignored", "none", "hashed"} {
 		cases[name]()
