@@ -56,7 +56,9 @@ func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
 	})
 }
 
-func id(project string) *v2.Identifier { return &v2.Identifier{Org: "o", Project: project, Domain: "development"} }
+func id(project string) *v2.Identifier {
+	return &v2.Identifier{Org: "o", Project: project, Domain: "development"}
+}
 
 func (h *harness) put(ctx context.Context, project, key, uri string, ow *pb.OverwriteOutput) error {
 	_, err := h.v2.Put(ctx, connect.NewRequest(&v2.PutCacheRequest{Identifier: id(project), BaseRequest: &pb.PutCacheRequest{
