@@ -112,12 +112,24 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 	if q.Overwrite {
 		miss = core.CatalogCacheStatus_CACHE_SKIPPED
 	} else {
-		uri, err := c.lookup(ctx, sc, key, q.Scope, md.GetCacheMaxAge().AsDuration())
+		e, err := c.lookup(ctx, sc, key, q.Scope, md.GetCacheMaxAge().AsDuration())
 		if err != nil {
 			return attempt.CacheCheck{}, err
 		}
-		if uri != "" {
-			return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: uri}, nil
+		if e != nil {
+			dir, err := c.copyOutputs(ctx, a, e)
+			switch {
+			case err == nil:
+				return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, nil
+			case errors.Is(err, errs.ErrNotFound):
+				// The outputs are gone from storage: the entry is useless.
+				c.log.WarnContext(ctx, "cached outputs are gone; computing them again", "action", a.ActionKey.String(), "outputs", e.OutputURI)
+				if err := c.repo.Delete(ctx, e.Scope(), e.CacheKey); err != nil && !errors.Is(err, errs.ErrNotFound) {
+					return attempt.CacheCheck{}, err
+				}
+			default:
+				return attempt.CacheCheck{}, err
+			}
 		}
 	}
 	if !md.GetCacheSerializable() {
@@ -137,10 +149,34 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 	return attempt.CacheCheck{Status: miss}, nil
 }
 
-// lookup returns the directory of the live outputs of key ("" for none):
-// in sc, or with the GLOBAL lookup scope the newest in sc's org. An entry
-// older than maxAge (> 0, the task's cache max_age) misses.
-func (c *Cache) lookup(ctx context.Context, sc Scope, key string, scope task.CacheLookupScope, maxAge time.Duration) (string, error) {
+// copyOutputs copies the cached outputs of e into the directory of a's
+// current attempt, which is where the SDK and the views read an action's
+// outputs (the output directory follows from the action's name), and
+// returns that directory.
+func (c *Cache) copyOutputs(ctx context.Context, a *store.Action, e *Entry) (string, error) {
+	dir := contract.AttemptDir(a.RunOutputBase, a.Name, uint32(a.Attempts))
+	from, err := c.blobs.Key(contract.JoinURI(e.OutputURI, contract.OutputsFile))
+	if err != nil {
+		return "", fmt.Errorf("cached outputs %s lie outside storage: %w", e.OutputURI, errs.ErrNotFound)
+	}
+	to, err := c.blobs.Key(contract.JoinURI(dir, contract.OutputsFile))
+	if err != nil {
+		return "", err
+	}
+	raw, err := c.blobs.Get(ctx, from)
+	if err != nil {
+		return "", err
+	}
+	if err := c.blobs.Put(ctx, to, raw, nil); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// lookup returns the live entry of key (nil for none): in sc, or with the
+// GLOBAL lookup scope the newest in sc's org. An entry older than maxAge
+// (> 0, the task's cache max_age) misses.
+func (c *Cache) lookup(ctx context.Context, sc Scope, key string, scope task.CacheLookupScope, maxAge time.Duration) (*Entry, error) {
 	var e *Entry
 	var err error
 	if scope == task.CacheLookupScope_CACHE_LOOKUP_SCOPE_GLOBAL {
@@ -149,15 +185,15 @@ func (c *Cache) lookup(ctx context.Context, sc Scope, key string, scope task.Cac
 		e, err = c.repo.Get(ctx, sc, key)
 	}
 	if errors.Is(err, errs.ErrNotFound) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if maxAge > 0 && time.Since(e.UpdatedAt) > maxAge {
-		return "", nil
+		return nil, nil
 	}
-	return e.OutputURI, nil
+	return e, nil
 }
 
 // Finish implements attempt.CacheHook: a success's outputs are cached

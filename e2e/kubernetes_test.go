@@ -59,6 +59,7 @@ func TestSDKKubernetes(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
 	pods := watchPods(t, c)
+	kubePods = pods
 	t.Cleanup(func() { showFailedPods(t, c) })
 	m := startManagerWith(t, mgrproc.Options{
 		Bin: managerBin,

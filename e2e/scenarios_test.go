@@ -31,6 +31,8 @@ var sdkScenarios = []struct {
 	{"cli", testCLI},
 	{"quickstart", testQuickStart},
 	{"wait", testWaitReadsOwnPhase},
+	{"cache", testCacheRepeat},
+	{"cache-serial", testCacheSerialized},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -8,6 +8,7 @@ import (
 
 	"fmgr.dev/cache"
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -15,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
 
@@ -58,6 +60,31 @@ func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return held.Token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
 }
 
+func (f *fixture) outputsKey(t *testing.T, dir string) string {
+	t.Helper()
+	k, err := f.env.Blobs.Key(contract.JoinURI(dir, contract.OutputsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (f *fixture) writeOutputs(t *testing.T, dir, outputs string) {
+	t.Helper()
+	if err := f.env.Blobs.Put(context.Background(), f.outputsKey(t, dir), []byte(outputs), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) readOutputs(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := f.env.Blobs.Get(context.Background(), f.outputsKey(t, dir))
+	if err != nil {
+		t.Fatalf("outputs in %s: %v", dir, err)
+	}
+	return string(b)
+}
+
 func mustPlan(t *testing.T, c *attempt.Core, a *store.Action) attempt.Plan {
 	t.Helper()
 	p, err := c.Plan(context.Background(), a, attempt.PlanOptions{Endpoint: "127.0.0.1:1"})
@@ -67,12 +94,16 @@ func mustPlan(t *testing.T, c *attempt.Core, a *store.Action) attempt.Plan {
 	return p
 }
 
-// runToEnd starts a's planned attempt and records ev as its end.
-func runToEnd(t *testing.T, c *attempt.Core, a *store.Action, p attempt.Plan, ev machine.Event) *store.Action {
+// runToEnd starts a's planned attempt and records ev as its end; a
+// success writes outputs.pb holding outputs first, as a task does.
+func (f *fixture) runToEnd(t *testing.T, c *attempt.Core, a *store.Action, p attempt.Plan, ev machine.Event, outputs string) *store.Action {
 	t.Helper()
 	ctx := context.Background()
 	if p.Launch == nil {
 		t.Fatalf("plan %+v, want a launch", p)
+	}
+	if _, ok := ev.(machine.Succeeded); ok {
+		f.writeOutputs(t, p.Launch.OutDir, outputs)
 	}
 	a, _, err := c.Apply(ctx, a, p.Spec, machine.Start{Attempt: uint32(a.Attempts)}, attempt.Record{})
 	if err != nil {
@@ -102,16 +133,19 @@ func TestCacheLifecycle(t *testing.T) {
 
 		first := f.runWith(t, "rfirst", tmpl, 3, nil)
 		p := mustPlan(t, c, first)
-		first = runToEnd(t, c, first, p, machine.Succeeded{Attempt: 1})
+		firstOut := p.Launch.OutDir
+		first = f.runToEnd(t, c, first, p, machine.Succeeded{Attempt: 1}, "nine")
 		if first.Phase != phase.Succeeded || first.CacheStatus != int32(core.CatalogCacheStatus_CACHE_POPULATED) {
 			t.Fatalf("first run: %s, cache status %d, want SUCCEEDED and CACHE_POPULATED", first.Phase, first.CacheStatus)
 		}
-		outDir := p.Launch.OutDir
-
 		second := f.runWith(t, "rsecond", tmpl, 3, nil)
+		outDir := runstate.OutputDir(second, 1)
 		p = mustPlan(t, c, second)
 		if _, ok := p.Event.(machine.Succeeded); !ok || p.Launch != nil || p.Record.OutDir != outDir {
-			t.Fatalf("identical run planned %+v, want a success from the cached outputs in %s", p, outDir)
+			t.Fatalf("identical run planned %+v, want a success with the cached outputs copied to its own %s", p, outDir)
+		}
+		if got := f.readOutputs(t, outDir); got != "nine" {
+			t.Fatalf("the hit's outputs read %q, want the cached %q", got, "nine")
 		}
 		second, _, err := c.Apply(ctx, second, p.Spec, p.Event, p.Record)
 		if err != nil {
@@ -134,8 +168,8 @@ func TestCacheLifecycle(t *testing.T) {
 		if p := mustPlan(t, c, f.runWith(t, "rversion", template("t.square", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v2"}), 3, nil)); p.Launch == nil {
 			t.Fatalf("a new cache version planned %+v, want a launch", p)
 		}
-		if _, err := oc.Repo().Get(ctx, cache.Scope{Project: "p", Domain: "development"}, cache.Key(tmpl, nil)); err == nil {
-			t.Fatal("the empty-inputs key is cached though no such run happened")
+		if es, err := oc.Repo().Purge(ctx, cache.Scope{Project: "p", Domain: "development"}, "t.square", true); err != nil || len(es) != 1 || es[0].OutputURI != firstOut {
+			t.Fatalf("entries of t.square: %+v %v, want the first run's only", es, err)
 		}
 
 		// Serialized: the holder computes, the others wait, then hit.
@@ -152,7 +186,7 @@ func TestCacheLifecycle(t *testing.T) {
 			t.Fatalf("waiter: %v %v, want WAITING_FOR_RESOURCES", waiter.Phase, err)
 		}
 		// A holder that fails releases the reservation: the waiter takes over.
-		holder = runToEnd(t, c, holder, ph, machine.Failed{Attempt: 1, Kind: machine.KindUser, Code: "E", Message: "boom"})
+		holder = f.runToEnd(t, c, holder, ph, machine.Failed{Attempt: 1, Kind: machine.KindUser, Code: "E", Message: "boom"}, "")
 		if holder.Phase != phase.Failed {
 			t.Fatalf("holder %s", holder.Phase)
 		}
@@ -164,9 +198,21 @@ func TestCacheLifecycle(t *testing.T) {
 		if p := mustPlan(t, c, third); p.Event == nil {
 			t.Fatalf("the new holder's reservation did not hold off a third action: %+v", p)
 		}
-		waiter = runToEnd(t, c, waiter, pw, machine.Succeeded{Attempt: 1})
-		if p := mustPlan(t, c, third); p.Record.OutDir != pw.Launch.OutDir {
+		f.runToEnd(t, c, waiter, pw, machine.Succeeded{Attempt: 1}, "twenty-five")
+		if p := mustPlan(t, c, third); p.Record.Cache != core.CatalogCacheStatus_CACHE_HIT || f.readOutputs(t, p.Record.OutDir) != "twenty-five" {
 			t.Fatalf("after the holder succeeded the third planned %+v, want a hit", p)
+		}
+
+		// Cached outputs that are gone from storage are computed again.
+		gone := f.runWith(t, "rgone", tmpl, 3, nil)
+		if err := f.env.Blobs.Delete(ctx, f.outputsKey(t, firstOut)); err != nil {
+			t.Fatal(err)
+		}
+		if p := mustPlan(t, c, gone); p.Launch == nil {
+			t.Fatalf("with the cached outputs deleted the plan is %+v, want a launch", p)
+		}
+		if left, err := oc.Repo().Purge(ctx, cache.Scope{Project: "p", Domain: "development"}, "t.square", true); err != nil || len(left) != 0 {
+			t.Fatalf("the entry whose outputs are gone is still there: %+v %v", left, err)
 		}
 	})
 }
