@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"fmgr.dev/cache"
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
@@ -20,14 +22,20 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// runWith creates a run of tmpl on inputs x=v and returns its root action.
+// runWith creates a run of tmpl on inputs x=v in project p and returns its
+// root action.
 func (f *fixture) runWith(t *testing.T, name string, tmpl *core.TaskTemplate, v int64, rs *task.RunSpec) *store.Action {
+	t.Helper()
+	return f.runIn(t, "p", name, tmpl, v, rs)
+}
+
+func (f *fixture) runIn(t *testing.T, project, name string, tmpl *core.TaskTemplate, v int64, rs *task.RunSpec) *store.Action {
 	t.Helper()
 	ctx := context.Background()
 	in := &task.Inputs{Literals: []*task.NamedLiteral{{Name: "x", Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{
 		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: v}}}}}}}}}
 	_, err := f.state.CreateRun(ctx, &workflow.CreateRunRequest{
-		Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
+		Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: project, Domain: "development", Name: name}},
 		Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: &task.TaskSpec{TaskTemplate: tmpl}},
 		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: in},
 		RunSpec:      rs,
@@ -35,7 +43,7 @@ func (f *fixture) runWith(t *testing.T, name string, tmpl *core.TaskTemplate, v 
 	if err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
-	a, err := f.state.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName))
+	a, err := f.state.Get(ctx, store.RunKey{Project: project, Domain: "development", RunName: name}.Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +221,83 @@ func TestCacheLifecycle(t *testing.T) {
 		}
 		if left, err := oc.Repo().Purge(ctx, cache.Scope{Project: "p", Domain: "development"}, "t.square", true); err != nil || len(left) != 0 {
 			t.Fatalf("the entry whose outputs are gone is still there: %+v %v", left, err)
+		}
+	})
+}
+
+// The run's and the task's cache settings: an abort releases the holder's
+// reservation; the task's max_age makes an older entry miss; the run's
+// cache_lookup_scope GLOBAL finds another project's entry, PROJECT_DOMAIN
+// does not; overwrite_cache replaces the entry.
+func TestCacheOptions(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		c, _ := f.writer(t)
+		ct := &core.Container{Command: []string{"a0"}}
+
+		ser := template("t.serial", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1", CacheSerializable: true})
+		holder := f.runWith(t, "rholder", ser, 1, nil)
+		ph := mustPlan(t, c, holder)
+		if ph.Launch == nil {
+			t.Fatalf("holder planned %+v", ph)
+		}
+		waiter := f.runWith(t, "rwaiter", ser, 1, nil)
+		if p := mustPlan(t, c, waiter); p.Event == nil {
+			t.Fatalf("waiter planned %+v, want a wait", p)
+		}
+		// Aborted before it started: the executor records the abort without
+		// the spec (as the drivers do for a pending action).
+		if err := f.state.Abort(ctx, holder.ActionKey, "test", ""); err != nil {
+			t.Fatal(err)
+		}
+		holder, _ = f.state.Get(ctx, holder.ActionKey)
+		if holder, _, err := c.Apply(ctx, holder, nil, machine.AbortRequested{Reason: "test"}, attempt.Record{}); err != nil || holder.Phase != phase.Aborted {
+			t.Fatalf("abort: %v %v", holder, err)
+		}
+		if p := mustPlan(t, c, waiter); p.Launch == nil {
+			t.Fatalf("after the holder was aborted the waiter planned %+v, want a launch", p)
+		}
+
+		aged := template("t.aged", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1", CacheMaxAge: durationpb.New(time.Nanosecond)})
+		a := f.runWith(t, "raged1", aged, 2, nil)
+		p := mustPlan(t, c, a)
+		f.runToEnd(t, c, a, p, machine.Succeeded{Attempt: 1}, "four")
+		if p := mustPlan(t, c, f.runWith(t, "raged2", aged, 2, nil)); p.Launch == nil {
+			t.Fatalf("an entry older than the task's max_age planned %+v, want a launch (miss)", p)
+		}
+
+		tmpl := template("t.shared", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1"})
+		a = f.runIn(t, "q", "rshared", tmpl, 3, nil)
+		f.runToEnd(t, c, a, mustPlan(t, c, a), machine.Succeeded{Attempt: 1}, "nine")
+		local := &task.RunSpec{CacheConfig: &task.CacheConfig{CacheLookupScope: task.CacheLookupScope_CACHE_LOOKUP_SCOPE_PROJECT_DOMAIN}}
+		if p := mustPlan(t, c, f.runWith(t, "rlocal", tmpl, 3, local)); p.Launch == nil {
+			t.Fatalf("PROJECT_DOMAIN scope found another project's entry: %+v", p)
+		}
+		global := &task.RunSpec{CacheConfig: &task.CacheConfig{CacheLookupScope: task.CacheLookupScope_CACHE_LOOKUP_SCOPE_GLOBAL}}
+		p = mustPlan(t, c, f.runWith(t, "rglobal", tmpl, 3, global))
+		if p.Record.Cache != core.CatalogCacheStatus_CACHE_HIT || f.readOutputs(t, p.Record.OutDir) != "nine" {
+			t.Fatalf("GLOBAL scope planned %+v, want a hit on project q's entry", p)
+		}
+
+		// overwrite_cache: the lookup is skipped and the entry replaced.
+		over := f.runIn(t, "q", "rover", tmpl, 3, &task.RunSpec{CacheConfig: &task.CacheConfig{OverwriteCache: true}})
+		po := mustPlan(t, c, over)
+		if po.Launch == nil {
+			t.Fatalf("overwrite planned %+v, want a launch", po)
+		}
+		if over, _, err := c.Apply(ctx, over, po.Spec, machine.Start{Attempt: 1}, attempt.Record{}); err != nil ||
+			over.CacheStatus != int32(core.CatalogCacheStatus_CACHE_SKIPPED) {
+			t.Fatalf("overwrite start: %v %v, want CACHE_SKIPPED", over, err)
+		} else {
+			f.writeOutputs(t, po.Launch.OutDir, "NINE")
+			over, _, err = c.Apply(ctx, over, po.Spec, machine.Succeeded{Attempt: 1}, attempt.Record{OutDir: po.Launch.OutDir})
+			if err != nil || over.CacheStatus != int32(core.CatalogCacheStatus_CACHE_POPULATED) {
+				t.Fatalf("overwrite end: %v %v", over, err)
+			}
+		}
+		p = mustPlan(t, c, f.runIn(t, "q", "rafter", tmpl, 3, nil))
+		if got := f.readOutputs(t, p.Record.OutDir); got != "NINE" {
+			t.Fatalf("after the overwrite a hit reads %q, want %q", got, "NINE")
 		}
 	})
 }
