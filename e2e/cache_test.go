@@ -114,6 +114,15 @@ func testCacheRepeat(t *testing.T, m *manager) {
 	if ex := executions(t, dir); len(ex) != 1 {
 		t.Errorf("square ran %d times, want once: %q", len(ex), ex)
 	}
+
+	// `flyte get action` shows each action's cache status.
+	cli := t.TempDir()
+	cliConfig(t, ctx, m, cli)
+	for _, r := range []cacheRun{res.First, res.Second} {
+		if out := mustFlyte(t, ctx, cli, "get", "action", r.Run, r.Action); !strings.Contains(out, r.CacheStatus) {
+			t.Errorf("flyte get action %s %s does not show its cache status %s:\n%s", r.Run, r.Action, r.CacheStatus, out)
+		}
+	}
 }
 
 // Five concurrent runs of one serialized cacheable task: one executes while
