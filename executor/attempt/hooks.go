@@ -44,8 +44,9 @@ type CacheQuery struct {
 
 // CacheCheck is the cache's answer before an attempt starts.
 type CacheCheck struct {
-	// Status is the cache status of the attempt that runs (a miss, or a
-	// skipped lookup), or CACHE_HIT.
+	// Status is recorded with a hit (CACHE_HIT). An attempt that runs is
+	// recorded CACHE_MISS when it starts (CACHE_SKIPPED in a run that
+	// overwrites the cache), whatever Status says: the lookup is over.
 	Status core.CatalogCacheStatus
 	// HitURI is the directory of cached outputs: the action succeeds with
 	// them and no attempt runs.
