@@ -29,6 +29,11 @@ func Setup(srv *server.Server, c *Cache) error {
 	opts := srv.HandlerOptions()
 	s := &service{repo: c.repo}
 	srv.AddWorker("cache upkeep", c.Run)
+	for _, m := range c.metrics.collectors() {
+		if err := srv.Registry().Register(m); err != nil {
+			return err
+		}
+	}
 	return srv.Mount(
 		server.NewService(cacheserviceconnect.NewCacheServiceHandler(&v1Handler{s: s}, opts...)),
 		server.NewService(cachev2connect.NewCacheServiceHandler(&v2Handler{s: s}, opts...)),

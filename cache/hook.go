@@ -30,6 +30,7 @@ type Cache struct {
 	actions *store.Actions
 	log     *slog.Logger
 	sweep   time.Duration
+	metrics *metrics
 }
 
 // New builds the cache over the shared database g; blobs holds the actions'
@@ -41,7 +42,7 @@ func New(cfg config.Cache, g *gorm.DB, blobs *blob.Store, actions *store.Actions
 	if sweep <= 0 {
 		sweep = time.Minute
 	}
-	return &Cache{repo: repo, blobs: blobs, actions: actions, log: log, sweep: sweep}
+	return &Cache{repo: repo, blobs: blobs, actions: actions, log: log, sweep: sweep, metrics: newMetrics()}
 }
 
 // Repo is the cache's repository.
@@ -108,9 +109,9 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 		return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_LOOKUP_FAILURE}, nil
 	}
 	sc := scopeOfAction(a)
-	miss := core.CatalogCacheStatus_CACHE_MISS
+	miss, result := core.CatalogCacheStatus_CACHE_MISS, "miss"
 	if q.Overwrite {
-		miss = core.CatalogCacheStatus_CACHE_SKIPPED
+		miss, result = core.CatalogCacheStatus_CACHE_SKIPPED, "skipped"
 	} else {
 		e, err := c.lookup(ctx, sc, key, q.Scope, md.GetCacheMaxAge().AsDuration())
 		if err != nil {
@@ -120,6 +121,7 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 			dir, err := c.copyOutputs(ctx, a, e)
 			switch {
 			case err == nil:
+				c.metrics.lookups.WithLabelValues("hit").Inc()
 				return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, nil
 			case errors.Is(err, errs.ErrNotFound):
 				// The outputs are gone from storage: the entry is useless.
@@ -133,6 +135,7 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 		}
 	}
 	if !md.GetCacheSerializable() {
+		c.metrics.lookups.WithLabelValues(result).Inc()
 		return attempt.CacheCheck{Status: miss}, nil
 	}
 	owner := ownerOf(a)
@@ -141,11 +144,13 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 		return attempt.CacheCheck{}, err
 	}
 	if r.OwnerID != owner {
+		c.metrics.lookups.WithLabelValues("wait").Inc()
 		holder := strings.TrimPrefix(r.OwnerID, ownerPrefix)
 		return attempt.CacheCheck{Status: miss, RetryAfter: min(waitPoll, c.repo.Heartbeat(0)),
 			Wait: fmt.Sprintf("waiting for the cached outputs: %s computes them (serialized cache, reservation held until %s)",
 				holder, r.ExpiresAt.Format(time.RFC3339))}, nil
 	}
+	c.metrics.lookups.WithLabelValues(result).Inc()
 	return attempt.CacheCheck{Status: miss}, nil
 }
 
@@ -226,8 +231,10 @@ func (c *Cache) put(ctx context.Context, q attempt.CacheQuery, outDir string) co
 	}
 	switch {
 	case err == nil, errors.Is(err, errs.ErrAlreadyExists): // another identical action cached them first
+		c.metrics.puts.WithLabelValues("populated").Inc()
 		return core.CatalogCacheStatus_CACHE_POPULATED
 	default:
+		c.metrics.puts.WithLabelValues("failed").Inc()
 		c.log.WarnContext(ctx, "caching the outputs failed; the action succeeded", "action", a.ActionKey.String(), "err", err)
 		return core.CatalogCacheStatus_CACHE_PUT_FAILURE
 	}
@@ -276,9 +283,13 @@ func (c *Cache) heartbeat(ctx context.Context) error {
 		a, err := c.actions.Get(ctx, key)
 		switch {
 		case errors.Is(err, errs.ErrNotFound) || (err == nil && a.Phase.Terminal()):
-			err = c.repo.Release(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID)
+			if err = c.repo.Release(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID); err == nil {
+				c.metrics.released.Inc()
+			}
 		case err == nil && a.Phase.Active():
-			_, err = c.repo.Reserve(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID, 0)
+			if _, err = c.repo.Reserve(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID, 0); err == nil {
+				c.metrics.heartbeats.Inc()
+			}
 		}
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -238,5 +239,54 @@ func TestCacheHolderCrash(t *testing.T) {
 				t.Errorf("the work ran %d times in all, want twice (once more after the crash): %q", len(got), got)
 			}
 		})
+	}
+}
+
+var heartbeatsMetric = regexp.MustCompile(`(?m)^flyte_manager_cache_reservation_heartbeats_total (\d+)`)
+
+// testCacheHolderRestart (kubernetes executor, which adopts the Pods of a
+// manager that died): the manager is killed (SIGKILL) while the holder of
+// a serialized task's reservation executes, and restarted with 1s
+// heartbeats (3s expiry). The restarted manager adopts the holder's Pod and
+// heartbeats its reservation, which outlives several expiry windows without
+// any of the four waiting runs taking over: the work runs exactly once. (The
+// local executor cannot adopt a process: there the holder runs again, see
+// TestCacheHolderCrash.)
+func testCacheHolderRestart(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	dir := t.TempDir()
+	release := filepath.Join(t.TempDir(), "release")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	const n = 5
+	var held struct{ Runs []string }
+	driver(t, ctx, &held, "drive_cache.py", "start", sdkEndpoint(m), dir, release, strconv.Itoa(n))
+	t.Log("killing the manager while the holder executes")
+	m.Kill()
+	m.Restart("FLYTE_MANAGER_CACHE_MAXRESERVATIONHEARTBEAT=1s")
+	// Six heartbeats of the restarted manager: 5s and more, past the 3s in
+	// which a reservation nobody heartbeats expires.
+	if msg := eventually(3*time.Minute, 200*time.Millisecond, func() string {
+		match := heartbeatsMetric.FindStringSubmatch(m.metrics())
+		if match == nil {
+			return "no reservation heartbeats after the restart"
+		}
+		if beats, _ := strconv.Atoi(match[1]); beats < 6 {
+			return fmt.Sprintf("only %d reservation heartbeats after the restart", beats)
+		}
+		return ""
+	}); msg != "" {
+		t.Fatal(msg)
+	}
+	if ex := executions(t, dir); len(ex) != 1 {
+		t.Fatalf("after the restart the work ran %d times while the holder held, want once: %q", len(ex), ex)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Runs []cacheRun }
+	driver(t, ctx, &res, "drive_cache.py", append([]string{"finish", sdkEndpoint(m)}, held.Runs...)...)
+	checkSerialized(t, m, res.Runs, n, 1)
+	if ex := executions(t, dir); len(ex) != 1 {
+		t.Errorf("the work ran %d times, want once: %q", len(ex), ex)
 	}
 }
