@@ -255,8 +255,11 @@ func TestBoundsAndPurge(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if _, n, err := h.c.Repo().Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("the sweep deleted %d entries (%v), want the one past maxEntries", n, err)
+		}
 		if _, err := h.get(ctx, "p", "a"); err == nil {
-			t.Fatal("the oldest entry survived a put past maxEntries")
+			t.Fatal("the oldest entry survived a sweep past maxEntries")
 		}
 		for _, k := range []string{"b", "c", "d"} {
 			if _, err := h.get(ctx, "p", k); err != nil {

@@ -262,7 +262,7 @@ func (c *Cache) Run(ctx context.Context) error {
 			if r, e, err := c.repo.Sweep(ctx); err != nil && ctx.Err() == nil {
 				c.log.WarnContext(ctx, "cache sweep", "err", err)
 			} else if r+e > 0 {
-				c.log.InfoContext(ctx, "cache sweep", "expired_reservations", r, "expired_entries", e)
+				c.log.InfoContext(ctx, "cache sweep", "expired_reservations", r, "deleted_entries", e)
 			}
 		}
 	}

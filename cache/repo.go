@@ -128,12 +128,11 @@ func (r *Repo) LookupOrg(ctx context.Context, org, key string) (*Entry, error) {
 // Put stores e. An existing entry is replaced only when overwrite is set,
 // or it is older than maxAge (> 0), or it outlived the time-to-live;
 // otherwise errs.ErrAlreadyExists. created is kept from the entry it
-// replaces unless e carries one. The oldest entries beyond MaxEntries are
-// evicted.
+// replaces unless e carries one.
 func (r *Repo) Put(ctx context.Context, e Entry, overwrite bool, maxAge time.Duration) error {
 	now := db.Now()
 	s := e.Scope()
-	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+	return db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
 		var old Entry
 		err := inScope(tx, s, e.CacheKey).Take(&old).Error
 		switch {
@@ -154,33 +153,30 @@ func (r *Repo) Put(ctx context.Context, e Entry, overwrite bool, maxAge time.Dur
 			e.CreatedAt = now
 		}
 		e.CreatedAt, e.UpdatedAt = db.Time(e.CreatedAt), now
-		return tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&e).Error
+		return db.Translate(tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&e).Error)
 	})
-	if err != nil {
-		return err
-	}
-	return r.evict(ctx)
 }
 
-// evict deletes the oldest entries beyond MaxEntries.
-func (r *Repo) evict(ctx context.Context) error {
+// evict deletes the oldest entries beyond MaxEntries and returns how many.
+// The sweep calls it, not every Put: counting a large table per write would
+// cost more than a bound that holds from one sweep to the next.
+func (r *Repo) evict(ctx context.Context) (int, error) {
 	if r.lim.MaxEntries <= 0 {
-		return nil
+		return 0, nil
 	}
 	var n int64
 	if err := r.db.WithContext(ctx).Model(&Entry{}).Count(&n).Error; err != nil {
-		return db.Translate(err)
+		return 0, db.Translate(err)
 	}
 	over := int(n) - r.lim.MaxEntries
 	if over <= 0 {
-		return nil
+		return 0, nil
 	}
 	var oldest []Entry
 	if err := r.db.WithContext(ctx).Select("org, project, domain, cache_key").Order("updated_at, cache_key").Limit(over).Find(&oldest).Error; err != nil {
-		return db.Translate(err)
+		return 0, db.Translate(err)
 	}
-	_, err := r.deleteEntries(ctx, oldest)
-	return err
+	return r.deleteEntries(ctx, oldest)
 }
 
 func (r *Repo) deleteEntries(ctx context.Context, es []Entry) (int, error) {
@@ -268,8 +264,9 @@ func (r *Repo) Reservations(ctx context.Context) ([]Reservation, error) {
 	return out, db.Translate(err)
 }
 
-// Sweep deletes expired reservations and the entries past the time-to-live,
-// and returns how many of each.
+// Sweep deletes expired reservations, the entries past the time-to-live
+// and the oldest entries beyond MaxEntries, and returns how many
+// reservations and entries it deleted.
 func (r *Repo) Sweep(ctx context.Context) (reservations, entries int, err error) {
 	now := db.Now()
 	res := r.db.WithContext(ctx).Where("expires_at <= ?", now).Delete(&Reservation{})
@@ -284,7 +281,8 @@ func (r *Repo) Sweep(ctx context.Context) (reservations, entries int, err error)
 		}
 		entries = int(res.RowsAffected)
 	}
-	return reservations, entries, nil
+	evicted, err := r.evict(ctx)
+	return reservations, entries + evicted, err
 }
 
 // Purge deletes the entries of project and domain (in org), only the task's

@@ -186,8 +186,8 @@ type Cache struct {
 	// entries until evicted or purged. A task's own max_age can only be
 	// shorter.
 	TTL time.Duration `mapstructure:"ttl" yaml:"ttl"`
-	// MaxEntries bounds the number of entries; writing past it evicts the
-	// oldest. 0: no bound.
+	// MaxEntries bounds the number of entries: each sweep evicts the oldest
+	// beyond it. 0: no bound.
 	MaxEntries int `mapstructure:"maxEntries" yaml:"maxEntries"`
 	// MaxReservationHeartbeat caps the heartbeat interval of a reservation
 	// (and is the one the executors use).
@@ -195,8 +195,8 @@ type Cache struct {
 	// HeartbeatGraceMultiplier: a reservation expires this many heartbeat
 	// intervals after its last heartbeat, so another action takes over.
 	HeartbeatGraceMultiplier int `mapstructure:"heartbeatGraceMultiplier" yaml:"heartbeatGraceMultiplier"`
-	// SweepInterval is how often expired reservations and entries are
-	// deleted.
+	// SweepInterval is how often expired reservations and entries, and the
+	// oldest entries beyond maxEntries, are deleted.
 	SweepInterval time.Duration `mapstructure:"sweepInterval" yaml:"sweepInterval"`
 }
 
