@@ -299,5 +299,21 @@ func TestCacheOptions(t *testing.T) {
 		if got := f.readOutputs(t, p.Record.OutDir); got != "NINE" {
 			t.Fatalf("after the overwrite a hit reads %q, want %q", got, "NINE")
 		}
+
+		// Outputs that cannot be cached (the key cannot be computed: the
+		// inputs went missing) are a put failure, not the action's.
+		lost := f.runWith(t, "rlost", tmpl, 77, nil)
+		pl := mustPlan(t, c, lost)
+		in, err := f.env.Blobs.Key(contract.InputFile(lost.InputURI))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.env.Blobs.Delete(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		lost = f.runToEnd(t, c, lost, pl, machine.Succeeded{Attempt: 1}, "lost")
+		if lost.Phase != phase.Succeeded || lost.CacheStatus != int32(core.CatalogCacheStatus_CACHE_PUT_FAILURE) {
+			t.Fatalf("a success whose outputs could not be cached: %s, cache status %d, want SUCCEEDED and CACHE_PUT_FAILURE", lost.Phase, lost.CacheStatus)
+		}
 	})
 }
