@@ -42,35 +42,30 @@ func TestDefaults(t *testing.T) {
 	userHome, _ := os.UserHomeDir()
 	home := filepath.Join(userHome, ".flyte-manager")
 	checks := map[string][2]any{
-		"home":                           {c.Home, home},
-		"server.host":                    {c.Server.Host, "127.0.0.1"},
-		"server.port":                    {c.Server.Port, 8090},
-		"server.externalURL":             {c.Server.ExternalURL, ""},
-		"server.maxRequestBytes":         {c.Server.MaxRequestBytes, int64(64 << 20)},
-		"server.shutdownTimeout":         {c.Server.ShutdownTimeout, 30 * time.Second},
-		"server.allowedHosts":            {c.Server.AllowedHosts, []string{}},
-		"server.cors.allowedOrigins":     {c.Server.CORS.AllowedOrigins, []string{}},
-		"server.bodyReadTimeout":         {c.Server.BodyReadTimeout, 30 * time.Second},
-		"server.idleTimeout":             {c.Server.IdleTimeout, 120 * time.Second},
-		"server.maxConcurrentStreams":    {c.Server.MaxConcurrentStreams, 250},
-		"database.dsn":                   {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
-		"storage.url":                    {c.Storage.URL, "file://" + home + "/blobs"},
-		"storage.signingKey":             {c.Storage.SigningKey, ""},
-		"executor.type":                  {c.Executor.Type, "local"},
-		"executor.local.workDir":         {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
-		"executor.local.maxParallelism":  {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
-		"executor.local.systemRetries":   {c.Executor.Local.SystemRetries, 3},
-		"executor.local.leaseTTL":        {c.Executor.Local.LeaseTTL, 15 * time.Second},
-		"executor.local.maxLogBytes":     {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
-		"projects.autoCreate":            {c.Projects.AutoCreate, true},
-		"projects.seed":                  {c.Projects.Seed, []string{"flytesnacks"}},
-		"cache.ttl":                      {c.Cache.TTL, time.Duration(0)},
-		"cache.maxEntries":               {c.Cache.MaxEntries, 1_000_000},
-		"cache.maxReservationHeartbeat":  {c.Cache.MaxReservationHeartbeat, 10 * time.Second},
-		"cache.heartbeatGraceMultiplier": {c.Cache.HeartbeatGraceMultiplier, 3},
-		"cache.sweepInterval":            {c.Cache.SweepInterval, time.Minute},
-		"log.level":                      {c.Log.Level, "info"},
-		"log.format":                     {c.Log.Format, "text"},
+		"home":                          {c.Home, home},
+		"server.host":                   {c.Server.Host, "127.0.0.1"},
+		"server.port":                   {c.Server.Port, 8090},
+		"server.externalURL":            {c.Server.ExternalURL, ""},
+		"server.maxRequestBytes":        {c.Server.MaxRequestBytes, int64(64 << 20)},
+		"server.shutdownTimeout":        {c.Server.ShutdownTimeout, 30 * time.Second},
+		"server.allowedHosts":           {c.Server.AllowedHosts, []string{}},
+		"server.cors.allowedOrigins":    {c.Server.CORS.AllowedOrigins, []string{}},
+		"server.bodyReadTimeout":        {c.Server.BodyReadTimeout, 30 * time.Second},
+		"server.idleTimeout":            {c.Server.IdleTimeout, 120 * time.Second},
+		"server.maxConcurrentStreams":   {c.Server.MaxConcurrentStreams, 250},
+		"database.dsn":                  {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
+		"storage.url":                   {c.Storage.URL, "file://" + home + "/blobs"},
+		"storage.signingKey":            {c.Storage.SigningKey, ""},
+		"executor.type":                 {c.Executor.Type, "local"},
+		"executor.local.workDir":        {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
+		"executor.local.maxParallelism": {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
+		"executor.local.systemRetries":  {c.Executor.Local.SystemRetries, 3},
+		"executor.local.leaseTTL":       {c.Executor.Local.LeaseTTL, 15 * time.Second},
+		"executor.local.maxLogBytes":    {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
+		"projects.autoCreate":           {c.Projects.AutoCreate, true},
+		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
+		"log.level":                     {c.Log.Level, "info"},
+		"log.format":                    {c.Log.Format, "text"},
 	}
 	for key, got := range checks {
 		if !reflect.DeepEqual(got[0], got[1]) {
@@ -324,12 +319,6 @@ executor:
     maxLogBytes: 1000
 projects:
   seed: ["ok", "not ok"]
-cache:
-  ttl: -1s
-  maxEntries: -1
-  maxReservationHeartbeat: 10ms
-  heartbeatGraceMultiplier: 0
-  sweepInterval: 0s
 log:
   level: loud
   format: xml
@@ -345,7 +334,6 @@ log:
 		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
 		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
 		"executor.local.systemRetries:", "executor.local.leaseTTL:", "executor.local.maxLogBytes:", "projects.seed[1]:", "log.level:", "log.format:",
-		"cache.ttl:", "cache.maxEntries:", "cache.maxReservationHeartbeat:", "cache.heartbeatGraceMultiplier:", "cache.sweepInterval:",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
