@@ -222,6 +222,11 @@ func (r *Repo) Reserve(ctx context.Context, s Scope, key, owner string, heartbea
 	exp := now.Add(hb * time.Duration(r.lim.Grace))
 	secs := int64((hb + time.Second - 1) / time.Second)
 	var out Reservation
+	// Waiters ask again and again while another owner holds it: answer
+	// them with a read, not a write transaction.
+	if err := inScope(r.db.WithContext(ctx), s, key).Take(&out).Error; err == nil && out.OwnerID != owner && out.ExpiresAt.After(now) {
+		return &out, nil
+	}
 	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
 		row := Reservation{Org: s.Org, Project: s.Project, Domain: s.Domain, CacheKey: key, OwnerID: owner,
 			HeartbeatSeconds: secs, ExpiresAt: exp, CreatedAt: now, UpdatedAt: now}
