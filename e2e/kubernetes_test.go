@@ -59,6 +59,7 @@ func TestSDKKubernetes(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
 	pods := watchPods(t, c)
+	kubePods = pods
 	t.Cleanup(func() { showFailedPods(t, c) })
 	m := startManagerWith(t, mgrproc.Options{
 		Bin: managerBin,
@@ -95,6 +96,7 @@ func TestSDKKubernetes(t *testing.T) {
 
 	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
 	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
+	t.Run("cache-restart", func(t *testing.T) { testCacheHolderRestart(t, m) })
 
 	runSDKScenarios(t, m)
 }

@@ -27,8 +27,6 @@ const (
 var unbuiltServices = []string{
 	"flyteidl2.app.AppLogsService",
 	"flyteidl2.app.AppService",
-	"flyteidl2.cacheservice.CacheService",
-	"flyteidl2.cacheservice.v2.CacheService",
 	"flyteidl2.secret.SecretService",
 	"flyteidl2.trigger.TriggerService",
 	"flyteidl2.workflow.InternalRunService",
@@ -53,6 +51,17 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.auth.IdentityService/UserInfo":                  codeOK,
 
 	"/flyteidl2.cluster.ClusterService/SelectCluster": codeOK,
+
+	"/flyteidl2.cacheservice.CacheService/Get":                       codeInvalidArgument,
+	"/flyteidl2.cacheservice.CacheService/Put":                       codeInvalidArgument,
+	"/flyteidl2.cacheservice.CacheService/Delete":                    codeInvalidArgument,
+	"/flyteidl2.cacheservice.CacheService/GetOrExtendReservation":    codeInvalidArgument,
+	"/flyteidl2.cacheservice.CacheService/ReleaseReservation":        codeInvalidArgument,
+	"/flyteidl2.cacheservice.v2.CacheService/Get":                    codeInvalidArgument,
+	"/flyteidl2.cacheservice.v2.CacheService/Put":                    codeInvalidArgument,
+	"/flyteidl2.cacheservice.v2.CacheService/Delete":                 codeInvalidArgument,
+	"/flyteidl2.cacheservice.v2.CacheService/GetOrExtendReservation": codeInvalidArgument,
+	"/flyteidl2.cacheservice.v2.CacheService/ReleaseReservation":     codeInvalidArgument,
 
 	"/flyteidl2.dataproxy.DataProxyService/CreateUploadLocation": codeInvalidArgument,
 	"/flyteidl2.dataproxy.DataProxyService/UploadInputs":         codeInvalidArgument,
@@ -144,6 +153,11 @@ func probeCases() []probeCase {
 	}}, "/flyteidl2.task.TaskService/GetTaskDetails")
 	add("missing project", codeNotFound, map[string]any{"id": "e2e-missing"},
 		"/flyteidl2.project.ProjectService/GetProject")
+	add("missing cache key", codeNotFound, map[string]any{"identifier": map[string]any{"project": testProject, "domain": testDomain},
+		"baseRequest": map[string]any{"key": "e2e-missing"}},
+		"/flyteidl2.cacheservice.v2.CacheService/Get", "/flyteidl2.cacheservice.v2.CacheService/Delete")
+	add("missing cache key", codeNotFound, map[string]any{"key": "e2e-missing"},
+		"/flyteidl2.cacheservice.CacheService/Get", "/flyteidl2.cacheservice.CacheService/Delete")
 	add("malformed run name", codeInvalidArgument, map[string]any{"runId": map[string]any{
 		"project": testProject, "domain": testDomain, "name": "Not A Name!",
 	}}, "/flyteidl2.workflow.RunService/GetRunDetails", "/flyteidl2.workflow.RunService/AbortRun")

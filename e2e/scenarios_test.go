@@ -32,6 +32,8 @@ var sdkScenarios = []struct {
 	{"quickstart", testQuickStart},
 	{"wait", testWaitReadsOwnPhase},
 	{"history", testHistory},
+	{"cache", testCacheRepeat},
+	{"cache-serial", testCacheSerialized},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -31,6 +31,7 @@ const blobsPlaceholder = "@BLOBS@"
 const (
 	fxProject  = `"project":"flytesnacks","domain":"development"`
 	fxProjID   = `{"name":"flytesnacks","domain":"development"}`
+	fxCacheID  = `{"project":"flytesnacks","domain":"development"}`
 	fxRun      = `{` + fxProject + `,"name":"fuzzrun"}`
 	fxAbortRun = `{` + fxProject + `,"name":"fuzzabort"}`
 	fxRoot     = `{"run":` + fxRun + `,"name":"a0"}`
@@ -118,17 +119,18 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.auth.AuthMetadataService/GetPublicClientConfig": unimplemented,
 	"flyteidl2.auth.IdentityService/UserInfo":                  {`{}`, "ok"},
 
-	"flyteidl2.cacheservice.CacheService/Delete":                 unimplemented,
-	"flyteidl2.cacheservice.CacheService/Get":                    unimplemented,
-	"flyteidl2.cacheservice.CacheService/GetOrExtendReservation": unimplemented,
-	"flyteidl2.cacheservice.CacheService/Put":                    unimplemented,
-	"flyteidl2.cacheservice.CacheService/ReleaseReservation":     unimplemented,
+	// Keys no request puts are NotFound; the others succeed.
+	"flyteidl2.cacheservice.CacheService/Delete":                 {`{"key":"fuzz-missing"}`, "not_found"},
+	"flyteidl2.cacheservice.CacheService/Get":                    {`{"key":"fuzz-missing"}`, "not_found"},
+	"flyteidl2.cacheservice.CacheService/GetOrExtendReservation": {`{"key":"fuzz-k","ownerId":"fuzz","heartbeatInterval":"5s"}`, "ok"},
+	"flyteidl2.cacheservice.CacheService/Put":                    {`{"key":"fuzz-k","output":{"outputUri":"` + blobsPlaceholder + `/fuzz/out"}}`, "ok"},
+	"flyteidl2.cacheservice.CacheService/ReleaseReservation":     {`{"key":"fuzz-k","ownerId":"fuzz"}`, "ok"},
 
-	"flyteidl2.cacheservice.v2.CacheService/Delete":                 unimplemented,
-	"flyteidl2.cacheservice.v2.CacheService/Get":                    unimplemented,
-	"flyteidl2.cacheservice.v2.CacheService/GetOrExtendReservation": unimplemented,
-	"flyteidl2.cacheservice.v2.CacheService/Put":                    unimplemented,
-	"flyteidl2.cacheservice.v2.CacheService/ReleaseReservation":     unimplemented,
+	"flyteidl2.cacheservice.v2.CacheService/Delete":                 {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-missing"}}`, "not_found"},
+	"flyteidl2.cacheservice.v2.CacheService/Get":                    {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-missing"}}`, "not_found"},
+	"flyteidl2.cacheservice.v2.CacheService/GetOrExtendReservation": {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","ownerId":"fuzz"}}`, "ok"},
+	"flyteidl2.cacheservice.v2.CacheService/Put":                    {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","output":{"outputUri":"u"}}}`, "ok"},
+	"flyteidl2.cacheservice.v2.CacheService/ReleaseReservation":     {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","ownerId":"fuzz"}}`, "ok"},
 
 	"flyteidl2.cluster.ClusterService/SelectCluster": {`{"projectId":` + fxProjID + `,"operation":"OPERATION_UPLOAD_INPUTS"}`, "ok"},
 

@@ -80,6 +80,8 @@ type Record struct {
 	OutDir   string // the attempt's output prefix, for attempts that ran
 	ErrorURI string // the error document, when the task wrote one
 	Logs     bool   // the attempt's log exists: record the log info
+	// Cache is the cache status to record (0: as the cache step decides).
+	Cache core.CatalogCacheStatus
 }
 
 // Apply feeds ev to the machine for a and writes the result with a's
@@ -122,6 +124,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 		if dec.Phase == phase.Aborted && len(a.AbortInfo) == 0 {
 			u.AbortInfo, _ = proto.Marshal(&workflow.AbortInfo{Reason: dec.Reason})
 		}
+		u.CacheStatus = c.finishCache(ctx, a, spec, dec.Phase, rec)
 	default:
 		if next.Phase == s.Phase && !rec.Logs {
 			return a, dec, nil
@@ -136,6 +139,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	u.Fence = fence
 	if _, claim := ev.(machine.Start); claim {
 		u.Owner, u.Cluster = fence, c.opts.Cluster
+		u.CacheStatus = c.startCacheStatus(ctx, a, spec)
 	}
 	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {

@@ -30,12 +30,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type fixture struct {
 	state *runstate.Service
+	g     *gorm.DB
+	env   *statetest.Env
 }
 
 func each(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
-		state, _, _ := statetest.New(t, g, statetest.Options{}, runstate.NoExecutor)
-		fn(t, &fixture{state: state})
+		state, _, env := statetest.New(t, g, statetest.Options{}, runstate.NoExecutor)
+		fn(t, &fixture{state: state, g: g, env: env})
 	})
 }
 
@@ -69,12 +71,6 @@ func template(name string, c *core.Container, md *core.TaskMetadata) *core.TaskT
 	}
 	t.Target = &core.TaskTemplate_Container{Container: c}
 	return t
-}
-
-type cacheHit struct{}
-
-func (cacheHit) Lookup(_ context.Context, a *store.Action, _ *task.TaskSpec) (machine.Event, error) {
-	return machine.Succeeded{Attempt: uint32(a.Attempts)}, nil
 }
 
 type secretEnv map[string]string
@@ -148,15 +144,6 @@ func TestPlan(t *testing.T) {
 			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
 				if to, ok := p.Event.(machine.TimedOut); !ok || to.Code != machine.CodeDeadline {
 					t.Fatalf("plan %+v, want a deadline timeout", p)
-				}
-			},
-		}, {
-			name:  "cache hit",
-			tmpl:  template("t.cached", args, nil),
-			hooks: attempt.Options{Hooks: attempt.Hooks{Cache: cacheHit{}}},
-			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
-				if _, ok := p.Event.(machine.Succeeded); !ok || p.Launch != nil {
-					t.Fatalf("plan %+v, want the cache's event", p)
 				}
 			},
 		}, {

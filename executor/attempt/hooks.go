@@ -2,8 +2,8 @@ package attempt
 
 import (
 	"context"
+	"time"
 
-	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/store"
@@ -15,11 +15,51 @@ type Hooks struct {
 	Secrets SecretHook
 }
 
-// CacheHook is where the output cache joins planning: a lookup that finds
-// the outputs of an earlier run of the same task and inputs returns the
-// event to record instead of running the attempt (nil: run it).
+// CacheHook is where the output cache joins an action's life, for tasks
+// the SDK declared discoverable (cache=...): before an attempt starts, and
+// once the action ended.
 type CacheHook interface {
-	Lookup(ctx context.Context, a *store.Action, spec *task.TaskSpec) (machine.Event, error)
+	// Check looks the action's outputs up and, for a serializable task,
+	// reserves the right to compute them (owner: the action).
+	Check(ctx context.Context, q CacheQuery) (CacheCheck, error)
+	// Finish is called when the action ends: a success's outputs (at
+	// outDir) are stored, and every reservation the action holds is
+	// released, whatever the ending. It returns the cache status to record
+	// (0: leave it). q.Spec may be nil (the spec was not loaded): then only
+	// the reservations are released.
+	Finish(ctx context.Context, q CacheQuery, succeeded bool, outDir string) core.CatalogCacheStatus
+}
+
+// CacheQuery is what the cache is asked about: the action, its task and
+// what its run says about the cache (RunSpec.overwrite_cache,
+// cache_config).
+type CacheQuery struct {
+	Action *store.Action
+	Spec   *task.TaskSpec
+	// Overwrite: compute the outputs again and replace the cached ones.
+	Overwrite bool
+	// Scope is the run's cache_lookup_scope.
+	Scope task.CacheLookupScope
+}
+
+// CacheCheck is the cache's answer before an attempt starts.
+type CacheCheck struct {
+	// Status is recorded with a hit (CACHE_HIT). An attempt that runs is
+	// recorded CACHE_MISS when it starts (CACHE_SKIPPED in a run that
+	// overwrites the cache), whatever Status says: the lookup is over.
+	Status core.CatalogCacheStatus
+	// HitURI is the directory of cached outputs: the action succeeds with
+	// them and no attempt runs.
+	HitURI string
+	// Wait says why the attempt may not start yet (another action holds
+	// the reservation); planning is due again after RetryAfter.
+	Wait       string
+	RetryAfter time.Duration
+}
+
+// Discoverable reports whether spec's outputs are cached.
+func Discoverable(spec *task.TaskSpec) bool {
+	return spec.GetTaskTemplate().GetMetadata().GetDiscoverable()
 }
 
 // SecretHook is where secrets join planning: the environment variables the

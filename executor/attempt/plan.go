@@ -65,6 +65,10 @@ type Plan struct {
 	Event  machine.Event
 	// Spec is the action's TaskSpec when it could be read (for Apply).
 	Spec *task.TaskSpec
+	// Record goes with Event to Apply (a cache hit's outputs and status).
+	Record Record
+	// RetryAfter, with a Wait event, is when to plan again.
+	RetryAfter time.Duration
 }
 
 // PlanOptions are what planning needs from the driver.
@@ -113,14 +117,8 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if lim.expired != nil {
 		return Plan{Event: *lim.expired, Spec: spec}, nil
 	}
-	if c.opts.Cache != nil {
-		ev, err := c.opts.Cache.Lookup(ctx, a, spec)
-		if err != nil {
-			return Plan{}, err
-		}
-		if ev != nil {
-			return Plan{Event: ev, Spec: spec}, nil
-		}
+	if p, done, err := c.planCache(ctx, a, spec, ri); err != nil || done {
+		return p, err
 	}
 	var secretEnv []*core.KeyValuePair
 	if c.opts.Secrets != nil {
@@ -258,10 +256,13 @@ func (c *Core) Spec(ctx context.Context, a *store.Action) (*task.TaskSpec, error
 
 // runInfo is what attempts take from their run (immutable once created).
 type runInfo struct {
-	limit     int
-	envs      []*core.KeyValuePair
-	rawPrefix string
-	start     time.Time
+	// overwriteCache and cacheScope are the run's cache settings.
+	overwriteCache bool
+	cacheScope     task.CacheLookupScope
+	limit          int
+	envs           []*core.KeyValuePair
+	rawPrefix      string
+	start          time.Time
 }
 
 // runCache keeps runInfo per run, bounded.
@@ -289,10 +290,12 @@ func (c *Core) run(ctx context.Context, run store.RunKey) (*runInfo, error) {
 		return nil, fmt.Errorf("run spec of %s is unreadable: %w", run, err)
 	}
 	ri = &runInfo{
-		limit:     int(rs.GetMaxActionConcurrency()),
-		envs:      rs.GetEnvs().GetValues(),
-		rawPrefix: rs.GetRawDataStorage().GetRawDataPrefix(),
-		start:     root.CreatedAt,
+		overwriteCache: rs.GetOverwriteCache() || rs.GetCacheConfig().GetOverwriteCache(),
+		cacheScope:     rs.GetCacheConfig().GetCacheLookupScope(),
+		limit:          int(rs.GetMaxActionConcurrency()),
+		envs:           rs.GetEnvs().GetValues(),
+		rawPrefix:      rs.GetRawDataStorage().GetRawDataPrefix(),
+		start:          root.CreatedAt,
 	}
 	if rs.GetRunStartTime() != nil {
 		ri.start = rs.GetRunStartTime().AsTime()

@@ -53,8 +53,8 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 		return a, false, ctrl.Result{}, err
 	}
 	if plan.Event != nil {
-		a, err = d.apply(ctx, ta, a, plan.Spec, plan.Event, attempt.Record{})
-		return a, false, ctrl.Result{}, err
+		a, err = d.apply(ctx, ta, a, plan.Spec, plan.Event, plan.Record)
+		return a, false, ctrl.Result{RequeueAfter: plan.RetryAfter}, err
 	}
 	l := plan.Launch
 	// The run's max_action_concurrency (the cluster schedules the rest).

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"gorm.io/gorm"
 
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/gen/go/flyteidl2/actions"
@@ -38,6 +39,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type harness struct {
 	t        *testing.T
 	ctx      context.Context
+	db       *gorm.DB
 	st       *store.Store
 	blobs    *blob.Store
 	hub      *runstate.Hub
@@ -63,10 +65,11 @@ func newHarness(t *testing.T, dsn string) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	root := t.TempDir()
-	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
+	g := dbtest.Migrated(t, dsn)
+	state, _, env := statetest.New(t, g, statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
 
 	h := &harness{
-		t: t, ctx: ctx, st: env.Store, blobs: env.Blobs, hub: env.Hub, log: log, state: state,
+		t: t, ctx: ctx, db: g, st: env.Store, blobs: env.Blobs, hub: env.Hub, log: log, state: state,
 		workDir:  filepath.Join(root, "work"),
 		binDir:   filepath.Join(root, "bin"),
 		fixtures: filepath.Join(root, "fixtures"),
@@ -141,6 +144,10 @@ type taskOpts struct {
 	taskType string
 	runEnv   map[string]string
 	limit    uint32
+	// cacheVersion makes the task discoverable (cache=) with that version;
+	// serialize makes it cache_serializable.
+	cacheVersion string
+	serialize    bool
 }
 
 // spec is a TaskSpec whose container runs script through the fake a0 with
@@ -152,7 +159,8 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 	for k, v := range o.env {
 		env = append(env, &core.KeyValuePair{Key: k, Value: v})
 	}
-	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries}}
+	md := &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: o.retries},
+		Discoverable: o.cacheVersion != "", DiscoveryVersion: o.cacheVersion, CacheSerializable: o.serialize}
 	if o.timeout > 0 {
 		md.Timeout = durationpb.New(o.timeout)
 	}

@@ -50,7 +50,10 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	}
 	spec := plan.Spec
 	if plan.Event != nil {
-		return d.recordPlanned(ctx, a, spec, plan.Event)
+		if plan.RetryAfter > 0 {
+			d.q.addAfter(key, plan.RetryAfter) // plan again: the wait may be over by then
+		}
+		return d.recordPlanned(ctx, a, spec, plan.Event, plan.Record)
 	}
 	l := plan.Launch
 	dir, err := attemptDir(d.cfg.WorkDir, key, n)
@@ -169,12 +172,12 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 
 // recordPlanned records the event planning returned instead of a launch
 // (the spec cannot run, a limit passed, the cache answered).
-func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event) error {
+func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec attempt.Record) error {
 	d.slots.Forget(a.ActionKey)
 	if f, ok := ev.(machine.Failed); ok {
 		d.log.Warn("action cannot run", "action", a.ActionKey.String(), "code", f.Code, "reason", f.Message)
 	}
-	updated, dec, err := d.core.Apply(ctx, a, spec, ev, attempt.Record{})
+	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,8 @@ func Setup(ctx context.Context, d *Deps) error {
 	srv.AddWorker("change fan-out", hub.Run)
 	// The services that join the planning of every attempt.
 	var hooks attempt.Hooks
+	outputCache := cache.New(cfg.Cache, d.DB, blobs, st.Actions, d.Log)
+	hooks.Cache = outputCache.Hook()
 	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks)
 	if err != nil {
 		return err
@@ -61,7 +63,7 @@ func Setup(ctx context.Context, d *Deps) error {
 			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
 		},
 		func() error { return events.Setup(srv, state) },
-		func() error { return cache.Setup(srv) },
+		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv) },
 		func() error { return appsvc.Setup(srv) },
 		func() error { return setupUnimplemented(srv) },

@@ -34,6 +34,7 @@ type Config struct {
 	Storage  Storage  `mapstructure:"storage" yaml:"storage"`
 	Executor Executor `mapstructure:"executor" yaml:"executor"`
 	Projects Projects `mapstructure:"projects" yaml:"projects"`
+	Cache    Cache    `mapstructure:"cache" yaml:"cache"`
 	Log      Log      `mapstructure:"log" yaml:"log"`
 }
 
@@ -176,6 +177,27 @@ type Projects struct {
 	AutoCreate bool `mapstructure:"autoCreate" yaml:"autoCreate"`
 	// Seed lists projects created at start.
 	Seed []string `mapstructure:"seed" yaml:"seed"`
+}
+
+// Cache bounds the output cache (the cache services and the executors'
+// cache of discoverable tasks).
+type Cache struct {
+	// TTL is how long an entry serves hits after it was written; 0 keeps
+	// entries until evicted or purged. A task's own max_age can only be
+	// shorter.
+	TTL time.Duration `mapstructure:"ttl" yaml:"ttl"`
+	// MaxEntries bounds the number of entries: each sweep evicts the oldest
+	// beyond it. 0: no bound.
+	MaxEntries int `mapstructure:"maxEntries" yaml:"maxEntries"`
+	// MaxReservationHeartbeat caps the heartbeat interval of a reservation
+	// (and is the one the executors use).
+	MaxReservationHeartbeat time.Duration `mapstructure:"maxReservationHeartbeat" yaml:"maxReservationHeartbeat"`
+	// HeartbeatGraceMultiplier: a reservation expires this many heartbeat
+	// intervals after its last heartbeat, so another action takes over.
+	HeartbeatGraceMultiplier int `mapstructure:"heartbeatGraceMultiplier" yaml:"heartbeatGraceMultiplier"`
+	// SweepInterval is how often expired reservations and entries, and the
+	// oldest entries beyond maxEntries, are deleted.
+	SweepInterval time.Duration `mapstructure:"sweepInterval" yaml:"sweepInterval"`
 }
 
 // Log configures the process logger.

@@ -82,6 +82,13 @@ func Default() Config {
 			AutoCreate: true,
 			Seed:       []string{"flytesnacks"},
 		},
+		Cache: Cache{
+			TTL:                      0,
+			MaxEntries:               1_000_000,
+			MaxReservationHeartbeat:  10 * time.Second,
+			HeartbeatGraceMultiplier: 3,
+			SweepInterval:            time.Minute,
+		},
 		Log: Log{
 			Level:  "info",
 			Format: "text",

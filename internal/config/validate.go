@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -131,6 +132,8 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	c.validateCache(bad)
+
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.Log.Level)) {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
@@ -150,4 +153,24 @@ func urlScheme(s string) string {
 		return ""
 	}
 	return strings.ToLower(scheme)
+}
+
+// validateCache checks the cache: section.
+func (c *Config) validateCache(bad func(key, format string, args ...any)) {
+	cc := c.Cache
+	if cc.TTL < 0 {
+		bad("cache.ttl", "must not be negative (0 keeps entries), got %s", cc.TTL)
+	}
+	if cc.MaxEntries < 0 {
+		bad("cache.maxEntries", "must not be negative (0 means no bound), got %d", cc.MaxEntries)
+	}
+	if cc.MaxReservationHeartbeat < time.Second {
+		bad("cache.maxReservationHeartbeat", "must be at least 1s, got %s", cc.MaxReservationHeartbeat)
+	}
+	if cc.HeartbeatGraceMultiplier < 1 {
+		bad("cache.heartbeatGraceMultiplier", "must be at least 1, got %d", cc.HeartbeatGraceMultiplier)
+	}
+	if cc.SweepInterval < time.Second {
+		bad("cache.sweepInterval", "must be at least 1s, got %s", cc.SweepInterval)
+	}
 }

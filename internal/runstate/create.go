@@ -459,6 +459,7 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 	n.RunOutputBase = strings.TrimRight(a.GetRunOutputBase(), "/")
 	n.Group = a.GetGroup()
 	n.CreatedBy = a.GetSubject()
+	n.CacheKey = a.GetTask().GetCacheKey().GetValue()
 
 	created, isNew, err := s.store.Actions.CreateChild(ctx, n)
 	if err != nil {

@@ -78,6 +78,7 @@ type Action struct {
 	AbortInfo        []byte // why it was aborted, serialized
 	AbortRequestedAt *time.Time
 	CacheStatus      int32
+	CacheKey         string // a discoverable task's cache key ("" otherwise)
 	CreatedBy        string
 	CreatedAt        time.Time
 	UpdatedAt        time.Time

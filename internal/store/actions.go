@@ -35,6 +35,7 @@ type NewAction struct {
 	RunOutputBase   string
 	Group           string
 	RunSpec         []byte // root only
+	CacheKey        string // a discoverable task's cache key, as the SDK computed it
 	CreatedBy       string
 	CreatedAt       time.Time // zero means now; a trace passes its start time
 	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
@@ -192,6 +193,7 @@ func (n *NewAction) row(rv int64) *Action {
 		RunOutputBase:   n.RunOutputBase,
 		Group:           n.Group,
 		RunSpec:         n.RunSpec,
+		CacheKey:        n.CacheKey,
 		CreatedBy:       n.CreatedBy,
 		CreatedAt:       createdAt,
 		UpdatedAt:       now,

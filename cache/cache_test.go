@@ -1,0 +1,313 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"gorm.io/gorm"
+
+	"fmgr.dev/cache"
+	pb "fmgr.dev/gen/go/flyteidl2/cacheservice"
+	"fmgr.dev/gen/go/flyteidl2/cacheservice/cacheserviceconnect"
+	v2 "fmgr.dev/gen/go/flyteidl2/cacheservice/v2"
+	"fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type harness struct {
+	c  *cache.Cache
+	v1 cacheserviceconnect.CacheServiceClient
+	v2 v2connect.CacheServiceClient
+}
+
+// each serves both cache services through the manager's real server on
+// SQLite and on PostgreSQL.
+func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		c := cache.New(cfg, g, nil, store.New(g).Actions, log)
+		srvCfg := config.Default().Server
+		srvCfg.Port = 0
+		s := server.New(srvCfg, log)
+		if err := cache.Setup(s, c); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+		fn(t, &harness{c: c, v1: cacheserviceconnect.NewCacheServiceClient(hs.Client(), hs.URL),
+			v2: v2connect.NewCacheServiceClient(hs.Client(), hs.URL)})
+	})
+}
+
+func id(project string) *v2.Identifier {
+	return &v2.Identifier{Org: "o", Project: project, Domain: "development"}
+}
+
+func (h *harness) put(ctx context.Context, project, key, uri string, ow *pb.OverwriteOutput) error {
+	_, err := h.v2.Put(ctx, connect.NewRequest(&v2.PutCacheRequest{Identifier: id(project), BaseRequest: &pb.PutCacheRequest{
+		Key: key, Overwrite: ow, Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: uri},
+			Metadata: &pb.Metadata{SourceIdentifier: &core.Identifier{Name: "env.task"}}}}}))
+	return err
+}
+
+func (h *harness) get(ctx context.Context, project, key string) (*pb.GetCacheResponse, error) {
+	res, err := h.v2.Get(ctx, connect.NewRequest(&v2.GetCacheRequest{Identifier: id(project), BaseRequest: &pb.GetCacheRequest{Key: key}}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+func (h *harness) reserve(ctx context.Context, key, owner string, hb time.Duration) (*pb.Reservation, error) {
+	res, err := h.v2.GetOrExtendReservation(ctx, connect.NewRequest(&v2.GetOrExtendReservationRequest{Identifier: id("p"),
+		BaseRequest: &pb.GetOrExtendReservationRequest{Key: key, OwnerId: owner, HeartbeatInterval: durationpb.New(hb)}}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetReservation(), nil
+}
+
+func wantCode(t *testing.T, what string, err error, code connect.Code, mention string) {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != code || !strings.Contains(ce.Message(), mention) {
+		t.Fatalf("%s: %v, want %s mentioning %q", what, err, code, mention)
+	}
+}
+
+// Get, Put (with overwrite and max_age), Delete in the scope each request
+// names; bad requests get InvalidArgument and change nothing.
+func TestOutputs(t *testing.T) {
+	each(t, config.Default().Cache, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		_, err := h.get(ctx, "p", "k1")
+		wantCode(t, "get before put", err, connect.CodeNotFound, "k1")
+
+		if err := h.put(ctx, "p", "k1", "file:///out/1", nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := h.get(ctx, "p", "k1")
+		if err != nil || got.GetOutput().GetOutputUri() != "file:///out/1" || got.GetOutput().GetMetadata().GetSourceIdentifier().GetName() != "env.task" ||
+			got.GetOutput().GetMetadata().GetCreatedAt() == nil {
+			t.Fatalf("get: %v %v", got, err)
+		}
+		created := got.GetOutput().GetMetadata().GetCreatedAt().AsTime()
+
+		// Scoped: another project (or v1's empty scope) does not see it.
+		_, err = h.get(ctx, "q", "k1")
+		wantCode(t, "other project", err, connect.CodeNotFound, "k1")
+		_, err = h.v1.Get(ctx, connect.NewRequest(&pb.GetCacheRequest{Key: "k1"}))
+		wantCode(t, "v1 scope", err, connect.CodeNotFound, "k1")
+
+		wantCode(t, "put again", h.put(ctx, "p", "k1", "file:///out/2", nil), connect.CodeAlreadyExists, "overwrite")
+		if err := h.put(ctx, "p", "k1", "file:///out/2", &pb.OverwriteOutput{Overwrite: true}); err != nil {
+			t.Fatal(err)
+		}
+		// max_age: an entry older than it is replaced without overwrite.
+		wantCode(t, "young entry", h.put(ctx, "p", "k1", "file:///out/3", &pb.OverwriteOutput{MaxAge: durationpb.New(time.Hour)}),
+			connect.CodeAlreadyExists, "k1")
+		if err := h.put(ctx, "p", "k1", "file:///out/3", &pb.OverwriteOutput{MaxAge: durationpb.New(time.Nanosecond)}); err != nil {
+			t.Fatalf("an entry older than max_age was not replaced: %v", err)
+		}
+		got, _ = h.get(ctx, "p", "k1")
+		if got.GetOutput().GetOutputUri() != "file:///out/3" || !got.GetOutput().GetMetadata().GetCreatedAt().AsTime().Equal(created) {
+			t.Fatalf("after overwrite: %v (created %v, first %v)", got, got.GetOutput().GetMetadata().GetCreatedAt().AsTime(), created)
+		}
+
+		for what, req := range map[string]*pb.PutCacheRequest{
+			"literals": {Key: "k2", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputLiterals{OutputLiterals: &core.LiteralMap{}}}},
+			"no uri":   {Key: "k2", Output: &pb.CachedOutput{}},
+			"no key":   {Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "x"}}},
+			"bad time": {Key: "k2", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "x"},
+				Metadata: &pb.Metadata{CreatedAt: &timestamppb.Timestamp{Seconds: -1 << 62}}}},
+		} {
+			_, err := h.v2.Put(ctx, connect.NewRequest(&v2.PutCacheRequest{Identifier: id("p"), BaseRequest: req}))
+			wantCode(t, what, err, connect.CodeInvalidArgument, "")
+		}
+		_, err = h.v2.Get(ctx, connect.NewRequest(&v2.GetCacheRequest{BaseRequest: &pb.GetCacheRequest{Key: "k1"}}))
+		wantCode(t, "no identifier", err, connect.CodeInvalidArgument, "identifier.project")
+		_, err = h.get(ctx, "p", "k2")
+		wantCode(t, "rejected puts stored nothing", err, connect.CodeNotFound, "k2")
+
+		if _, err := h.v2.Delete(ctx, connect.NewRequest(&v2.DeleteCacheRequest{Identifier: id("p"), BaseRequest: &pb.DeleteCacheRequest{Key: "k1"}})); err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.v2.Delete(ctx, connect.NewRequest(&v2.DeleteCacheRequest{Identifier: id("p"), BaseRequest: &pb.DeleteCacheRequest{Key: "k1"}}))
+		wantCode(t, "delete twice", err, connect.CodeNotFound, "k1")
+
+		// v1: the same procedures in the empty scope.
+		if _, err := h.v1.Put(ctx, connect.NewRequest(&pb.PutCacheRequest{Key: "k1", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "u"}}})); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := h.v1.Get(ctx, connect.NewRequest(&pb.GetCacheRequest{Key: "k1"})); err != nil || res.Msg.GetOutput().GetOutputUri() != "u" {
+			t.Fatalf("v1 get: %v %v", res, err)
+		}
+	})
+}
+
+// Reservations: one owner at a time, extended by its owner, capped
+// heartbeat, taken over once expired, released only by the owner.
+func TestReservations(t *testing.T) {
+	cfg := config.Default().Cache
+	cfg.MaxReservationHeartbeat, cfg.HeartbeatGraceMultiplier = time.Second, 1
+	each(t, cfg, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		r, err := h.reserve(ctx, "k", "alice", time.Hour)
+		if err != nil || r.GetOwnerId() != "alice" || r.GetHeartbeatInterval().AsDuration() != time.Second {
+			t.Fatalf("first reservation: %v %v, want alice's with the heartbeat capped at 1s", r, err)
+		}
+		if r, err = h.reserve(ctx, "k", "bob", time.Second); err != nil || r.GetOwnerId() != "alice" {
+			t.Fatalf("bob's request: %v %v, want alice's reservation back", r, err)
+		}
+		ext, err := h.reserve(ctx, "k", "alice", time.Second)
+		if err != nil || ext.GetOwnerId() != "alice" || ext.GetExpiresAt().AsTime().Before(r.GetExpiresAt().AsTime()) {
+			t.Fatalf("alice's heartbeat: %v %v", ext, err)
+		}
+		// Bob's release leaves alice's reservation alone.
+		if _, err := h.v2.ReleaseReservation(ctx, connect.NewRequest(&v2.ReleaseReservationRequest{Identifier: id("p"),
+			BaseRequest: &pb.ReleaseReservationRequest{Key: "k", OwnerId: "bob"}})); err != nil {
+			t.Fatal(err)
+		}
+		// Alice stops heartbeating: once it expired bob takes over.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r, err = h.reserve(ctx, "k", "bob", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.GetOwnerId() == "bob" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alice's reservation never expired: %v", r)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if time.Now().Before(ext.GetExpiresAt().AsTime()) {
+			t.Fatalf("bob took over at %v, alice's reservation ran until %v", time.Now(), ext.GetExpiresAt().AsTime())
+		}
+		if _, err := h.v2.ReleaseReservation(ctx, connect.NewRequest(&v2.ReleaseReservationRequest{Identifier: id("p"),
+			BaseRequest: &pb.ReleaseReservationRequest{Key: "k", OwnerId: "bob"}})); err != nil {
+			t.Fatal(err)
+		}
+		if r, err = h.reserve(ctx, "k", "carol", time.Second); err != nil || r.GetOwnerId() != "carol" {
+			t.Fatalf("after bob's release: %v %v, want carol's", r, err)
+		}
+		_, err = h.reserve(ctx, "k", "", time.Second)
+		wantCode(t, "no owner", err, connect.CodeInvalidArgument, "owner_id")
+	})
+}
+
+// Many owners asking at once: exactly one gets the reservation.
+func TestReservationRace(t *testing.T) {
+	each(t, config.Default().Cache, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		owners := make([]string, 8)
+		errs := make([]error, 8)
+		for i := range owners {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := h.reserve(ctx, "race", string(rune('a'+i)), time.Second)
+				owners[i], errs[i] = r.GetOwnerId(), err
+			}()
+		}
+		wg.Wait()
+		for i := range owners {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if owners[i] != owners[0] {
+				t.Fatalf("owners seen: %q, want one", owners)
+			}
+		}
+	})
+}
+
+// The bounds beyond the reference: entries past the time-to-live miss and
+// are swept; past maxEntries the oldest are evicted; purge by project,
+// domain and task, with a dry run that deletes nothing.
+func TestBoundsAndPurge(t *testing.T) {
+	cfg := config.Default().Cache
+	cfg.MaxEntries = 3
+	each(t, cfg, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		for _, k := range []string{"a", "b", "c", "d"} {
+			if err := h.put(ctx, "p", k, "u-"+k, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, n, err := h.c.Repo().Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("the sweep deleted %d entries (%v), want the one past maxEntries", n, err)
+		}
+		if _, err := h.get(ctx, "p", "a"); err == nil {
+			t.Fatal("the oldest entry survived a sweep past maxEntries")
+		}
+		for _, k := range []string{"b", "c", "d"} {
+			if _, err := h.get(ctx, "p", k); err != nil {
+				t.Fatalf("entry %s: %v", k, err)
+			}
+		}
+		repo := h.c.Repo()
+		sc := cache.Scope{Org: "o", Project: "p", Domain: "development"}
+		dry, err := repo.Purge(ctx, sc, "env.task", true)
+		if err != nil || len(dry) != 3 {
+			t.Fatalf("dry run: %d %v", len(dry), err)
+		}
+		if none, _ := repo.Purge(ctx, sc, "other.task", false); len(none) != 0 {
+			t.Fatalf("purging another task deleted %d", len(none))
+		}
+		if _, err := h.get(ctx, "p", "b"); err != nil {
+			t.Fatalf("the dry run deleted: %v", err)
+		}
+		if gone, err := repo.Purge(ctx, sc, "", false); err != nil || len(gone) != 3 {
+			t.Fatalf("purge: %d %v", len(gone), err)
+		}
+		if _, err := h.get(ctx, "p", "b"); err == nil {
+			t.Fatal("purged entry still served")
+		}
+	})
+	ttl := config.Default().Cache
+	ttl.TTL = time.Second
+	each(t, ttl, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		if err := h.put(ctx, "p", "k", "u", nil); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := h.get(ctx, "p", "k"); err != nil {
+				wantCode(t, "expired", err, connect.CodeNotFound, "k")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("an entry past its time-to-live is still served")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, n, err := h.c.Repo().Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep removed %d entries: %v", n, err)
+		}
+		if err := h.put(ctx, "p", "k", "u2", nil); err != nil {
+			t.Fatalf("a put over a swept entry: %v", err)
+		}
+	})
+}

@@ -1,1 +1,0 @@
--- Reserved for the output cache (issue 8, cache part); replaced when the branches merge.
