@@ -166,6 +166,16 @@ func TestCacheLifecycle(t *testing.T) {
 		if err != nil || len(atts) != 1 || atts[0].OutputURI != outDir || atts[0].OwnerToken != 0 {
 			t.Fatalf("the hit's attempt: %+v %v, want one, never started, with the cached output dir", atts, err)
 		}
+		// Each attempt's history says what the cache did for it.
+		for _, run := range []struct {
+			a    *store.Action
+			want core.CatalogCacheStatus
+		}{{first, core.CatalogCacheStatus_CACHE_POPULATED}, {second, core.CatalogCacheStatus_CACHE_HIT}} {
+			d, err := f.state.Details(ctx, run.a)
+			if err != nil || len(d.GetAttempts()) != 1 || d.GetAttempts()[0].GetCacheStatus() != run.want {
+				t.Fatalf("details of %s: attempts %v (%v), want one with cache status %s", run.a.RunName, d.GetAttempts(), err, run.want)
+			}
+		}
 
 		if p := mustPlan(t, c, f.runWith(t, "rother", tmpl, 4, nil)); p.Launch == nil {
 			t.Fatalf("other inputs planned %+v, want a launch (miss)", p)

@@ -134,13 +134,16 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
 		}
 	}
-	u.At = db.Now()
-	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
 	u.Fence = fence
 	if _, claim := ev.(machine.Start); claim {
 		u.Owner, u.Cluster = fence, c.opts.Cluster
 		u.CacheStatus = c.startCacheStatus(ctx, a, spec)
 	}
+	if u.CacheStatus != nil {
+		rec.Cache = core.CatalogCacheStatus(*u.CacheStatus) // the attempt's history shows it too
+	}
+	u.At = db.Now()
+	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
 	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {
 		return nil, nil, err

@@ -39,6 +39,7 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		failed := c.event(a, cur, phase.Failed, at, cause)
 		failed.Outputs = outputsOf(rec.OutDir)
 		failed.ErrorInfo = errorInfoOf(dec.Cause)
+		failed.CacheStatus = rec.Cache
 		reason := dec.Reason
 		if reason == "" {
 			reason = fmt.Sprintf("attempt %d failed, retrying (%s)", cur, cause)
@@ -54,6 +55,7 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		}
 		e := c.event(a, cur, dec.Phase, at, shown)
 		e.Outputs = outputsOf(rec.OutDir)
+		e.CacheStatus = rec.Cache
 		if dec.Error != nil {
 			e.ErrorInfo = errorInfoOf(*dec.Error)
 		}
@@ -64,6 +66,7 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		reason = w.Reason
 	}
 	e := c.event(a, cur, to, at, reason)
+	e.CacheStatus = rec.Cache
 	if rec.Logs {
 		e.LogInfo = []*core.TaskLog{{Name: logName}}
 	}

@@ -92,6 +92,9 @@ func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt 
 		if out.Cluster == "" {
 			out.Cluster = info.GetCluster()
 		}
+		if cs := info.GetCacheStatus(); cs != core.CatalogCacheStatus_CACHE_DISABLED {
+			out.CacheStatus = cs // the latest the attempt reported
+		}
 	}
 	if last != nil && at.EndedAt != nil {
 		last.EndTime = ts(*at.EndedAt)
