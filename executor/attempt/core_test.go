@@ -77,16 +77,6 @@ func (cacheHit) Lookup(_ context.Context, a *store.Action, _ *task.TaskSpec) (ma
 	return machine.Succeeded{Attempt: uint32(a.Attempts)}, nil
 }
 
-type secretEnv map[string]string
-
-func (s secretEnv) Env(context.Context, *store.Action, *task.TaskSpec) ([]*core.KeyValuePair, error) {
-	var out []*core.KeyValuePair
-	for k, v := range s {
-		out = append(out, &core.KeyValuePair{Key: k, Value: v})
-	}
-	return out, nil
-}
-
 // Planning turns an action into a launch with the contract's argv and
 // environment, or into the event to record instead, in one order for every
 // driver: spec, limits, cache, secrets.
@@ -157,18 +147,6 @@ func TestPlan(t *testing.T) {
 			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
 				if _, ok := p.Event.(machine.Succeeded); !ok || p.Launch != nil {
 					t.Fatalf("plan %+v, want the cache's event", p)
-				}
-			},
-		}, {
-			name:  "secrets",
-			tmpl:  template("t.secret", args, nil),
-			hooks: attempt.Options{Hooks: attempt.Hooks{Secrets: secretEnv{"API_TOKEN": "s3cr3t"}}},
-			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
-				if v, _ := p.Launch.Env.Get("API_TOKEN"); v != "s3cr3t" {
-					t.Fatalf("secret env %q", v)
-				}
-				if strings.Contains(p.Launch.Env.String(), "s3cr3t") {
-					t.Fatal("the environment's string form shows a secret value")
 				}
 			},
 		}} {

@@ -47,6 +47,11 @@ func Setup(ctx context.Context, d *Deps) error {
 	srv.AddWorker("change fan-out", hub.Run)
 	// The services that join the planning of every attempt.
 	var hooks attempt.Hooks
+	secrets, err := secret.Open(d.DB, cfg.Secrets, cfg.Home)
+	if err != nil {
+		return err
+	}
+	hooks.Secrets = secrets.Hook()
 	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks)
 	if err != nil {
 		return err
@@ -60,7 +65,7 @@ func Setup(ctx context.Context, d *Deps) error {
 			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
 		},
 		func() error { return cache.Setup(srv) },
-		func() error { return secret.Setup(srv) },
+		func() error { return secret.Setup(srv, secrets) },
 		func() error { return appsvc.Setup(srv) },
 		func() error { return setupUnimplemented(srv) },
 	} {

@@ -1,0 +1,4 @@
+-- Placeholder on the secrets branch only: 0004 belongs to the cache work
+-- (0004_cache.sql), which lands beside this branch. Versions may not have
+-- gaps, so this empty file stands in for it here; the merge replaces it
+-- with the cache's file.
