@@ -60,7 +60,9 @@ func sid(name, domain, project string) *pb.SecretIdentifier {
 	return &pb.SecretIdentifier{Name: name, Domain: domain, Project: project}
 }
 
-func str(v string) *pb.SecretSpec { return &pb.SecretSpec{Value: &pb.SecretSpec_StringValue{StringValue: v}} }
+func str(v string) *pb.SecretSpec {
+	return &pb.SecretSpec{Value: &pb.SecretSpec_StringValue{StringValue: v}}
+}
 
 func (h *harness) create(t *testing.T, id *pb.SecretIdentifier, value string) {
 	t.Helper()
@@ -275,4 +277,3 @@ func TestValuesSealedAtRest(t *testing.T) {
 		}
 	})
 }
-

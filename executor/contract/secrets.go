@@ -47,8 +47,8 @@ type Secret struct {
 	PathEnvVar string
 }
 
-func (s Secret) String() string     { return fmt.Sprintf("secret[%s]", s.Key) }
-func (s Secret) GoString() string   { return s.String() }
+func (s Secret) String() string       { return fmt.Sprintf("secret[%s]", s.Key) }
+func (s Secret) GoString() string     { return s.String() }
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // SecretDelivery is how a request wants its secret: everything but the
