@@ -70,6 +70,7 @@ local processes.`,
 		newStartCmd(g),
 		newMigrateCmd(g),
 		newConfigCmd(g),
+		newSecretsCmd(g),
 		newVersionCmd(),
 	)
 	return root
