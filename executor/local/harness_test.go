@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"gorm.io/gorm"
 
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/gen/go/flyteidl2/actions"
@@ -47,6 +48,7 @@ type harness struct {
 	binDir   string
 	fixtures string // outputs.pb, recoverable.pb, fatal.pb
 	shared   string // a directory scripts use to talk to the test
+	g        *gorm.DB
 }
 
 // eachDB runs fn on SQLite and on PostgreSQL.
@@ -63,10 +65,11 @@ func newHarness(t *testing.T, dsn string) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	root := t.TempDir()
-	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
+	g := dbtest.Migrated(t, dsn)
+	state, _, env := statetest.New(t, g, statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
 
 	h := &harness{
-		t: t, ctx: ctx, st: env.Store, blobs: env.Blobs, hub: env.Hub, log: log, state: state,
+		t: t, ctx: ctx, st: env.Store, blobs: env.Blobs, hub: env.Hub, log: log, state: state, g: g,
 		workDir:  filepath.Join(root, "work"),
 		binDir:   filepath.Join(root, "bin"),
 		fixtures: filepath.Join(root, "fixtures"),
@@ -141,6 +144,7 @@ type taskOpts struct {
 	taskType string
 	runEnv   map[string]string
 	limit    uint32
+	secrets  []*core.Secret
 }
 
 // spec is a TaskSpec whose container runs script through the fake a0 with
@@ -169,10 +173,15 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 	if tt == "" {
 		tt = "python"
 	}
+	var sc *core.SecurityContext
+	if len(o.secrets) > 0 {
+		sc = &core.SecurityContext{Secrets: o.secrets}
+	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
-		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
-		Type:     tt,
-		Metadata: md,
+		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
+		Type:            tt,
+		Metadata:        md,
+		SecurityContext: sc,
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ignored",
 			Args: []string{"a0", script, "{{.input}}", "{{.outputPrefix}}", "{{.rawOutputDataPrefix}}",
