@@ -53,6 +53,7 @@ func TestSecretsByReference(t *testing.T) {
 	h := secretsHarness(t, map[string]string{"api-token": "tok-value-1", "cert": "cert-value-2"})
 	release := filepath.Join(h.fixtures, "release")
 	script := `printf %s "$API_TOKEN" > "$FIXTURES/env-value"
+cat "$FLYTE_SECRETS_DEFAULT_DIR/cert" > "$FIXTURES/file-value"
 printf %s "$FLYTE_SECRETS_DEFAULT_DIR" > "$FIXTURES/dir"
 while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 ` + succeed
@@ -97,6 +98,13 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 	if !mounted {
 		t.Errorf("volume mounts %+v, want %s read-only at %s", ctr.VolumeMounts, secretsVolume, contract.SecretsMountPath)
 	}
+	dirSet := false
+	for _, e := range ctr.Env {
+		dirSet = dirSet || (e.Name == contract.EnvSecretsDefaultDir && e.Value == contract.SecretsMountPath)
+	}
+	if !dirSet {
+		t.Errorf("the Pod's env lacks %s=%s", contract.EnvSecretsDefaultDir, contract.SecretsMountPath)
+	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +112,8 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 	if got, _ := os.ReadFile(filepath.Join(h.fixtures, "env-value")); string(got) != "tok-value-1" {
 		t.Errorf("API_TOKEN = %q", got)
 	}
-	if got, _ := os.ReadFile(filepath.Join(h.fixtures, "dir")); string(got) != contract.SecretsMountPath {
-		t.Errorf("FLYTE_SECRETS_DEFAULT_DIR = %q", got)
+	if got, _ := os.ReadFile(filepath.Join(h.fixtures, "file-value")); string(got) != "cert-value-2" {
+		t.Errorf("the file secret read %q", got)
 	}
 	h.eventually("the attempt's Secret to be deleted", func() bool {
 		err := h.k.Get(h.ctx, client.ObjectKeyFromObject(s), &corev1.Secret{})
