@@ -31,6 +31,7 @@ var sdkScenarios = []struct {
 	{"cli", testCLI},
 	{"quickstart", testQuickStart},
 	{"wait", testWaitReadsOwnPhase},
+	{"secrets", testSecrets},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel
