@@ -98,6 +98,8 @@ func TestPlanMissingSecret(t *testing.T) {
 		}{
 			"missing":     {withSecrets("t.missing", &core.Secret{Key: "there"}, &core.Secret{Key: "not-there", EnvVar: "X"}), `secret "not-there" was not found in project`},
 			"bad request": {withSecrets("t.badreq", &core.Secret{Key: "../x"}), `requested secret key "../x" cannot name a secret`},
+			"contract variable": {withSecrets("t.contract", &core.Secret{Key: "there", EnvVar: "_U_RUN_BASE"}),
+				"environment variable _U_RUN_BASE belongs to the task-process contract"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				a := f.run(t, "r"+strings.ReplaceAll(name, " ", ""), tc.tmpl, nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -77,8 +78,20 @@ func SecretDelivery(req *core.Secret) (Secret, error) {
 		if strings.ContainsAny(name, "=\x00") {
 			return Secret{}, fmt.Errorf("secret %q: environment variable %q cannot be set", key, name)
 		}
+		if slices.Contains(reservedNames, name) {
+			return Secret{}, fmt.Errorf("secret %q: environment variable %s belongs to the task-process contract; choose another as_env_var", key, name)
+		}
 	}
 	return s, nil
+}
+
+// reservedNames are the variables a secret may not set: the contract's own
+// (see BuildEnv, whose last layer nothing overrides) and the ones telling
+// the task where its secrets are.
+var reservedNames = []string{
+	EnvRunBase, EnvOrg, EnvProject, EnvDomain, EnvExecutionID, EnvRunName, EnvActionName, EnvAttempt,
+	EnvEndpoint, EnvInsecure, EnvUseActions, EnvTaskProject, EnvTaskDomain, EnvTaskName, EnvTaskVersion,
+	EnvSecretsEnvPrefix, EnvSecretsDefaultDir, EnvSecretsFilePrefix,
 }
 
 // SecretEnv is the environment that tells the task where its secrets are,
