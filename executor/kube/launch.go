@@ -90,6 +90,7 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 		return d.podCreateFailed(ctx, ta, a, plan.Spec, err)
 	}
 	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		d.releaseSecret(ctx, pod)
 		return d.podCreateFailed(ctx, ta, a, plan.Spec, err)
 	}
 	d.metrics.podsCreated.Inc()
@@ -240,6 +241,7 @@ func (d *Driver) recreate(ctx context.Context, ta *v1.TaskAction, a *store.Actio
 		return a, res, err
 	}
 	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		d.releaseSecret(ctx, pod)
 		a, _, res, err := d.podCreateFailed(ctx, ta, a, plan.Spec, err)
 		return a, res, err
 	}

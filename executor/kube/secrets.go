@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,7 +40,7 @@ func addSecrets(pod *corev1.Pod, l *attempt.Launch) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: secretNameOf(pod.Name), Namespace: pod.Namespace,
-			Labels: maps.Clone(pod.Labels), OwnerReferences: pod.OwnerReferences,
+			Labels: maps.Clone(pod.Labels), OwnerReferences: slices.Clone(pod.OwnerReferences),
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{},
@@ -114,8 +115,9 @@ func (d *Driver) applySecret(ctx context.Context, s *corev1.Secret) error {
 	return nil
 }
 
-// releaseSecret deletes the Secret of pod, once it ended or is being
-// stopped, when it has one; best effort: its TaskAction owns it anyway.
+// releaseSecret deletes the Secret of pod, once it ended, is being stopped
+// or could not be created, when it has one; best effort: its TaskAction
+// owns it anyway.
 func (d *Driver) releaseSecret(ctx context.Context, pod *corev1.Pod) {
 	if !refersToSecret(pod) {
 		return
