@@ -68,6 +68,8 @@ func fixedKeyID(raw []byte) string {
 // Keyring seals and opens secret values.
 type Keyring struct {
 	path string // "" when the keyring is the fixed secrets.key
+	// generated says OpenKeyring created the keyring file.
+	generated bool
 
 	mu     sync.Mutex
 	stamp  fileStamp
@@ -102,13 +104,14 @@ func OpenKeyring(cfg config.Secrets, home string) (*Keyring, error) {
 	if path == "" {
 		path = filepath.Join(home, config.SecretsKeyringFile)
 	}
-	generated := filepath.Clean(path) == filepath.Join(home, config.SecretsKeyringFile)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && generated {
-		if err := createKeyringFile(path); err != nil {
+	created := false
+	isDefault := filepath.Clean(path) == filepath.Join(home, config.SecretsKeyringFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && isDefault {
+		if created, err = createKeyringFile(path); err != nil {
 			return nil, err
 		}
 	}
-	k := &Keyring{path: path}
+	k := &Keyring{path: path, generated: created}
 	if err := k.reload(); err != nil {
 		return nil, err
 	}
@@ -116,34 +119,37 @@ func OpenKeyring(cfg config.Secrets, home string) (*Keyring, error) {
 }
 
 // createKeyringFile writes a keyring of one fresh key, unless another
-// process created the file first.
-func createKeyringFile(path string) error {
+// process created the file first (created is false then).
+func createKeyringFile(path string) (created bool, err error) {
 	key, err := NewKey()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("secrets keyring: %w", err)
+		return false, fmt.Errorf("secrets keyring: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("creating the secrets keyring: %w", err)
+		return false, fmt.Errorf("creating the secrets keyring: %w", err)
 	}
 	_, werr := f.Write(formatKeyring([]Key{key}))
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		_ = os.Remove(path)
-		return fmt.Errorf("writing the secrets keyring: %w", err)
+		return false, fmt.Errorf("writing the secrets keyring: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // Path is the keyring file ("" for a fixed secrets.key).
 func (k *Keyring) Path() string { return k.path }
+
+// Generated says the keyring file was created by this OpenKeyring.
+func (k *Keyring) Generated() bool { return k.generated }
 
 // ActiveID is the id of the key that seals new values.
 func (k *Keyring) ActiveID() (string, error) {

@@ -26,16 +26,16 @@ func TestKeyringGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := os.Stat(filepath.Join(home, config.SecretsKeyringFile))
-	if err != nil || info.Mode().Perm() != 0o600 {
-		t.Fatalf("keyring file: %v, %v; want mode 0600", info, err)
+	if err != nil || info.Mode().Perm() != 0o600 || !k1.Generated() {
+		t.Fatalf("keyring file: %v, %v (generated %v); want mode 0600", info, err, k1.Generated())
 	}
 	id, blob, err := k1.Seal(ad, []byte("value"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k2, err := secret.OpenKeyring(config.Secrets{}, home)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || k2.Generated() {
+		t.Fatalf("a later start: %v, generated %v", err, k2.Generated())
 	}
 	if v, err := k2.Open(id, ad, blob); err != nil || string(v) != "value" {
 		t.Fatalf("a later start opens %q, %v", v, err)

@@ -7,22 +7,34 @@ package secret
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"gorm.io/gorm"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/gen/go/flyteidl2/secret/secretconnect"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
 )
 
 // Open opens the keyring cfg names (generating the default one on first
-// start) and returns the service over the secrets in g.
-func Open(g *gorm.DB, cfg config.Secrets, home string) (*Service, error) {
+// start) and returns the service over the secrets in g. A generated keyring
+// is logged (never its key): managers sharing a PostgreSQL database must
+// share one keyring, which a keyring generated per data dir is not.
+func Open(g *gorm.DB, cfg config.Secrets, home string, log *slog.Logger) (*Service, error) {
 	keys, err := OpenKeyring(cfg, home)
 	if err != nil {
 		return nil, err
+	}
+	if keys.Generated() && log != nil {
+		level := slog.LevelInfo
+		if db.Dialect(g) == db.Postgres {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "generated the secrets keyring; every manager on this database needs the same one (secrets.keyFile or secrets.key)",
+			"keyFile", keys.Path())
 	}
 	return NewService(NewStore(g, keys)), nil
 }

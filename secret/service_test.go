@@ -37,7 +37,7 @@ type harness struct {
 func newHarness(t *testing.T, g *gorm.DB) *harness {
 	t.Helper()
 	home := t.TempDir()
-	svc, err := secret.Open(g, config.Secrets{}, home)
+	svc, err := secret.Open(g, config.Secrets{}, home, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

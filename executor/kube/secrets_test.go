@@ -28,7 +28,7 @@ func secretsHarness(t *testing.T, values map[string]string) *harness {
 	t.Helper()
 	home := t.TempDir()
 	return newHarnessWith(t, dbtest.SQLiteDSN(t), func(g *gorm.DB) attempt.Hooks {
-		svc, err := secret.Open(g, config.Secrets{}, home)
+		svc, err := secret.Open(g, config.Secrets{}, home, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 func withSecrets(t *testing.T, h *harness, values map[string]string) *Driver {
 	t.Helper()
 	home := t.TempDir()
-	svc, err := secret.Open(h.g, config.Secrets{}, home)
+	svc, err := secret.Open(h.g, config.Secrets{}, home, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

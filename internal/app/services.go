@@ -47,7 +47,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	srv.AddWorker("change fan-out", hub.Run)
 	// The services that join the planning of every attempt.
 	var hooks attempt.Hooks
-	secrets, err := secret.Open(d.DB, cfg.Secrets, cfg.Home)
+	secrets, err := secret.Open(d.DB, cfg.Secrets, cfg.Home, d.Log)
 	if err != nil {
 		return err
 	}
