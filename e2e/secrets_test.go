@@ -30,7 +30,7 @@ import (
 // database column, no file the manager keeps, no Pod spec. After
 // `flyte-manager secrets rotate-key`, run beside the manager, the task
 // still reads them. A task requesting a missing secret fails at once with
-// a message naming it, its retries unspent.
+// a message naming it, its retries unspent. `flyte delete secret` deletes.
 func testSecrets(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 12*time.Minute)
 	token, cert := canary(t, "tok"), canary(t, "cert")
@@ -123,6 +123,15 @@ func testSecrets(t *testing.T, m *manager) {
 		}
 	}
 	checkNoValueStored(t, ctx, m, values)
+
+	// `flyte delete secret` removes it; a second delete finds nothing.
+	mustFlyte(t, ctx, dir, "delete", "secret", "e2e-cert")
+	if out, err := flyteCLI(t, ctx, dir, "get", "secret", "e2e-cert"); err == nil || !strings.Contains(strings.ToLower(out), "not found") {
+		t.Errorf("flyte get secret after delete: %v\n%s", err, out)
+	}
+	if out, err := flyteCLI(t, ctx, dir, "delete", "secret", "e2e-cert"); err == nil || !strings.Contains(strings.ToLower(out), "not found") {
+		t.Errorf("deleting e2e-cert twice: %v\n%s", err, out)
+	}
 }
 
 // checkNoValueStored looks for values in every file under the manager's
