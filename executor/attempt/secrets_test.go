@@ -51,6 +51,7 @@ func TestPlanSecrets(t *testing.T) {
 			&core.Secret{Key: "api-token", MountRequirement: core.Secret_ENV_VAR, EnvVar: "API_TOKEN"},
 			&core.Secret{Key: "api-token"}, // ANY, no env var: the reference's default name
 			&core.Secret{Key: "cert", MountRequirement: core.Secret_FILE},
+			&core.Secret{Key: "cert", Group: "My-Group", MountRequirement: core.Secret_FILE},
 		), nil)
 		p, err := c.Plan(ctx, a, opts)
 		if err != nil {
@@ -63,6 +64,7 @@ func TestPlanSecrets(t *testing.T) {
 			{Key: "api-token", Value: []byte("s3cr3t-token"), EnvVar: "API_TOKEN"},
 			{Key: "api-token", Value: []byte("s3cr3t-token"), EnvVar: "_UNION_API-TOKEN"},
 			{Key: "cert", Value: []byte("s3cr3t-cert"), File: "cert"},
+			{Key: "cert", Value: []byte("s3cr3t-cert"), File: "my-group/cert"},
 		}
 		if got := p.Launch.Secrets; len(got) != len(want) {
 			t.Fatalf("secrets %v, want %v", got, want)
@@ -98,6 +100,8 @@ func TestPlanMissingSecret(t *testing.T) {
 		}{
 			"missing":     {withSecrets("t.missing", &core.Secret{Key: "there"}, &core.Secret{Key: "not-there", EnvVar: "X"}), `secret "not-there" was not found in project`},
 			"bad request": {withSecrets("t.badreq", &core.Secret{Key: "../x"}), `requested secret key "../x" cannot name a secret`},
+			"bad group": {withSecrets("t.badgroup", &core.Secret{Key: "there", Group: "..", MountRequirement: core.Secret_FILE}),
+				`group ".." cannot name a directory`},
 			"contract variable": {withSecrets("t.contract", &core.Secret{Key: "there", EnvVar: "_U_RUN_BASE"}),
 				"environment variable _U_RUN_BASE belongs to the task-process contract"},
 		} {

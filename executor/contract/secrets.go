@@ -20,7 +20,9 @@ import (
 //     as '_'), else SecretEnvPrefix + the key upper-cased; with
 //     FLYTE_SECRETS_ENV_PREFIX set to SecretEnvPrefix;
 //   - as a file (mount_requirement FILE, flyte.Secret(mount=...)): a file
-//     named by the key in the secrets directory, which
+//     named by the key in the secrets directory (with a group, as in the
+//     SDK's examples and the reference's Kubernetes secret manager:
+//     <group>/<key>, both lower-cased), which
 //     FLYTE_SECRETS_DEFAULT_DIR names (SecretsMountPath in a Pod; the
 //     attempt's private directory for a host process, which cannot own
 //     /etc/flyte/secrets), with FLYTE_SECRETS_FILE_PREFIX empty; when the
@@ -42,7 +44,8 @@ type Secret struct {
 	Value []byte
 	// EnvVar, when set, delivers Value in this environment variable.
 	EnvVar string
-	// File, when set, delivers Value as this file in the secrets directory.
+	// File, when set, delivers Value as this file (a relative path) in the
+	// secrets directory.
 	File string
 	// PathEnvVar, when set, is the variable holding File's path.
 	PathEnvVar string
@@ -71,6 +74,12 @@ func SecretDelivery(req *core.Secret) (Secret, error) {
 		}
 	case core.Secret_FILE:
 		s.File, s.PathEnvVar = key, req.GetEnvVar()
+		if g := req.GetGroup(); g != "" {
+			if g == "." || g == ".." || strings.ContainsAny(g, "/\\\x00") {
+				return Secret{}, fmt.Errorf("secret %q: group %q cannot name a directory", key, g)
+			}
+			s.File = strings.ToLower(g) + "/" + strings.ToLower(key)
+		}
 	default:
 		return Secret{}, fmt.Errorf("secret %q: unknown mount requirement %d", key, req.GetMountRequirement())
 	}

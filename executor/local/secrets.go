@@ -32,10 +32,11 @@ func deliverSecrets(dir string, l *attempt.Launch) (contract.Env, error) {
 		if s.File == "" {
 			continue
 		}
-		if err := os.MkdirAll(sdir, 0o700); err != nil {
+		path := filepath.Join(sdir, s.File)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("could not create the attempt's secrets directory: %w", err)
 		}
-		f, err := os.OpenFile(filepath.Join(sdir, s.File), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("could not write secret %q for the attempt: %w", s.Key, err)
 		}

@@ -51,10 +51,12 @@ printf %s "$FLYTE_SECRETS_DEFAULT_DIR" > "$SHARED/dir"
 cat "$FLYTE_SECRETS_DEFAULT_DIR/cert" > "$SHARED/file-value"
 printf %s "$CERT_PATH" > "$SHARED/cert-path"
 stat -c %a "$FLYTE_SECRETS_DEFAULT_DIR" "$FLYTE_SECRETS_DEFAULT_DIR/cert" | tr '\n' ' ' > "$SHARED/modes"
+cat "$FLYTE_SECRETS_DEFAULT_DIR/team/cert" > "$SHARED/grouped-value"
 ` + succeed
 		key := h.run("rsecret", script, taskOpts{secrets: []*core.Secret{
 			{Key: "api-token", MountRequirement: core.Secret_ENV_VAR, EnvVar: "API_TOKEN"},
 			{Key: "cert", MountRequirement: core.Secret_FILE, EnvVar: "CERT_PATH"},
+			{Key: "cert", Group: "Team", MountRequirement: core.Secret_FILE}, // <group>/<key>, lower-cased
 		}})
 		other := h.run("rplain", `env > "$SHARED/other-env"; `+succeed, taskOpts{})
 		h.terminal(key, phase.Succeeded, 30*time.Second)
@@ -67,6 +69,9 @@ stat -c %a "$FLYTE_SECRETS_DEFAULT_DIR" "$FLYTE_SECRETS_DEFAULT_DIR/cert" | tr '
 		if got := h.readShared("file-value"); got != "cert-value-2" {
 			t.Errorf("file secret = %q", got)
 		}
+		if got := h.readShared("grouped-value"); got != "cert-value-2" {
+			t.Errorf("file secret with a group = %q", got)
+		}
 		if got := h.readShared("cert-path"); got != filepath.Join(dir, "cert") {
 			t.Errorf("CERT_PATH = %q, want %s", got, filepath.Join(dir, "cert"))
 		}
@@ -76,9 +81,12 @@ stat -c %a "$FLYTE_SECRETS_DEFAULT_DIR" "$FLYTE_SECRETS_DEFAULT_DIR/cert" | tr '
 		if !strings.HasPrefix(dir, h.workDir) {
 			t.Errorf("secrets directory %s is not in the attempt's directory under %s", dir, h.workDir)
 		}
-		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("the secrets directory outlived the attempt: %v", err)
-		}
+		// The directory goes once the attempt's end is recorded, just
+		// after the action turned terminal.
+		eventually(t, "the secrets directory to be removed after the attempt", 30*time.Second, func() bool {
+			_, err := os.Stat(dir)
+			return errors.Is(err, fs.ErrNotExist)
+		})
 		if env := h.readShared("other-env"); strings.Contains(env, "tok-value-1") || strings.Contains(env, "FLYTE_SECRETS") {
 			t.Errorf("another attempt sees the secrets:\n%s", env)
 		}
