@@ -135,10 +135,9 @@ func testSecrets(t *testing.T, m *manager) {
 }
 
 // checkNoValueStored looks for values in every file under the manager's
-// home (the SQLite database and its journal, blobs, the executor's
-// attempt directories: secret files must be gone once the attempts
-// ended), in a dump of its PostgreSQL database, and on kubernetes in every
-// Pod spec.
+// home (blobs, the executor's attempt directories: secret files must be
+// gone once the attempts ended), in its SQLite database files or a dump of
+// its PostgreSQL database, and on kubernetes in every Pod spec.
 func checkNoValueStored(t *testing.T, ctx context.Context, m *manager, values []string) {
 	t.Helper()
 	if msg := eventually(time.Minute, 500*time.Millisecond, func() string {
@@ -159,6 +158,21 @@ func checkNoValueStored(t *testing.T, ctx context.Context, m *manager, values []
 		return ""
 	}); msg != "" {
 		t.Error(msg)
+	}
+	if path, ok := strings.CutPrefix(m.DSN, "sqlite://"); ok {
+		// The database and its write-ahead log and index, wherever the DSN
+		// put them (the harness keeps them outside the home).
+		var all []byte
+		for _, f := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+			data, err := os.ReadFile(f)
+			if err == nil && containsAny(data, values) {
+				t.Errorf("a secret value is in plain text in %s", f)
+			}
+			all = append(all, data...)
+		}
+		if !bytes.Contains(all, []byte("CREATE TABLE secrets")) {
+			t.Fatalf("%s (and its log) has no secrets table; the check would prove nothing", path)
+		}
 	}
 	if strings.HasPrefix(m.DSN, "postgres") {
 		bin, err := pgtest.BinDir()
