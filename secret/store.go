@@ -103,7 +103,7 @@ func (s *Store) Create(ctx context.Context, id ID, typ int32, value []byte) erro
 	if err := s.db.WithContext(ctx).Create(r).Error; err != nil {
 		err = db.Translate(err)
 		if errors.Is(err, errs.ErrAlreadyExists) {
-			return fmt.Errorf("secret %s already exists; update it instead: %w", id, errs.ErrAlreadyExists)
+			return fmt.Errorf("secret %s: %w", id, errs.ErrAlreadyExists)
 		}
 		return fmt.Errorf("create secret: %w", err)
 	}
