@@ -61,6 +61,8 @@ type manager struct {
 	// Kubernetes says the manager runs the kubernetes executor
 	// (startKubeManager): its attempts' logs come from the cluster.
 	Kubernetes bool
+	// Kubeconfig is then the test cluster's kubeconfig.
+	Kubeconfig string
 
 	t      *testing.T
 	proc   *mgrproc.Process

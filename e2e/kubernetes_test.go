@@ -76,7 +76,7 @@ func TestSDKKubernetes(t *testing.T) {
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
 		},
 	})
-	m.Kubernetes = true
+	m.Kubernetes, m.Kubeconfig = true, c.Kubeconfig
 
 	t.Run("restart-graceful", func(t *testing.T) {
 		runs := holdRuns(t, m, func(map[string]string) {

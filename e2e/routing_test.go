@@ -27,7 +27,6 @@ const (
 var unbuiltServices = []string{
 	"flyteidl2.app.AppLogsService",
 	"flyteidl2.app.AppService",
-	"flyteidl2.secret.SecretService",
 	"flyteidl2.trigger.TriggerService",
 	"flyteidl2.workflow.InternalRunService",
 	"flyteidl2.workflow.TranslatorService",
@@ -73,6 +72,12 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.project.ProjectService/UpdateProject": codeInvalidArgument,
 	"/flyteidl2.project.ProjectService/GetProject":    codeInvalidArgument,
 	"/flyteidl2.project.ProjectService/ListProjects":  codeOK,
+
+	"/flyteidl2.secret.SecretService/CreateSecret": codeInvalidArgument,
+	"/flyteidl2.secret.SecretService/UpdateSecret": codeInvalidArgument,
+	"/flyteidl2.secret.SecretService/GetSecret":    codeInvalidArgument,
+	"/flyteidl2.secret.SecretService/DeleteSecret": codeInvalidArgument,
+	"/flyteidl2.secret.SecretService/ListSecrets":  codeOK,
 
 	"/flyteidl2.task.TaskService/DeployTask":     codeInvalidArgument,
 	"/flyteidl2.task.TaskService/GetTaskDetails": codeInvalidArgument,
@@ -164,6 +169,12 @@ func probeCases() []probeCase {
 	add("missing action", codeNotFound, map[string]any{"id": action}, "/flyteidl2.workflow.RunService/WatchClusterEvents")
 	add("malformed action name", codeInvalidArgument, map[string]any{"actionId": map[string]any{"run": run, "name": "../a0"}},
 		"/flyteidl2.workflow.RunService/GetActionDetails", "/flyteidl2.actions.ActionsService/Abort")
+	add("missing secret", codeNotFound, map[string]any{"id": map[string]any{"name": "e2e-missing"}},
+		"/flyteidl2.secret.SecretService/GetSecret", "/flyteidl2.secret.SecretService/DeleteSecret")
+	add("missing secret", codeNotFound, map[string]any{"id": map[string]any{"name": "e2e-missing"}, "secretSpec": map[string]any{"stringValue": "v"}},
+		"/flyteidl2.secret.SecretService/UpdateSecret")
+	add("secret project without domain", codeInvalidArgument, map[string]any{"id": map[string]any{"name": "s", "project": testProject}, "secretSpec": map[string]any{"stringValue": "v"}},
+		"/flyteidl2.secret.SecretService/CreateSecret")
 	return cases
 }
 

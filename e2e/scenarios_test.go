@@ -34,6 +34,7 @@ var sdkScenarios = []struct {
 	{"history", testHistory},
 	{"cache", testCacheRepeat},
 	{"cache-serial", testCacheSerialized},
+	{"secrets", testSecrets},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -146,11 +146,13 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.project.ProjectService/ListProjects":  {`{"limit":10}`, "ok"},
 	"flyteidl2.project.ProjectService/UpdateProject": {`{"project":{"id":"flytesnacks","name":"flytesnacks","description":"updated by the fuzzer"}}`, "ok"},
 
-	"flyteidl2.secret.SecretService/CreateSecret": unimplemented,
-	"flyteidl2.secret.SecretService/DeleteSecret": unimplemented,
-	"flyteidl2.secret.SecretService/GetSecret":    unimplemented,
-	"flyteidl2.secret.SecretService/ListSecrets":  unimplemented,
-	"flyteidl2.secret.SecretService/UpdateSecret": unimplemented,
+	// Whatever order the procedures run in: one secret is created, another
+	// (never created) is looked up, updated and deleted.
+	"flyteidl2.secret.SecretService/CreateSecret": {`{"id":{"name":"fuzz-secret","domain":"development"},"secretSpec":{"stringValue":"v"}}`, "ok"},
+	"flyteidl2.secret.SecretService/DeleteSecret": {`{"id":{"name":"fuzz-absent"}}`, "not_found"},
+	"flyteidl2.secret.SecretService/GetSecret":    {`{"id":{"name":"fuzz-absent"}}`, "not_found"},
+	"flyteidl2.secret.SecretService/ListSecrets":  {`{"limit":10}`, "ok"},
+	"flyteidl2.secret.SecretService/UpdateSecret": {`{"id":{"name":"fuzz-absent"},"secretSpec":{"binaryValue":"dg=="}}`, "not_found"},
 
 	"flyteidl2.task.TaskService/DeployTask":     {`{"taskId":{` + fxProject + `,"name":"fuzz.task","version":"v2"},"spec":` + fxSpec("fuzz.task", "v2") + `}`, "ok"},
 	"flyteidl2.task.TaskService/GetTaskDetails": {`{"taskId":` + fxTaskID + `}`, "ok"},

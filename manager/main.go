@@ -71,6 +71,7 @@ local processes.`,
 		newMigrateCmd(g),
 		newConfigCmd(g),
 		newCacheCmd(g),
+		newSecretsCmd(g),
 		newVersionCmd(),
 	)
 	return root

@@ -73,16 +73,6 @@ func template(name string, c *core.Container, md *core.TaskMetadata) *core.TaskT
 	return t
 }
 
-type secretEnv map[string]string
-
-func (s secretEnv) Env(context.Context, *store.Action, *task.TaskSpec) ([]*core.KeyValuePair, error) {
-	var out []*core.KeyValuePair
-	for k, v := range s {
-		out = append(out, &core.KeyValuePair{Key: k, Value: v})
-	}
-	return out, nil
-}
-
 // Planning turns an action into a launch with the contract's argv and
 // environment, or into the event to record instead, in one order for every
 // driver: spec, limits, cache, secrets.
@@ -144,18 +134,6 @@ func TestPlan(t *testing.T) {
 			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
 				if to, ok := p.Event.(machine.TimedOut); !ok || to.Code != machine.CodeDeadline {
 					t.Fatalf("plan %+v, want a deadline timeout", p)
-				}
-			},
-		}, {
-			name:  "secrets",
-			tmpl:  template("t.secret", args, nil),
-			hooks: attempt.Options{Hooks: attempt.Hooks{Secrets: secretEnv{"API_TOKEN": "s3cr3t"}}},
-			check: func(t *testing.T, _ *store.Action, p attempt.Plan) {
-				if v, _ := p.Launch.Env.Get("API_TOKEN"); v != "s3cr3t" {
-					t.Fatalf("secret env %q", v)
-				}
-				if strings.Contains(p.Launch.Env.String(), "s3cr3t") {
-					t.Fatal("the environment's string form shows a secret value")
 				}
 			},
 		}} {

@@ -62,9 +62,13 @@ func Discoverable(spec *task.TaskSpec) bool {
 	return spec.GetTaskTemplate().GetMetadata().GetDiscoverable()
 }
 
-// SecretHook is where secrets join planning: the environment variables the
-// task's declared secrets become. They are never logged (contract.Env
-// redacts values in logs).
+// SecretHook is where secrets join planning: it looks up the values of the
+// secrets an attempt's task requests, for the action's project and domain.
+// The values reach the attempt only as Launch.Secrets, which each driver
+// delivers its own way (never into a log, an event or a Pod spec).
 type SecretHook interface {
-	Env(ctx context.Context, a *store.Action, spec *task.TaskSpec) ([]*core.KeyValuePair, error)
+	// Values returns the value of each of names that exists for a; a name
+	// missing from the map does not exist. Errors are the platform's (the
+	// database, the keyring), never a missing secret.
+	Values(ctx context.Context, a *store.Action, names []string) (map[string][]byte, error)
 }

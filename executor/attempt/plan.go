@@ -38,6 +38,10 @@ type Launch struct {
 	QueuedLeft time.Duration
 	// ConcurrencyLimit is the run's max_action_concurrency (0: none).
 	ConcurrencyLimit int
+	// Secrets are the secrets the task requested, with their values: a
+	// driver delivers them (contract.SecretEnv tells the task where) and
+	// keeps them out of Env, logs and specs.
+	Secrets []contract.Secret
 }
 
 // Container is the task's container.
@@ -120,20 +124,21 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if p, done, err := c.planCache(ctx, a, spec, ri); err != nil || done {
 		return p, err
 	}
-	var secretEnv []*core.KeyValuePair
-	if c.opts.Secrets != nil {
-		if secretEnv, err = c.opts.Secrets.Env(ctx, a, spec); err != nil {
-			return Plan{}, err
-		}
+	secrets, failed, err := c.secrets(ctx, a, tmpl.GetSecurityContext().GetSecrets())
+	if err != nil {
+		return Plan{}, err
+	}
+	if failed != "" {
+		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
-		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit}
+		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
 	l.Env, err = contract.BuildEnv(contract.EnvSpec{
 		Host:       o.HostEnv,
 		RunEnv:     ri.envs,
-		TaskEnv:    append(append([]*core.KeyValuePair(nil), tmpl.GetContainer().GetEnv()...), secretEnv...),
+		TaskEnv:    tmpl.GetContainer().GetEnv(),
 		Org:        a.Org,
 		Project:    a.Project,
 		Domain:     a.Domain,

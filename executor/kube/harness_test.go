@@ -13,10 +13,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"gorm.io/gorm"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/gen/go/flyteidl2/actions"
 	"fmgr.dev/gen/go/flyteidl2/common"
@@ -53,6 +55,13 @@ type harness struct {
 // newHarness starts a cluster and a driver on the database at dsn.
 func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecutor)) *harness {
 	t.Helper()
+	return newHarnessWith(t, dsn, nil, tune...)
+}
+
+// newHarnessWith is newHarness with the hooks hooks builds over the
+// harness's database joining the driver's planning.
+func newHarnessWith(t *testing.T, dsn string, hooks func(*gorm.DB) attempt.Hooks, tune ...func(*config.KubernetesExecutor)) *harness {
+	t.Helper()
 	c := testcluster.ForTest(t)
 	scheme, err := Scheme()
 	if err != nil {
@@ -73,7 +82,11 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 		for _, f := range tune {
 			f(&cfg)
 		}
-		return New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
+		d := New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
+		if hooks != nil {
+			d.WithHooks(hooks(g))
+		}
+		return d
 	})
 	h.st = h.state.Store()
 	h.stop = h.start(h.d, true)
@@ -129,6 +142,7 @@ type taskOpts struct {
 	timeout     time.Duration
 	limit       uint32 // the run's max_action_concurrency
 	podTemplate string
+	secrets     []*core.Secret
 }
 
 // spec is a task whose container runs script with sh: $1 is the input
@@ -138,11 +152,16 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 	if o.timeout > 0 {
 		md.Timeout = durationpb.New(o.timeout)
 	}
+	var sc *core.SecurityContext
+	if len(o.secrets) > 0 {
+		sc = &core.SecurityContext{Secrets: o.secrets}
+	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
-		Id:        &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
-		Type:      "python",
-		Metadata:  md,
-		Interface: &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{{Key: "o0", Value: &core.Variable{}}}}},
+		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
+		Type:            "python",
+		Metadata:        md,
+		SecurityContext: sc,
+		Interface:       &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{{Key: "o0", Value: &core.Variable{}}}}},
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ignored",
 			Args:  []string{"sh", "-c", script, "a0", "{{.input}}", "{{.outputPrefix}}"},

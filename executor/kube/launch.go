@@ -86,7 +86,11 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 		return a, false, ctrl.Result{}, err
 	}
 	d.prepareOutputs(l.OutDir)
+	if err := d.applySecret(ctx, addSecrets(pod, l)); err != nil {
+		return d.podCreateFailed(ctx, ta, a, plan.Spec, err)
+	}
 	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		d.releaseSecret(ctx, pod)
 		return d.podCreateFailed(ctx, ta, a, plan.Spec, err)
 	}
 	d.metrics.podsCreated.Inc()
@@ -183,6 +187,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		return a, d.timeoutCheck(a, spec, startedAt(pod)), d.timeoutIfDue(ctx, ta, a, spec, pod)
 	}
 	// The Pod ended: what it left in its output directory says how.
+	d.releaseSecret(ctx, pod)
 	res, err := d.core.Classify(ctx, spec, outDir, exit)
 	if err != nil {
 		return a, ctrl.Result{}, err
@@ -234,7 +239,12 @@ func (d *Driver) recreate(ctx context.Context, ta *v1.TaskAction, a *store.Actio
 		return a, ctrl.Result{}, err
 	}
 	d.prepareOutputs(plan.Launch.OutDir)
+	if err := d.applySecret(ctx, addSecrets(pod, plan.Launch)); err != nil {
+		a, _, res, err := d.podCreateFailed(ctx, ta, a, plan.Spec, err)
+		return a, res, err
+	}
 	if err := d.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		d.releaseSecret(ctx, pod)
 		a, _, res, err := d.podCreateFailed(ctx, ta, a, plan.Spec, err)
 		return a, res, err
 	}
@@ -281,6 +291,7 @@ func (d *Driver) deletePod(ctx context.Context, ta *v1.TaskAction, n int32) erro
 	} else if err != nil {
 		return err
 	}
+	d.releaseSecret(ctx, pod)
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil
 	}

@@ -148,6 +148,7 @@ type taskOpts struct {
 	// serialize makes it cache_serializable.
 	cacheVersion string
 	serialize    bool
+	secrets      []*core.Secret
 }
 
 // spec is a TaskSpec whose container runs script through the fake a0 with
@@ -177,10 +178,15 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 	if tt == "" {
 		tt = "python"
 	}
+	var sc *core.SecurityContext
+	if len(o.secrets) > 0 {
+		sc = &core.SecurityContext{Secrets: o.secrets}
+	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
-		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
-		Type:     tt,
-		Metadata: md,
+		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
+		Type:            tt,
+		Metadata:        md,
+		SecurityContext: sc,
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ignored",
 			Args: []string{"a0", script, "{{.input}}", "{{.outputPrefix}}", "{{.rawOutputDataPrefix}}",

@@ -126,9 +126,14 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		d.markRunning(ctx, key, e)
 		return nil
 	}
+	env, err := deliverSecrets(dir, l)
+	if err != nil {
+		removeSecrets(dir)
+		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
+	}
 	proc, err := d.runner.Start(process.Spec{
 		Args:    l.Args,
-		Env:     l.Env.Environ(),
+		Env:     env.Environ(),
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,

@@ -23,6 +23,7 @@ import (
 //	    work/          the attempt's working directory (the bundle is extracted here)
 //	    attempt.log    its stdout, stderr and the manager's notes (process package format)
 //	    process.json   the process group's identity, written before the attempt counts as RUNNING
+//	    secrets/       the secret files the task requested (0700, files 0600), removed at its end
 const (
 	lockFile     = ".executor.lock"
 	cwdDir       = "work"

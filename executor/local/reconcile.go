@@ -281,7 +281,8 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 }
 
 // dropEntry forgets an attempt of ours once its end is recorded (or it never
-// started): its slot goes to whoever waits, its working directory goes.
+// started): its slot goes to whoever waits, its working directory and
+// secrets go.
 func (d *Driver) dropEntry(e *ownAttempt) {
 	d.mu.Lock()
 	if d.running[e.key] == e {
@@ -289,6 +290,7 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	}
 	started := e.proc != nil
 	d.mu.Unlock()
+	removeSecrets(e.dir)
 	d.queueAll(d.slots.Release(e.key))
 	if started {
 		// The process ended and took its cgroup and leftovers with it;

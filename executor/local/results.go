@@ -92,6 +92,7 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 		"found", res.Outcome.String(), "decision", decisionString(dec))
 	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
 		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
+		removeSecrets(dir)
 	}
 	d.afterRecord(ctx, updated, dec)
 	return nil

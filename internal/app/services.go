@@ -50,6 +50,11 @@ func Setup(ctx context.Context, d *Deps) error {
 	var hooks attempt.Hooks
 	outputCache := cache.New(cfg.Cache, d.DB, blobs, st.Actions, d.Log)
 	hooks.Cache = outputCache.Hook()
+	secrets, err := secret.Open(d.DB, cfg.Secrets, cfg.Home, d.Log)
+	if err != nil {
+		return err
+	}
+	hooks.Secrets = secrets.Hook()
 	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks)
 	if err != nil {
 		return err
@@ -64,7 +69,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		},
 		func() error { return events.Setup(srv, state) },
 		func() error { return cache.Setup(srv, outputCache) },
-		func() error { return secret.Setup(srv) },
+		func() error { return secret.Setup(srv, secrets) },
 		func() error { return appsvc.Setup(srv) },
 		func() error { return setupUnimplemented(srv) },
 	} {

@@ -36,6 +36,22 @@ type Config struct {
 	Projects Projects `mapstructure:"projects" yaml:"projects"`
 	Cache    Cache    `mapstructure:"cache" yaml:"cache"`
 	Log      Log      `mapstructure:"log" yaml:"log"`
+	Secrets  Secrets  `mapstructure:"secrets" yaml:"secrets"`
+}
+
+// Secrets configures the key that encrypts the Secret service's values at
+// rest (AES-256-GCM). Set at most one of Key and KeyFile; with neither, the
+// keyring is <home>/secrets.keyring, generated (mode 0600) on first start.
+type Secrets struct {
+	// Key is a 32-byte key, base64-encoded (env FLYTE_MANAGER_SECRETS_KEY).
+	// Secret. A fixed key cannot be rotated with `secrets rotate-key`; use
+	// KeyFile for that.
+	Key string `mapstructure:"key" yaml:"key"`
+	// KeyFile is a keyring file: one "<id> <base64 key>" per line, the
+	// first sealing new values, the others still opening older ones. The
+	// manager re-reads it when it changes, so `flyte-manager secrets
+	// rotate-key` takes effect without a restart.
+	KeyFile string `mapstructure:"keyFile" yaml:"keyFile"`
 }
 
 // Server is the HTTP listener serving every API.

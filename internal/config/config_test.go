@@ -66,6 +66,8 @@ func TestDefaults(t *testing.T) {
 		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
 		"log.level":                     {c.Log.Level, "info"},
 		"log.format":                    {c.Log.Format, "text"},
+		"secrets.key":                   {c.Secrets.Key, ""},
+		"secrets.keyFile":               {c.Secrets.KeyFile, filepath.Join(home, "secrets.keyring")},
 	}
 	for key, got := range checks {
 		if !reflect.DeepEqual(got[0], got[1]) {
@@ -378,8 +380,12 @@ executor:
 func TestRedacted(t *testing.T) {
 	c := Default()
 	c.Storage.SigningKey = "super-secret-key"
+	c.Secrets.Key = "c2VjcmV0cy1rZXktMzItYnl0ZXMtbG9uZy0uLi4uLi4="
 	c.Database.DSN = "postgres://fm:hunter2@db:5432/fm?sslmode=disable"
 	r := c.Redacted()
+	if r.Secrets.Key != RedactedValue {
+		t.Errorf("secrets.key = %q", r.Secrets.Key)
+	}
 	if r.Storage.SigningKey != RedactedValue {
 		t.Errorf("signingKey = %q", r.Storage.SigningKey)
 	}
@@ -393,7 +399,7 @@ func TestRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"hunter2", "super-secret-key"} {
+	for _, secret := range []string{"hunter2", "super-secret-key", c.Secrets.Key} {
 		if strings.Contains(string(out), secret) {
 			t.Errorf("YAML leaks %q:\n%s", secret, out)
 		}

@@ -28,6 +28,8 @@ const (
 //	database.dsn          sqlite://<home>/flyte-manager.db
 //	storage.url           file://<home>/blobs
 //	storage.signingKey    generated once into <home>/signing.key (by Prepare)
+//	secrets.keyFile       <home>/secrets.keyring unless secrets.key is set
+//	                      (the secret service generates it on first start)
 //	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH
 //	executor.local.workDir <home>/work
 func Default() Config {
@@ -93,6 +95,10 @@ func Default() Config {
 			Level:  "info",
 			Format: "text",
 		},
+		Secrets: Secrets{
+			Key:     "",
+			KeyFile: "",
+		},
 	}
 }
 
@@ -122,6 +128,13 @@ func (c *Config) applyDerivedDefaults() error {
 		c.Executor.Local.Python = detectPython()
 	} else if c.Executor.Local.Python, err = absPath(c.Executor.Local.Python); err != nil {
 		return fmt.Errorf("executor.local.python: %w", err)
+	}
+	if c.Secrets.Key == "" {
+		if c.Secrets.KeyFile == "" {
+			c.Secrets.KeyFile = filepath.Join(home, SecretsKeyringFile)
+		} else if c.Secrets.KeyFile, err = absPath(c.Secrets.KeyFile); err != nil {
+			return fmt.Errorf("secrets.keyFile: %w", err)
+		}
 	}
 	if c.Executor.Kubernetes.Kubeconfig != "" {
 		if c.Executor.Kubernetes.Kubeconfig, err = absPath(c.Executor.Kubernetes.Kubeconfig); err != nil {

@@ -12,9 +12,9 @@ import (
 // RedactedValue replaces secrets in printed configuration.
 const RedactedValue = dsn.Redacted
 
-// Redacted returns a copy safe to print or log: the signing key and any
-// password in the database DSN are replaced (a DSN that cannot be taken
-// apart is shown as dsn.Unparseable).
+// Redacted returns a copy safe to print or log: the signing key, the
+// secrets key and any password in the database DSN are replaced (a DSN
+// that cannot be taken apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
 	r := c
 	r.Projects.Seed = slices.Clone(c.Projects.Seed)
@@ -22,6 +22,9 @@ func (c Config) Redacted() Config {
 	r.Server.CORS.AllowedOrigins = slices.Clone(c.Server.CORS.AllowedOrigins)
 	if r.Storage.SigningKey != "" {
 		r.Storage.SigningKey = RedactedValue
+	}
+	if r.Secrets.Key != "" {
+		r.Secrets.Key = RedactedValue
 	}
 	r.Database.DSN = dsn.Redact(c.Database.DSN)
 	return r

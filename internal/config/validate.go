@@ -126,6 +126,15 @@ func (c *Config) Validate() error {
 		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
 	}
 
+	if c.Secrets.Key != "" {
+		if c.Secrets.KeyFile != "" {
+			bad("secrets.key", "set either secrets.key or secrets.keyFile, not both")
+		}
+		if _, err := ParseSecretKey(c.Secrets.Key); err != nil {
+			bad("secrets.key", "%v", err) // never the key itself
+		}
+	}
+
 	for i, p := range c.Projects.Seed {
 		if p == "" || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == '/' }) {
 			bad(fmt.Sprintf("projects.seed[%d]", i), "%q is not a valid project id", p)

@@ -161,6 +161,10 @@ func (s *Server) Stop() {
 	_ = os.RemoveAll(s.dir)
 }
 
+// BinDir is the directory of the PostgreSQL binaries the tests use (for
+// tools such as pg_dump).
+func BinDir() (string, error) { return binDir() }
+
 // binDir finds the server binaries: $FM_TEST_POSTGRES_BINDIR if set, else
 // PostgreSQL 15's usual place on Debian, else whatever pg_config reports.
 func binDir() (string, error) {

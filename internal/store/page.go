@@ -75,3 +75,28 @@ func cut[T any](rows []T, limit int, last func(T) cursor) ([]T, string) {
 	rows = rows[:limit]
 	return rows, last(rows[len(rows)-1]).encode()
 }
+
+// Size is the number of rows one page holds.
+func (p Page) Size() int { return p.limit() }
+
+// NameCursor is where a name-ordered page starts after: the last row's
+// name and surrogate id.
+type NameCursor struct {
+	Name string
+	ID   int64
+}
+
+// NameToken is the token of the page after (name, id), for repositories
+// outside this package that list by name the way this package does.
+func NameToken(query, name string, id int64) string {
+	return cursor{Query: query, Str: name, ID: id}.encode()
+}
+
+// DecodeNameToken reads a NameToken of query; nil for the first page.
+func DecodeNameToken(query, token string) (*NameCursor, error) {
+	c, err := decodeCursor(query, token)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return &NameCursor{Name: c.Str, ID: c.ID}, nil
+}

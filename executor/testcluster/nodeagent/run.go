@@ -144,6 +144,10 @@ func (r *podRun) processSpec(ctx context.Context) (process.Spec, error) {
 	if err != nil {
 		return process.Spec{}, err
 	}
+	podDir := PodDir(r.a.opts.Dir, pod)
+	if env, err = secretVolumes(ctx, r.a.opts.Client, pod, &c, podDir, env); err != nil {
+		return process.Spec{}, err
+	}
 	vars := envMap(env)
 	var args []string
 	for _, s := range append(append([]string(nil), c.Command...), c.Args...) {
@@ -160,7 +164,6 @@ func (r *podRun) processSpec(ctx context.Context) (process.Spec, error) {
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
 		timeout = time.Duration(*d) * time.Second
 	}
-	podDir := PodDir(r.a.opts.Dir, pod)
 	return process.Spec{
 		Args:    args,
 		Env:     env,

@@ -1,0 +1,52 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
+)
+
+// Secrets reach an attempt's process and nothing else: variables in its
+// environment only (never the manager's, never a log: contract.Env shows
+// names), files in <attempt dir>/secrets (0700, files 0600), which
+// FLYTE_SECRETS_DEFAULT_DIR names because a host process cannot be given
+// its own /etc/flyte/secrets. The directory goes when the attempt ends.
+const secretsDir = "secrets"
+
+// deliverSecrets writes l's file secrets into the attempt directory dir and
+// returns the process's environment with every secret variable set.
+func deliverSecrets(dir string, l *attempt.Launch) (contract.Env, error) {
+	if len(l.Secrets) == 0 {
+		return l.Env, nil
+	}
+	sdir := filepath.Join(dir, secretsDir)
+	env := l.Env.With(contract.SecretEnv(l.Secrets, sdir)...)
+	var values []contract.KV
+	for _, s := range l.Secrets {
+		if s.EnvVar != "" {
+			values = append(values, contract.KV{Key: s.EnvVar, Value: string(s.Value)})
+		}
+		if s.File == "" {
+			continue
+		}
+		path := filepath.Join(sdir, s.File)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("could not create the attempt's secrets directory: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("could not write secret %q for the attempt: %w", s.Key, err)
+		}
+		_, werr := f.Write(s.Value)
+		if cerr := f.Close(); werr != nil || cerr != nil {
+			return nil, fmt.Errorf("could not write secret %q for the attempt", s.Key)
+		}
+	}
+	return env.With(values...), nil
+}
+
+// removeSecrets deletes the secret files of the attempt directory dir.
+func removeSecrets(dir string) { _ = os.RemoveAll(filepath.Join(dir, secretsDir)) }

@@ -1,1 +1,0 @@
--- Reserved for secrets (issue 8, secret part); replaced when the branches merge.
