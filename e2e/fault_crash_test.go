@@ -285,7 +285,8 @@ func readFaultState(t *testing.T, stateDir, home string) faultState {
 			if err != nil {
 				t.Fatalf("%s: attempt %q is not a number", name, f[1])
 			}
-			s.execs[key] = append(s.execs[key], execution{pid: pid, attempt: attempt})
+			// FLYTE_ATTEMPT_NUMBER counts from 0, attempt directories from 1.
+			s.execs[key] = append(s.execs[key], execution{pid: pid, attempt: attempt + 1})
 		}
 	}
 	// Attempt outputs live at .../<run>/<action>/<attempt>/outputs.pb in the

@@ -311,6 +311,22 @@ func countLines(t *testing.T, path string) int {
 	return len(strings.Split(strings.TrimRight(string(data), "\n"), "\n"))
 }
 
+// attemptNumbers is the FLYTE_ATTEMPT_NUMBER each attempt of wf_retry.py
+// recorded, in order.
+func attemptNumbers(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		_, n, _ := strings.Cut(line, " attempt=")
+		out = append(out, n)
+	}
+	return out
+}
+
 // Scenario 3: user retries for recoverable errors, none for NonRecoverableError.
 func testRetries(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
@@ -329,6 +345,11 @@ func testRetries(t *testing.T, m *manager) {
 		r := res.Flaky
 		if n := countLines(t, filepath.Join(flakyDir, "attempts")); n != 3 {
 			t.Errorf("flaky (retries=2) ran %d times, want 3", n)
+		}
+		// The task's environment counts attempts from 0, as the SDK and its
+		// examples do (the API and output directories count from 1).
+		if got := attemptNumbers(t, filepath.Join(flakyDir, "attempts")); !slices.Equal(got, []string{"0", "1", "2"}) {
+			t.Errorf("flaky saw FLYTE_ATTEMPT_NUMBER %q over its attempts, want [0 1 2]", got)
 		}
 		if r.Phase != "SUCCEEDED" {
 			t.Errorf("run %s is %s, want SUCCEEDED on its third attempt (error: %s)", r.Run, r.Phase, r.Error)

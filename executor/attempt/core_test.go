@@ -106,7 +106,7 @@ func TestPlan(t *testing.T) {
 					t.Fatalf("args %q\nwant %q", l.Args, want)
 				}
 				for k, v := range map[string]string{"TASK_VAR": "t", "RUN_VAR": "r", contract.EnvEndpoint: "10.0.0.1:8090",
-					contract.EnvRunName: a.RunName, contract.EnvAttempt: "1", contract.EnvProject: "p"} {
+					contract.EnvRunName: a.RunName, contract.EnvAttempt: "0", contract.EnvProject: "p"} {
 					if got, _ := l.Env.Get(k); got != v {
 						t.Errorf("env %s = %q, want %q", k, got, v)
 					}

@@ -191,7 +191,7 @@ func TestBuildEnv(t *testing.T) {
 		// Contract variables.
 		"_U_RUN_BASE": "/data/p/development/r1", "_U_ORG_NAME": "local",
 		"FLYTE_INTERNAL_EXECUTION_PROJECT": "p", "FLYTE_INTERNAL_EXECUTION_DOMAIN": "development",
-		"FLYTE_INTERNAL_EXECUTION_ID": "r1", "RUN_NAME": "r1", "ACTION_NAME": "a0", "FLYTE_ATTEMPT_NUMBER": "2",
+		"FLYTE_INTERNAL_EXECUTION_ID": "r1", "RUN_NAME": "r1", "ACTION_NAME": "a0", "FLYTE_ATTEMPT_NUMBER": "1",
 		"_U_EP_OVERRIDE": "localhost:8090", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
 		"FSSPEC_FILE": `{"auto_mkdir": true}`, "PYTHONUNBUFFERED": "1",
 		// Run env overrides defaults, task env overrides run env.
@@ -217,7 +217,7 @@ func TestBuildEnv(t *testing.T) {
 			}
 		}
 	}
-	if v, ok := env.Get(EnvAttempt); !ok || v != "2" {
+	if v, ok := env.Get(EnvAttempt); !ok || v != "1" {
 		t.Errorf("Get attempt: %q %v", v, ok)
 	}
 	environ := env.Environ()

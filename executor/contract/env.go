@@ -171,7 +171,10 @@ func BuildEnv(s EnvSpec) (Env, error) {
 	b.set(EnvExecutionID, s.RunName)
 	b.set(EnvRunName, s.RunName)
 	b.set(EnvActionName, s.ActionName)
-	b.set(EnvAttempt, strconv.FormatUint(uint64(s.Attempt), 10))
+	// Attempts are numbered from 1 everywhere else (the API, output
+	// directories), but the task contract counts retries from 0: the SDK's
+	// examples crash "on attempt 0" and the reference sets it so.
+	b.set(EnvAttempt, strconv.FormatUint(uint64(s.Attempt-1), 10))
 	b.set(EnvEndpoint, s.Endpoint)
 	b.set(EnvInsecure, insecure)
 	b.set(EnvUseActions, "1")

@@ -86,7 +86,7 @@ echo "hello from the task"; echo "to stderr" >&2
 		for _, kv := range []string{
 			"_U_RUN_BASE=" + root.RunOutputBase, "_U_ORG_NAME=local", "_U_EP_OVERRIDE=localhost:1",
 			"_U_INSECURE=true", "_U_USE_ACTIONS=1", "RUN_NAME=rsucc", "ACTION_NAME=a0",
-			"FLYTE_ATTEMPT_NUMBER=1", "FLYTE_INTERNAL_EXECUTION_PROJECT=p", "RUNLEVEL=run", "TASKLEVEL=task",
+			"FLYTE_ATTEMPT_NUMBER=0", "FLYTE_INTERNAL_EXECUTION_PROJECT=p", "RUNLEVEL=run", "TASKLEVEL=task",
 		} {
 			if !strings.Contains(env, kv+"\n") {
 				t.Errorf("env lacks %s:\n%s", kv, env)
@@ -115,7 +115,7 @@ echo "hello from the task"; echo "to stderr" >&2
 func TestRecoverableErrorsAreRetried(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		h.driver()
-		script := `if [ "$FLYTE_ATTEMPT_NUMBER" -lt 3 ]; then cp "$FIXTURES/recoverable.pb" "$2/error.pb"; exit 0; fi
+		script := `if [ "$FLYTE_ATTEMPT_NUMBER" -lt 2 ]; then cp "$FIXTURES/recoverable.pb" "$2/error.pb"; exit 0; fi
 echo "prev=$5" > "$SHARED/prev"
 ` + succeed
 		key := h.run("rretry", script, taskOpts{retries: 2})

@@ -34,7 +34,7 @@ done
 
 // longFirstAttempt runs for a minute on attempt 1 (recording its pid and a
 // grandchild's) and succeeds quickly on later attempts.
-const longFirstAttempt = `if [ "$FLYTE_ATTEMPT_NUMBER" = 1 ]; then
+const longFirstAttempt = `if [ "$FLYTE_ATTEMPT_NUMBER" = 0 ]; then
   sleep 60 & echo "$! $$" > "$SHARED/pids.tmp"; mv "$SHARED/pids.tmp" "$SHARED/pids"; wait; exit 0
 fi
 ` + overlapCheck + succeed
@@ -159,10 +159,10 @@ func TestRestartWithChildren(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		one := func(c *config.LocalExecutor) { c.MaxParallelism = 1 }
 		d1 := h.driver(one)
-		root := h.run("rkids", `if [ "$FLYTE_ATTEMPT_NUMBER" = 1 ]; then exec sleep 60; fi
+		root := h.run("rkids", `if [ "$FLYTE_ATTEMPT_NUMBER" = 0 ]; then exec sleep 60; fi
 i=0; while [ $i -lt 600 ] && [ ! -e "$SHARED/go" ]; do sleep 0.05; i=$((i+1)); done; `+succeed, taskOpts{})
 		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
-		c1 := h.child(root, "c1", `if [ "$FLYTE_ATTEMPT_NUMBER" = 1 ]; then exec sleep 60; fi; `+succeed, taskOpts{})
+		c1 := h.child(root, "c1", `if [ "$FLYTE_ATTEMPT_NUMBER" = 0 ]; then exec sleep 60; fi; `+succeed, taskOpts{})
 		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c2 := h.child(root, "c2", succeed, taskOpts{})
 		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.WaitingForResources })
