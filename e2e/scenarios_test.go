@@ -337,9 +337,9 @@ func testRetries(t *testing.T, m *manager) {
 		Error          string
 		Output         any
 	}
-	var res struct{ Flaky, Doomed retryRun }
-	flakyDir, doomedDir := t.TempDir(), t.TempDir()
-	driver(t, ctx, &res, "drive_retry.py", sdkEndpoint(m), flakyDir, doomedDir)
+	var res struct{ Flaky, Doomed, Shaky retryRun }
+	flakyDir, doomedDir, shakyDir := t.TempDir(), t.TempDir(), t.TempDir()
+	driver(t, ctx, &res, "drive_retry.py", sdkEndpoint(m), flakyDir, doomedDir, shakyDir)
 
 	t.Run("recoverable", func(t *testing.T) {
 		r := res.Flaky
@@ -364,6 +364,19 @@ func testRetries(t *testing.T, m *manager) {
 				t.Errorf("run %s attempt %d: error %q does not carry the task's error", r.Run, i+1, a.Error)
 			}
 		}
+	})
+
+	// A SYSTEM error the task raises itself is retried within the task's
+	// retries (5), beyond the manager's system budget (3).
+	t.Run("reported-system", func(t *testing.T) {
+		r := res.Shaky
+		if n := countLines(t, filepath.Join(shakyDir, "attempts")); n != 5 {
+			t.Errorf("shaky (retries=5, four RuntimeSystemErrors) ran %d times, want 5", n)
+		}
+		if r.Phase != "SUCCEEDED" || r.StatusAttempts != 5 {
+			t.Errorf("run %s is %s after %d attempts, want SUCCEEDED on attempt 5 (error: %s)", r.Run, r.Phase, r.StatusAttempts, r.Error)
+		}
+		checkAttempts(t, r.Run, r.Attempts, "FAILED", "FAILED", "FAILED", "FAILED", "SUCCEEDED")
 	})
 
 	t.Run("non-recoverable", func(t *testing.T) {

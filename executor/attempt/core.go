@@ -181,14 +181,16 @@ func (c *Core) AbortDescendants(ctx context.Context, a *store.Action) error {
 
 // spentRetries counts the retries already paid from each budget: every
 // attempt before the current one ended in a retry, on the system budget when
-// its error is of SYSTEM origin, else on the user budget (the machine's rule).
+// its error is of SYSTEM origin and the task reported none (no error
+// document: the platform's doing), else on the user budget (the machine's
+// rule).
 func spentRetries(atts []store.Attempt, current int32) (user, system uint32) {
 	for _, at := range atts {
 		if at.Attempt >= current {
 			continue
 		}
 		ee := &core.ExecutionError{}
-		if len(at.ErrorInfo) > 0 && proto.Unmarshal(at.ErrorInfo, ee) == nil && ee.GetKind() == core.ExecutionError_SYSTEM {
+		if len(at.ErrorInfo) > 0 && proto.Unmarshal(at.ErrorInfo, ee) == nil && ee.GetKind() == core.ExecutionError_SYSTEM && ee.GetErrorUri() == "" {
 			system++
 		} else {
 			user++

@@ -181,6 +181,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 				Code:        ce.GetCode(),
 				Message:     ce.GetMessage(),
 				Recoverable: ce.GetKind() == core.ContainerError_RECOVERABLE,
+				Reported:    true,
 			}
 			if exit.Signal != "" || exit.Unobserved {
 				r.Warning = "the task wrote " + ErrorFile + " and then " + exit.how() + "; its error is recorded from the file"
@@ -341,7 +342,7 @@ func (r Result) Event(attempt uint32) machine.Event {
 	if e == nil {
 		e = &machine.Error{Kind: machine.KindSystem, Code: "Unknown", Recoverable: true}
 	}
-	return machine.Failed{Attempt: attempt, Kind: e.Kind, Recoverable: e.Recoverable, Code: e.Code, Message: e.Message}
+	return machine.Failed{Attempt: attempt, Kind: e.Kind, Recoverable: e.Recoverable, Code: e.Code, Message: e.Message, Reported: e.Reported}
 }
 
 // tails quotes the end of both streams for an error message.

@@ -147,6 +147,27 @@ echo "prev=$5" > "$SHARED/prev"
 	})
 }
 
+// A SYSTEM error the task reports itself is retried within the task's own
+// retries, not capped by the platform's system budget (2 in the harness).
+func TestReportedSystemErrorsUseTheTaskRetries(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		h.driver()
+		script := `if [ "$FLYTE_ATTEMPT_NUMBER" -lt 4 ]; then cp "$FIXTURES/system.pb" "$2/error.pb"; exit 0; fi
+` + succeed
+		key := h.run("rsystem", script, taskOpts{retries: 5})
+		a := h.terminal(key, phase.Succeeded, 60*time.Second)
+		atts := h.attempts(key)
+		if a.Attempts != 5 || len(atts) != 5 {
+			t.Fatalf("%d attempts, want 5: four reported system errors, retried within retries=5", len(atts))
+		}
+		for _, at := range atts[:4] {
+			if e := execErr(at.ErrorInfo); at.Phase != phase.Failed || e.GetKind() != core.ExecutionError_SYSTEM || e.GetCode() != "RuntimeSystemError" {
+				t.Errorf("attempt %d: %s %v, want FAILED with the task's SYSTEM error", at.Attempt, at.Phase, e)
+			}
+		}
+	})
+}
+
 func TestNonRecoverableErrorFailsAtOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
 		h.driver()

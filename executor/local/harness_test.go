@@ -47,7 +47,7 @@ type harness struct {
 	log      *slog.Logger
 	workDir  string
 	binDir   string
-	fixtures string // outputs.pb, recoverable.pb, fatal.pb
+	fixtures string // outputs.pb, recoverable.pb, system.pb, fatal.pb
 	shared   string // a directory scripts use to talk to the test
 }
 
@@ -88,6 +88,9 @@ func newHarness(t *testing.T, dsn string) *harness {
 	}}})
 	writeProto(t, filepath.Join(h.fixtures, "recoverable.pb"), &core.ErrorDocument{Error: &core.ContainerError{
 		Code: "ValueError", Message: "try again", Kind: core.ContainerError_RECOVERABLE, Origin: core.ExecutionError_USER,
+	}})
+	writeProto(t, filepath.Join(h.fixtures, "system.pb"), &core.ErrorDocument{Error: &core.ContainerError{
+		Code: "RuntimeSystemError", Message: "the task raised a system error", Kind: core.ContainerError_RECOVERABLE, Origin: core.ExecutionError_SYSTEM,
 	}})
 	writeProto(t, filepath.Join(h.fixtures, "fatal.pb"), &core.ErrorDocument{Error: &core.ContainerError{
 		Code: "NonRecoverableError", Message: "cannot recover from this", Kind: core.ContainerError_NON_RECOVERABLE, Origin: core.ExecutionError_USER,

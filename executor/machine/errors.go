@@ -29,6 +29,8 @@ type Error struct {
 	Code        string
 	Message     string
 	Recoverable bool
+	// Reported: the task reported it (see Failed.Reported).
+	Reported bool
 }
 
 func (e *Error) String() string {

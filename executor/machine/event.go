@@ -50,6 +50,10 @@ type Failed struct {
 	Recoverable bool
 	Code        string
 	Message     string
+	// Reported: the task itself reported the error (its error document).
+	// Its retries are then the task's whatever the kind: a SYSTEM error the
+	// task raises is not something the platform did.
+	Reported bool
 }
 
 // TimedOut: a timeout fired. Code is one of CodeQueuedTimeout, CodeMaxRuntime,

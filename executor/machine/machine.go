@@ -6,9 +6,10 @@
 //
 //   - user retries only for RECOVERABLE user errors, up to
 //     TaskMetadata.retries.retries; NON_RECOVERABLE fails at once;
-//   - system failures (a crash without an error document, an attempt orphaned
-//     by a manager restart, a recoverable error of SYSTEM origin) are retried
-//     up to Policy.MaxSystemRetries, independently of the user budget;
+//   - system failures the platform caused (an attempt it could not launch,
+//     one orphaned by a manager restart) are retried up to
+//     Policy.MaxSystemRetries, independently of the user budget; a SYSTEM
+//     error the task reports itself is retried within the task's retries;
 //   - a timeout ends the action TIMED_OUT;
 //   - an abort ends any non-terminal action ABORTED;
 //   - terminal phases absorb every later event (no resurrection).
@@ -198,7 +199,7 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 		if e.Kind != KindUnknown && e.Kind != KindUser && e.Kind != KindSystem {
 			return s, nil, fmt.Errorf("failure of kind %d: %w", e.Kind, ErrInvalidTransition)
 		}
-		return fail(s, p, Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Recoverable: e.Recoverable}, false)
+		return fail(s, p, Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Recoverable: e.Recoverable, Reported: e.Reported}, false)
 	case Crashed:
 		msg := e.Message
 		if msg == "" {
@@ -232,12 +233,12 @@ func abort(s State, e AbortRequested) (State, Decision, error) {
 	return s, &Terminal{Phase: phase.Aborted, StopAttempt: stop, Reason: reason}, nil
 }
 
-// fail decides between a retry and FAILED. Errors of SYSTEM origin draw on the
-// system budget; USER and UNKNOWN ones on the user budget (UNKNOWN is what
-// the SDK reports for exceptions it cannot attribute, which are still the
-// task's).
+// fail decides between a retry and FAILED. Errors of SYSTEM origin that the
+// platform caused draw on the system budget; everything the task reported
+// (USER, UNKNOWN — what the SDK reports for exceptions it cannot attribute —
+// and SYSTEM errors the task raised itself) on the task's own retries.
 func fail(s State, p Policy, cause Error, stop bool) (State, Decision, error) {
-	system := cause.Kind == KindSystem
+	system := cause.Kind == KindSystem && !cause.Reported
 	terminal := func(reason string) (State, Decision, error) {
 		s.Phase = phase.Failed
 		c := cause

@@ -28,6 +28,7 @@ var (
 	userNonRecoverable = Failed{Kind: KindUser, Recoverable: false, Code: "NonRecoverableError", Message: "stop"}
 	systemRecoverable  = Failed{Kind: KindSystem, Recoverable: true, Code: "StorageError", Message: "flaky"}
 	systemFatal        = Failed{Kind: KindSystem, Recoverable: false, Code: "UsageError", Message: "bad args"}
+	systemReported     = Failed{Kind: KindSystem, Recoverable: true, Code: "RuntimeSystemError", Message: "raised", Reported: true}
 	unknownRecoverable = Failed{Kind: KindUnknown, Recoverable: true, Code: "Weird", Message: "?"}
 )
 
@@ -108,6 +109,12 @@ func TestTransition(t *testing.T) {
 		// System retries.
 		{"recoverable system error retries", st(phase.Running, 1, 0, 0), systemRecoverable, none,
 			want{state: st(phase.Queued, 2, 0, 1), decision: "retry", system: true, code: "StorageError"}},
+		// A SYSTEM error the task reported is the task's: its retries pay,
+		// however spent the platform's budget is, and they run out.
+		{"reported system error retries on the user budget", st(phase.Running, 4, 0, 3), systemReported, two,
+			want{state: st(phase.Queued, 5, 1, 3), decision: "retry", code: "RuntimeSystemError"}},
+		{"reported system error with user budget spent fails", st(phase.Running, 3, 2, 0), systemReported, two,
+			want{state: st(phase.Failed, 3, 2, 0), decision: "terminal", phase: phase.Failed, code: "RuntimeSystemError"}},
 		{"non-recoverable system error fails", st(phase.Running, 1, 0, 0), systemFatal, two,
 			want{state: st(phase.Failed, 1, 0, 0), decision: "terminal", phase: phase.Failed, code: "UsageError"}},
 		// A crash is the task's: it draws on the user budget.

@@ -2,7 +2,9 @@
 that raises NonRecoverableError. Reports each run's phase, output and the
 attempt history (with phase transitions) from GetActionDetails.
 
-Usage: drive_retry.py <endpoint> <counter dir for flaky> <counter dir for doomed>
+A third task raises a SYSTEM error of its own four times, then succeeds.
+
+Usage: drive_retry.py <endpoint> <counter dir for flaky> <counter dir for doomed> <counter dir for shaky>
 """
 
 import asyncio
@@ -27,13 +29,18 @@ async def describe(run, phase: str) -> dict:
     return entry
 
 
-async def scenario(endpoint: str, flaky_dir: str, doomed_dir: str) -> dict:
+async def scenario(endpoint: str, flaky_dir: str, doomed_dir: str, shaky_dir: str) -> dict:
     _drive.init(endpoint)
     flaky = await _drive.runner().run.aio(wf_retry.flaky, counter_dir=flaky_dir)
     doomed = await _drive.runner().run.aio(wf_retry.doomed, counter_dir=doomed_dir)
-    phases = await asyncio.gather(_drive.wait(flaky, 300), _drive.wait(doomed, 300))
-    return {"flaky": await describe(flaky, phases[0]), "doomed": await describe(doomed, phases[1])}
+    shaky = await _drive.runner().run.aio(wf_retry.shaky, counter_dir=shaky_dir)
+    phases = await asyncio.gather(_drive.wait(flaky, 300), _drive.wait(doomed, 300), _drive.wait(shaky, 300))
+    return {
+        "flaky": await describe(flaky, phases[0]),
+        "doomed": await describe(doomed, phases[1]),
+        "shaky": await describe(shaky, phases[2]),
+    }
 
 
 if __name__ == "__main__":
-    _drive.main(lambda: scenario(sys.argv[1], sys.argv[2], sys.argv[3]))
+    _drive.main(lambda: scenario(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]))

@@ -27,6 +27,16 @@ async def flaky(counter_dir: str) -> int:
     return n
 
 
+@env.task(retries=5)
+async def shaky(counter_dir: str) -> int:
+    """Raises a SYSTEM error of its own on attempts 1 to 4: the task's
+    retries=5 pay for them, not the platform's smaller system budget."""
+    n = _count_attempt(counter_dir)
+    if n < 5:
+        raise flyte.errors.RuntimeSystemError("ShakyDependency", f"shaky on attempt {n}")
+    return n
+
+
 @env.task(retries=3)
 async def doomed(counter_dir: str) -> int:
     """Raises NonRecoverableError: retries must not be used."""
