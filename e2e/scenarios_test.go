@@ -331,11 +331,14 @@ func attemptNumbers(t *testing.T, path string) []string {
 func testRetries(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
 	type retryRun struct {
-		Run, Phase     string
-		StatusAttempts int `json:"status_attempts"`
-		Attempts       []attemptInfo
-		Error          string
-		Output         any
+		Run, Phase       string
+		StatusAttempts   int `json:"status_attempts"`
+		Attempts         []attemptInfo
+		Error            string
+		Output           any
+		FailedActions    []string `json:"failed_actions"`
+		SucceededActions []string `json:"succeeded_actions"`
+		FirstFailure     *string  `json:"first_failure"`
 	}
 	var res struct{ Flaky, Doomed, Shaky retryRun }
 	flakyDir, doomedDir, shakyDir := t.TempDir(), t.TempDir(), t.TempDir()
@@ -359,6 +362,10 @@ func testRetries(t *testing.T, m *manager) {
 			t.Errorf("run %s: status.attempts = %d, want 3", r.Run, r.StatusAttempts)
 		}
 		checkAttempts(t, r.Run, r.Attempts, "FAILED", "FAILED", "SUCCEEDED")
+		if len(r.FailedActions) != 0 || !slices.Equal(r.SucceededActions, []string{"a0"}) || r.FirstFailure != nil {
+			t.Errorf("run %s listed by phase: failed %v, succeeded or aborted %v, first failure %v; want none, [a0], none",
+				r.Run, r.FailedActions, r.SucceededActions, r.FirstFailure)
+		}
 		for i, a := range r.Attempts[:min(2, len(r.Attempts))] {
 			if !strings.Contains(a.Error, "flaky failure on attempt") {
 				t.Errorf("run %s attempt %d: error %q does not carry the task's error", r.Run, i+1, a.Error)
@@ -391,6 +398,10 @@ func testRetries(t *testing.T, m *manager) {
 			t.Errorf("run %s: status.attempts = %d, want 1", r.Run, r.StatusAttempts)
 		}
 		checkAttempts(t, r.Run, r.Attempts, "FAILED")
+		if !slices.Equal(r.FailedActions, []string{"a0"}) || len(r.SucceededActions) != 0 || r.FirstFailure == nil || *r.FirstFailure != "a0" {
+			t.Errorf("run %s listed by phase: failed %v, succeeded or aborted %v, first failure %v; want [a0], none, a0",
+				r.Run, r.FailedActions, r.SucceededActions, r.FirstFailure)
+		}
 		if !strings.Contains(r.Error, "doomed on attempt 1") {
 			t.Errorf("run %s: error %q does not carry the task's message", r.Run, r.Error)
 		}

@@ -221,7 +221,7 @@ func (s *RunService) ListActions(ctx context.Context, req *connect.Request[workf
 	if err != nil {
 		return nil, err
 	}
-	actions, token, err := s.state.ListActions(ctx, run, q.ParentName, q.Page)
+	actions, token, err := s.state.ListActions(ctx, run, q.Filter, q.Page)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/project"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
@@ -51,11 +52,11 @@ func ParseRuns(req *common.ListRequest) (store.RunFilter, store.Page, error) {
 		return store.RunFilter{}, store.Page{}, err
 	}
 	f := store.RunFilter{Ascending: q.Sort.Ascending}
-	var phases phaseSet
+	var phases valueSet[phase.Phase]
 	for _, c := range q.Conds {
 		switch c.Field {
 		case "phase":
-			phases.and(c)
+			phases.and(c.Func, c.Phases, common.ActionPhase_name)
 		case "task_name":
 			err = setOnce(&f.TaskName, c)
 		case "task_version":
@@ -69,18 +70,20 @@ func ParseRuns(req *common.ListRequest) (store.RunFilter, store.Page, error) {
 			return store.RunFilter{}, store.Page{}, err
 		}
 	}
-	f.Phases = phases.list()
+	f.Phases = phases.list(noPhase)
 	return f, q.Page, nil
 }
 
-// ActionsSchema is what ListActions accepts.
+// ActionsSchema is what ListActions accepts: the filters
+// flyte.remote.Action.listall sends (and action_type).
 var ActionsSchema = Schema{
 	Listing: "actions",
 	Fields: map[string]Field{
 		"parent_name": {Kind: KindString, Funcs: eq},
-		"phase":       {Unsupported: "filtering actions by phase is not supported yet"},
-		"created_at":  {Unsupported: "filtering actions by created_at is not supported yet"},
-		"updated_at":  {Unsupported: "filtering actions by updated_at is not supported yet"},
+		"phase":       {Kind: KindPhase, Funcs: setFuncs},
+		"action_type": {Kind: KindActionType, Funcs: setFuncs},
+		"created_at":  {Kind: KindTime, Funcs: cmpFuncs},
+		"updated_at":  {Kind: KindTime, Funcs: cmpFuncs},
 	},
 	Sorts:            []SortKey{{Key: "created_at", Ascending: true}},
 	DefaultAscending: true,
@@ -88,31 +91,46 @@ var ActionsSchema = Schema{
 
 // ActionQuery is a parsed ListActions request.
 type ActionQuery struct {
-	// ParentName, when set, limits the listing to the direct children of
-	// that action of the run (store.Actions.ListChildren); otherwise every
-	// action of the run is listed (store.Actions.ListActions).
-	ParentName string
-	Page       store.Page
+	Filter store.ActionFilter
+	Page   store.Page
 }
 
-// ParseActionQuery turns the ListRequest of ListActions into a query:
-// oldest first only, optional filter parent_name EQUAL (the SDK's
-// Action.listall(parent_name=...)).
+// ParseActionQuery turns the ListRequest of ListActions into a query,
+// oldest first only:
+//
+//	parent_name  EQUAL: the direct children of that action
+//	phase        EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (numbers or names)
+//	action_type  EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (TASK, TRACE, CONDITION or numbers)
+//	created_at, updated_at  GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
 func ParseActionQuery(req *common.ListRequest) (ActionQuery, error) {
 	q, err := Parse(req, ActionsSchema)
 	if err != nil {
 		return ActionQuery{}, err
 	}
 	out := ActionQuery{Page: q.Page}
+	f := &out.Filter
+	var phases valueSet[phase.Phase]
+	var types valueSet[store.ActionType]
 	for _, c := range q.Conds {
-		if c.Field == "parent_name" {
-			if err := setOnce(&out.ParentName, c); err != nil {
-				return ActionQuery{}, err
-			}
+		switch c.Field {
+		case "parent_name":
+			err = setOnce(&f.Parent, c)
+		case "phase":
+			phases.and(c.Func, c.Phases, common.ActionPhase_name)
+		case "action_type":
+			types.and(c.Func, c.Types, workflow.ActionType_name)
+		case "created_at":
+			timeBounds(c, &f.CreatedAfter, &f.CreatedBefore)
+		case "updated_at":
+			timeBounds(c, &f.UpdatedAfter, &f.UpdatedBefore)
+		}
+		if err != nil {
+			return ActionQuery{}, err
 		}
 	}
-	if out.ParentName != "" {
-		if err := ident.ActionName("filters.parent_name", out.ParentName); err != nil {
+	f.Phases, f.Types = phases.list(noPhase), types.list(noType)
+	if f.Parent != "" {
+		if err := ident.ActionName("filters.parent_name", f.Parent); err != nil {
 			return ActionQuery{}, err
 		}
 	}
@@ -252,45 +270,52 @@ func setOnce(dst *string, c Cond) error {
 // matches" (an empty Phases list means any phase).
 const noPhase = phase.Phase(-1)
 
-// phaseSet intersects phase conditions; nil means "any phase".
-type phaseSet struct {
-	set map[phase.Phase]bool
+// noType is the action type filter that matches nothing.
+const noType = store.ActionType(-1)
+
+// valueSet intersects conditions on an enum field; nil means "any value".
+type valueSet[T ~int32] struct {
+	set map[T]bool
 }
 
-func (s *phaseSet) and(c Cond) {
-	next := map[phase.Phase]bool{}
-	switch c.Func {
+// and narrows s by one condition whose parsed values are vals, over the
+// enum's names (every value it has).
+func (s *valueSet[T]) and(fn common.Filter_Function, vals []T, names map[int32]string) {
+	next := map[T]bool{}
+	switch fn {
 	case common.Filter_EQUAL, common.Filter_VALUE_IN:
-		for _, p := range c.Phases {
-			next[p] = true
+		for _, v := range vals {
+			next[v] = true
 		}
 	default: // NOT_EQUAL, VALUE_NOT_IN
-		for n := range common.ActionPhase_name {
-			if !slices.Contains(c.Phases, phase.Phase(n)) {
-				next[phase.Phase(n)] = true
+		for n := range names {
+			if !slices.Contains(vals, T(n)) {
+				next[T(n)] = true
 			}
 		}
 	}
 	if s.set != nil {
-		for p := range next {
-			if !s.set[p] {
-				delete(next, p)
+		for v := range next {
+			if !s.set[v] {
+				delete(next, v)
 			}
 		}
 	}
 	s.set = next
 }
 
-func (s *phaseSet) list() []phase.Phase {
+// list is the set for the store: nil for any value, [none] when no value
+// can match.
+func (s *valueSet[T]) list(none T) []T {
 	if s.set == nil {
 		return nil
 	}
 	if len(s.set) == 0 {
-		return []phase.Phase{noPhase}
+		return []T{none}
 	}
-	out := make([]phase.Phase, 0, len(s.set))
-	for p := range s.set {
-		out = append(out, p)
+	out := make([]T, 0, len(s.set))
+	for v := range s.set {
+		out = append(out, v)
 	}
 	slices.Sort(out)
 	return out

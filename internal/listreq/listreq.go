@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
@@ -39,6 +40,9 @@ const (
 	KindPhase
 	// KindTime values are RFC 3339 timestamps.
 	KindTime
+	// KindActionType values are action types: a number ("2"), an enum name
+	// ("ACTION_TYPE_TRACE") or its short form ("trace").
+	KindActionType
 )
 
 // Field describes one filterable field of a listing.
@@ -80,9 +84,10 @@ type Sort struct {
 type Cond struct {
 	Field  string
 	Func   common.Filter_Function
-	Values []string      // as sent (every kind)
-	Phases []phase.Phase // KindPhase
-	Times  []time.Time   // KindTime, in UTC
+	Values []string           // as sent (every kind)
+	Phases []phase.Phase      // KindPhase
+	Times  []time.Time        // KindTime, in UTC
+	Types  []store.ActionType // KindActionType
 }
 
 // Query is a validated ListRequest: one page, one order and the filters
@@ -240,6 +245,12 @@ func parseFilter(where string, f *common.Filter, s Schema) (Cond, error) {
 				return Cond{}, errs.Invalidf("filter on %q: %v", name, err)
 			}
 			c.Phases = append(c.Phases, p)
+		case KindActionType:
+			n, err := parseEnum(v, "an action type", "ACTION_TYPE_", workflow.ActionType_value, workflow.ActionType_name)
+			if err != nil {
+				return Cond{}, errs.Invalidf("filter on %q: %v (e.g. TASK, ACTION_TYPE_TRACE or 1)", name, err)
+			}
+			c.Types = append(c.Types, store.ActionType(n))
 		case KindTime:
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
@@ -290,18 +301,28 @@ func funcNames(fns []common.Filter_Function) string {
 // ParsePhase reads an action phase as a number ("5"), an enum name
 // ("ACTION_PHASE_SUCCEEDED") or its short form ("succeeded"), in any case.
 func ParsePhase(v string) (phase.Phase, error) {
-	s := strings.ToUpper(strings.TrimSpace(v))
-	if n, ok := common.ActionPhase_value[s]; ok {
-		return phase.Phase(n), nil
+	n, err := parseEnum(v, "an action phase", "ACTION_PHASE_", common.ActionPhase_value, common.ActionPhase_name)
+	if err != nil {
+		return 0, fmt.Errorf("%w (e.g. SUCCEEDED, ACTION_PHASE_RUNNING or 5)", err)
 	}
-	if n, ok := common.ActionPhase_value["ACTION_PHASE_"+s]; ok {
-		return phase.Phase(n), nil
+	return phase.Phase(n), nil
+}
+
+// parseEnum reads a value of a proto enum (what it is, for the error): its
+// number, its name, or its name without the prefix, in any case.
+func parseEnum(v, what, prefix string, values map[string]int32, names map[int32]string) (int32, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	if n, ok := values[s]; ok {
+		return n, nil
+	}
+	if n, ok := values[prefix+s]; ok {
+		return n, nil
 	}
 	var n int32
 	if _, err := fmt.Sscan(s, &n); err == nil && fmt.Sprint(n) == s {
-		if _, ok := common.ActionPhase_name[n]; ok {
-			return phase.Phase(n), nil
+		if _, ok := names[n]; ok {
+			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("%q is not an action phase (e.g. SUCCEEDED, ACTION_PHASE_RUNNING or 5)", v)
+	return 0, fmt.Errorf("%q is not %s", v, what)
 }

@@ -262,14 +262,29 @@ func TestParseActions(t *testing.T) {
 		{"what the SDK sends", &common.ListRequest{Limit: 100, Token: "x", SortBy: sortBy("created_at", common.Sort_ASCENDING)},
 			ActionQuery{Page: store.Page{Limit: 100, Token: "x"}}},
 		{"children of the root", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "parent_name", "a0")}},
-			ActionQuery{ParentName: "a0", Page: store.Page{Limit: DefaultLimit}}},
+			ActionQuery{Filter: store.ActionFilter{Parent: "a0"}, Page: store.Page{Limit: DefaultLimit}}},
+		// Action.listall(in_phase=...) and Run.first_failure().
+		{"one phase", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "6")}},
+			ActionQuery{Filter: store.ActionFilter{Phases: []phase.Phase{phase.Failed}}, Page: store.Page{Limit: DefaultLimit}}},
+		{"phases by name", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_VALUE_IN, "phase", "succeeded", "ACTION_PHASE_FAILED")}},
+			ActionQuery{Filter: store.ActionFilter{Phases: []phase.Phase{phase.Succeeded, phase.Failed}}, Page: store.Page{Limit: DefaultLimit}}},
+		{"traces only", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "action_type", "trace")}},
+			ActionQuery{Filter: store.ActionFilter{Types: []store.ActionType{store.ActionTypeTrace}}, Page: store.Page{Limit: DefaultLimit}}},
+		{"no traces", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_NOT_EQUAL, "action_type", "ACTION_TYPE_TRACE")}},
+			ActionQuery{Filter: store.ActionFilter{Types: []store.ActionType{store.ActionTypeUnspecified, store.ActionTypeTask, store.ActionTypeCondition}},
+				Page: store.Page{Limit: DefaultLimit}}},
+		{"contradicting phases", &common.ListRequest{Filters: []*common.Filter{
+			filter(common.Filter_EQUAL, "phase", "5"), filter(common.Filter_EQUAL, "phase", "6")}},
+			ActionQuery{Filter: store.ActionFilter{Phases: []phase.Phase{noPhase}}, Page: store.Page{Limit: DefaultLimit}}},
+		{"updated since", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_GREATER_THAN_OR_EQUAL, "updated_at", "2026-01-02T15:04:05Z")}},
+			ActionQuery{Filter: store.ActionFilter{UpdatedAfter: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}, Page: store.Page{Limit: DefaultLimit}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseActionQuery(tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
@@ -279,8 +294,10 @@ func TestParseActions(t *testing.T) {
 		req       *common.ListRequest
 		fragments []string
 	}{
-		{"phase", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "5")}},
-			[]string{"filtering actions by phase is not supported yet"}},
+		{"bad phase", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "done")}},
+			[]string{`"done" is not an action phase`}},
+		{"bad action type", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "action_type", "job")}},
+			[]string{`"job" is not an action type`, "TRACE"}},
 		{"newest first", &common.ListRequest{SortBy: sortBy("created_at", common.Sort_DESCENDING)},
 			[]string{"created_at ascending"}},
 		{"bad parent", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "parent_name", "../a0")}},

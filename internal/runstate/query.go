@@ -78,19 +78,12 @@ func (s *Service) ListRuns(ctx context.Context, f store.RunFilter, page store.Pa
 	return out, next, nil
 }
 
-// ListActions lists the actions of a run, or only parent's children when
-// parent is set.
-func (s *Service) ListActions(ctx context.Context, run store.RunKey, parent string, page store.Page) ([]*workflow.Action, string, error) {
+// ListActions lists the actions of a run that f selects.
+func (s *Service) ListActions(ctx context.Context, run store.RunKey, f store.ActionFilter, page store.Page) ([]*workflow.Action, string, error) {
 	if _, err := s.store.Actions.Get(ctx, run.Action(store.RootName)); err != nil {
 		return nil, "", fmt.Errorf("run %s: %w", run.RunName, err)
 	}
-	list := func() ([]store.Action, string, error) { return s.store.Actions.ListActions(ctx, run, page) }
-	if parent != "" {
-		list = func() ([]store.Action, string, error) {
-			return s.store.Actions.ListChildren(ctx, run.Action(parent), page)
-		}
-	}
-	rows, next, err := list()
+	rows, next, err := s.store.Actions.ListActions(ctx, run, f, page)
 	if err != nil {
 		return nil, "", err
 	}

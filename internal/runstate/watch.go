@@ -233,7 +233,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 		for err == nil {
 			var rows []store.Action
 			var next string
-			if rows, next, err = s.store.Actions.ListActions(ctx, run, page); err != nil {
+			if rows, next, err = s.store.Actions.ListActions(ctx, run, store.ActionFilter{}, page); err != nil {
 				break
 			}
 			batch := make([]*workflow.EnrichedAction, len(rows))

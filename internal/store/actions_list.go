@@ -55,28 +55,55 @@ func (r *Actions) ListRuns(ctx context.Context, f RunFilter, page Page) ([]Actio
 	return listByTime(q, query, c, !f.Ascending, page.limit())
 }
 
-// ListActions returns every action of a run (the root included), oldest first.
-func (r *Actions) ListActions(ctx context.Context, run RunKey, page Page) ([]Action, string, error) {
-	const query = "actions"
+// ActionFilter narrows the actions of a run; the zero value lists them all.
+type ActionFilter struct {
+	Parent        string        // only the direct children of this action
+	Phases        []phase.Phase // any of these
+	Types         []ActionType  // any of these
+	CreatedAfter  time.Time     // inclusive
+	CreatedBefore time.Time     // exclusive
+	UpdatedAfter  time.Time     // inclusive
+	UpdatedBefore time.Time     // exclusive
+}
+
+// ListActions returns the actions of a run (the root included) that f
+// selects, oldest first. The run's (and a parent's) actions are found by
+// index; the other conditions filter those rows.
+func (r *Actions) ListActions(ctx context.Context, run RunKey, f ActionFilter, page Page) ([]Action, string, error) {
+	query := "actions"
+	if f.Parent != "" {
+		query = "children" // a page of one listing is no token for the other
+	}
 	c, err := decodeCursor(query, page.Token)
 	if err != nil {
 		return nil, "", err
 	}
 	q := r.db.WithContext(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ?",
 		run.Org, run.Project, run.Domain, run.RunName)
+	q = whereSet(q, "parent_name", f.Parent)
+	if len(f.Phases) > 0 {
+		q = q.Where("phase IN ?", f.Phases)
+	}
+	if len(f.Types) > 0 {
+		q = q.Where("action_type IN ?", f.Types)
+	}
+	for _, b := range []struct {
+		cond string
+		at   time.Time
+	}{
+		{"created_at >= ?", f.CreatedAfter}, {"created_at < ?", f.CreatedBefore},
+		{"updated_at >= ?", f.UpdatedAfter}, {"updated_at < ?", f.UpdatedBefore},
+	} {
+		if !b.at.IsZero() {
+			q = q.Where(b.cond, db.Time(b.at))
+		}
+	}
 	return listByTime(q, query, c, false, page.limit())
 }
 
 // ListChildren returns the direct children of parent, oldest first.
 func (r *Actions) ListChildren(ctx context.Context, parent ActionKey, page Page) ([]Action, string, error) {
-	const query = "children"
-	c, err := decodeCursor(query, page.Token)
-	if err != nil {
-		return nil, "", err
-	}
-	q := r.db.WithContext(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND parent_name = ?",
-		parent.Org, parent.Project, parent.Domain, parent.RunName, parent.Name)
-	return listByTime(q, query, c, false, page.limit())
+	return r.ListActions(ctx, parent.RunKey, ActionFilter{Parent: parent.Name}, page)
 }
 
 // ListNonTerminal returns every action not yet in a terminal phase, across

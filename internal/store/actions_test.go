@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,9 +131,29 @@ func TestCreateChild(t *testing.T) {
 		if len(kids) != 2 || kids[0].Name != "t1" || kids[1].Name != "c1-1" { // t1 started earlier
 			t.Fatalf("children of c1 = %v", names(kids))
 		}
-		all := must[[]store.Action](t)(first(s.Actions.ListActions(ctx, run1, store.Page{})))
+		all := must[[]store.Action](t)(first(s.Actions.ListActions(ctx, run1, store.ActionFilter{}, store.Page{})))
 		if len(all) != 4 {
 			t.Fatalf("actions of run = %v", names(all))
+		}
+		// Filters narrow the run's actions (Action.listall, Run.first_failure).
+		for _, tc := range []struct {
+			name string
+			f    store.ActionFilter
+			want []string
+		}{
+			{"succeeded", store.ActionFilter{Phases: []phase.Phase{phase.Succeeded}}, []string{"t1"}},
+			{"queued or failed", store.ActionFilter{Phases: []phase.Phase{phase.Queued, phase.Failed}}, []string{"a0", "c1", "c1-1"}},
+			{"traces", store.ActionFilter{Types: []store.ActionType{store.ActionTypeTrace}}, []string{"t1"}},
+			{"queued children of c1", store.ActionFilter{Parent: "c1", Phases: []phase.Phase{phase.Queued}}, []string{"c1-1"}},
+			{"created after the trace", store.ActionFilter{CreatedAfter: tr.CreatedAt.Add(time.Microsecond)}, []string{"a0", "c1", "c1-1"}},
+			{"created before c1", store.ActionFilter{CreatedBefore: c1.CreatedAt}, []string{"a0", "t1"}},
+			{"updated in the future", store.ActionFilter{UpdatedAfter: time.Now().Add(time.Hour)}, nil},
+		} {
+			got := names(must[[]store.Action](t)(first(s.Actions.ListActions(ctx, run1, tc.f, store.Page{}))))
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
 		}
 		roots := must[[]store.Action](t)(first(s.Actions.ListRuns(ctx, store.RunFilter{Project: run1.Project, Domain: run1.Domain}, store.Page{})))
 		if len(roots) != 1 || roots[0].Name != store.RootName {
@@ -215,7 +236,7 @@ func TestRequestAbortCascades(t *testing.T) {
 		if len(marked) != 4 { // everything but the finished c2
 			t.Fatalf("marked %v", names(marked))
 		}
-		for _, a := range must[[]store.Action](t)(first(s.Actions.ListActions(ctx, run1, store.Page{}))) {
+		for _, a := range must[[]store.Action](t)(first(s.Actions.ListActions(ctx, run1, store.ActionFilter{}, store.Page{}))) {
 			if (a.AbortRequestedAt != nil) == (a.Name == "c2") {
 				t.Fatalf("%s abort requested = %v", a.Name, a.AbortRequestedAt)
 			}

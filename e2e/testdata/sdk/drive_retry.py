@@ -23,7 +23,14 @@ async def describe(run, phase: str) -> dict:
         "status_attempts": details.attempts,
         "attempts": _drive.attempts_of(details),
         "error": details.error_info.message if details.error_info else "",
+        # ListActions filtered by phase, as Action.listall and Run.first_failure send it.
+        "failed_actions": [a.name async for a in flyte.remote.Action.listall.aio(for_run_name=run.name, in_phase=("failed",))],
+        "succeeded_actions": [
+            a.name async for a in flyte.remote.Action.listall.aio(for_run_name=run.name, in_phase=("succeeded", "aborted"))
+        ],
     }
+    failure = await run.first_failure.aio()
+    entry["first_failure"] = failure.name if failure else None
     if phase == "SUCCEEDED":
         entry["output"] = (await run.outputs.aio())[0]
     return entry
