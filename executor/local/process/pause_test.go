@@ -24,7 +24,7 @@ func TestPauseStopsTheTreeAndResumeContinuesIt(t *testing.T) {
 	eventually(t, "the child to count", patience, func() bool { return count() > 0 })
 
 	p.Pause()
-	stopped := func(pid int) bool { st, err := readStat(pid); return err == nil && st.state == 'T' }
+	stopped := func(pid int) bool { return isStopped(pid) }
 	eventually(t, "leader and child to stop", patience, func() bool { return stopped(p.Identity().PID) && stopped(child) })
 	// Stopped processes stay stopped: the state is the kernel's word, no
 	// sleep decides it.
@@ -45,4 +45,30 @@ func TestPauseStopsTheTreeAndResumeContinuesIt(t *testing.T) {
 	}
 	eventually(t, "the tree to die", patience, func() bool { return !alive(child) })
 	p.Pause() // after the end: no effect, no block
+}
+
+// isStopped reports whether pid is stopped: in state T, or blocked in vfork
+// (state D) on a child that is itself stopped — a shell that was starting a
+// command when SIGSTOP arrived waits there until the child is continued.
+func isStopped(pid int) bool {
+	st, err := readStat(pid)
+	if err != nil {
+		return false
+	}
+	switch st.state {
+	case 'T':
+		return true
+	case 'D':
+		var kids, stoppedKids int
+		forEachProc(func(p int, ps procStat) {
+			if ps.ppid == pid {
+				kids++
+				if ps.state == 'T' {
+					stoppedKids++
+				}
+			}
+		})
+		return kids > 0 && kids == stoppedKids
+	}
+	return false
 }
