@@ -124,11 +124,11 @@ func (h *harness) createRun(t *testing.T, name string) string {
 	}); err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
-	d, err := h.state.RunDetails(ctx, runKey(name))
+	root, err := h.state.Store().Actions.Get(ctx, runKey(name).Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.GetRunSpec().GetRunBaseDir()
+	return root.RunOutputBase
 }
 
 // child is the Action the SDK's controller enqueues for a task child.

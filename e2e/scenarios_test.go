@@ -35,6 +35,7 @@ var sdkScenarios = []struct {
 	{"cache", testCacheRepeat},
 	{"cache-serial", testCacheSerialized},
 	{"secrets", testSecrets},
+	{"rerun", testRerun},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

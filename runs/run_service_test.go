@@ -47,11 +47,11 @@ func (h *harness) createRun(t *testing.T, id *common.RunIdentifier, taskName str
 func (h *harness) enqueue(t *testing.T, run *common.RunIdentifier, parent, name string) {
 	t.Helper()
 	ctx := context.Background()
-	d, err := h.state.RunDetails(ctx, runKeyOf(run))
+	root, err := h.state.Store().Actions.Get(ctx, runKeyOf(run).Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := d.GetRunSpec().GetRunBaseDir()
+	base := root.RunOutputBase
 	if err := h.state.Enqueue(ctx, &actions.Action{
 		ActionId:         &common.ActionIdentifier{Run: run, Name: name},
 		ParentActionName: proto.String(parent),

@@ -188,11 +188,12 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if runSpec == nil {
 		runSpec = &task.RunSpec{}
 	}
+	// The spec keeps run_base_dir as the client sent it: a rerun copies it
+	// and gets a base of its own under the same prefix.
 	base, err := s.runBase(run, runSpec.GetRunBaseDir())
 	if err != nil {
 		return nil, err
 	}
-	runSpec.RunBaseDir = base
 	if runSpec.GetRunStartTime() == nil && req.GetRunStartTime() != nil {
 		runSpec.RunStartTime = req.GetRunStartTime()
 	}
@@ -260,16 +261,24 @@ func (s *Service) location(field, uri string) (string, error) {
 	return key, nil
 }
 
-// runBase is the run's output base: the requested dir when it lies in our
-// storage, else the default layout.
+// runBase is the run's output base, which belongs to the run alone: the
+// default layout, or <org>/<project>/<domain>/<run> under a requested prefix
+// that lies in our storage (as the reference lays it out). Never the
+// requested dir itself: a rerun sends its source's run_base_dir, and two
+// runs writing one base would overwrite each other's outputs.
 func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
 	if requested == "" {
 		return s.blobs.URI(runBaseKey(run)), nil
 	}
-	if _, err := s.location("run_spec.run_base_dir", requested); err != nil {
+	prefix := strings.TrimRight(requested, "/")
+	if _, err := s.location("run_spec.run_base_dir", prefix); err != nil {
 		return "", err
 	}
-	return strings.TrimRight(requested, "/"), nil
+	base := prefix + "/" + path.Join(orgSegment(run.Org), run.Project, run.Domain, run.RunName)
+	if _, err := s.location("run_spec.run_base_dir", base); err != nil {
+		return "", err
+	}
+	return base, nil
 }
 
 // runInputs is what a CreateRun request says about its inputs: the

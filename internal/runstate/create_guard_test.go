@@ -293,3 +293,49 @@ func TestStorageLocationsEndingInDot(t *testing.T) {
 		}
 	})
 }
+
+// A run's storage is its own: a requested run_base_dir is a prefix under
+// which each run gets <org>/<project>/<domain>/<run>, and the spec keeps the
+// prefix as sent, so a rerun (which copies its source's spec) never writes
+// into its source's outputs.
+func TestRunBaseDirIsAPrefixNeverShared(t *testing.T) {
+	suite(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		prefix := e.state.Blobs().URI("custom")
+		create := func(name string, rs *task.RunSpec) *store.Action {
+			t.Helper()
+			if _, err := e.state.CreateRun(ctx, &workflow.CreateRunRequest{
+				Id:           &workflow.CreateRunRequest_RunId{RunId: runID(name)},
+				Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec("env.main")},
+				RunSpec:      rs,
+				InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: intInputs(1)},
+			}); err != nil {
+				t.Fatalf("CreateRun %s: %v", name, err)
+			}
+			root, err := e.state.Store().Actions.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}
+		source := create("rsource", &task.RunSpec{RunBaseDir: prefix + "/"})
+		if want := prefix + "/_/p/development/rsource"; source.RunOutputBase != want {
+			t.Fatalf("source base %q, want %q", source.RunOutputBase, want)
+		}
+		d, err := e.state.RunDetails(ctx, store.RunKey{Project: "p", Domain: "development", RunName: "rsource"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.GetRunSpec().GetRunBaseDir() != prefix+"/" {
+			t.Fatalf("the source's spec says run_base_dir %q, want the prefix as sent", d.GetRunSpec().GetRunBaseDir())
+		}
+		// What flyte.rerun sends: the source's spec, copied.
+		rerun := create("rrerun", proto.Clone(d.GetRunSpec()).(*task.RunSpec))
+		if want := prefix + "/_/p/development/rrerun"; rerun.RunOutputBase != want {
+			t.Fatalf("rerun base %q, want %q (never the source's %q)", rerun.RunOutputBase, want, source.RunOutputBase)
+		}
+		if plain := create("rplain", nil); strings.HasPrefix(plain.RunOutputBase, prefix) || !strings.HasSuffix(plain.RunOutputBase, "/runs/_/p/development/rplain") {
+			t.Fatalf("a run without run_base_dir has base %q, want the default layout", plain.RunOutputBase)
+		}
+	})
+}

@@ -84,11 +84,11 @@ func createRun(t *testing.T, e *env, name string) *workflow.Run {
 
 func child(t *testing.T, e *env, runName, parent, name string) *actions.Action {
 	t.Helper()
-	d, err := e.state.RunDetails(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName})
+	root, err := e.state.Store().Actions.Get(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName}.Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := d.GetRunSpec().GetRunBaseDir()
+	base := root.RunOutputBase
 	return &actions.Action{
 		ActionId:         &common.ActionIdentifier{Run: runID(runName), Name: name},
 		ParentActionName: proto.String(parent),
@@ -115,8 +115,8 @@ func TestCreateRunAndDetails(t *testing.T) {
 		if d.GetAction().GetTask().GetTaskTemplate().GetId().GetName() != "env.main" {
 			t.Fatalf("details lack the task spec: %v", d.GetAction().GetTask())
 		}
-		if d.GetRunSpec().GetRunBaseDir() == "" || len(d.GetAction().GetAttempts()) != 1 {
-			t.Fatalf("run base %q, attempts %d", d.GetRunSpec().GetRunBaseDir(), len(d.GetAction().GetAttempts()))
+		if d.GetRunSpec() == nil || len(d.GetAction().GetAttempts()) != 1 {
+			t.Fatalf("run spec %v, attempts %d", d.GetRunSpec(), len(d.GetAction().GetAttempts()))
 		}
 		data, err := e.state.Data(ctx, run.GetAction().GetId())
 		if err != nil {
