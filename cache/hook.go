@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -31,6 +32,12 @@ type Cache struct {
 	log     *slog.Logger
 	sweep   time.Duration
 	metrics *metrics
+
+	// rootKeys remembers the keys computed from root actions' inputs: a
+	// serialized run waiting for its holder is planned again every few
+	// seconds, and its inputs (so its key) never change.
+	mu       sync.Mutex
+	rootKeys map[store.ActionKey]string
 }
 
 // New builds the cache over the shared database g; blobs holds the actions'
@@ -42,7 +49,8 @@ func New(cfg config.Cache, g *gorm.DB, blobs *blob.Store, actions *store.Actions
 	if sweep <= 0 {
 		sweep = time.Minute
 	}
-	return &Cache{repo: repo, blobs: blobs, actions: actions, log: log, sweep: sweep, metrics: newMetrics()}
+	return &Cache{repo: repo, blobs: blobs, actions: actions, log: log, sweep: sweep, metrics: newMetrics(),
+		rootKeys: map[store.ActionKey]string{}}
 }
 
 // Repo is the cache's repository.
@@ -81,6 +89,12 @@ func (c *Cache) key(ctx context.Context, a *store.Action, spec *task.TaskSpec) (
 	if a.CacheKey != "" {
 		return a.CacheKey, nil
 	}
+	c.mu.Lock()
+	known, ok := c.rootKeys[a.ActionKey]
+	c.mu.Unlock()
+	if ok {
+		return known, nil
+	}
 	k, err := c.blobs.Key(contract.InputFile(a.InputURI))
 	if err != nil {
 		return "", err
@@ -93,7 +107,14 @@ func (c *Cache) key(ctx context.Context, a *store.Action, spec *task.TaskSpec) (
 	if err := proto.Unmarshal(raw, in); err != nil {
 		return "", fmt.Errorf("the inputs of %s are unreadable: %w", a.ActionKey, err)
 	}
-	return Key(spec.GetTaskTemplate(), in), nil
+	key := Key(spec.GetTaskTemplate(), in)
+	c.mu.Lock()
+	if len(c.rootKeys) >= 4096 { // bounded: drop everything rather than track recency
+		clear(c.rootKeys)
+	}
+	c.rootKeys[a.ActionKey] = key
+	c.mu.Unlock()
+	return key, nil
 }
 
 // Check implements attempt.CacheHook: a hit, a wait for the holder of the

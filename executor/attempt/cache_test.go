@@ -63,9 +63,14 @@ func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default().Cache
-	oc := cache.New(cfg, f.g, f.env.Blobs, st.Actions, f.env.Log)
-	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return held.Token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
+	return f.withCache(held.Token)
+}
+
+// withCache is a core with a cache of its own (what a restarted manager
+// has) writing under token.
+func (f *fixture) withCache(token int64) (*attempt.Core, *cache.Cache) {
+	oc := cache.New(config.Default().Cache, f.g, f.env.Blobs, f.state.Store().Actions, f.env.Log)
+	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
 }
 
 func (f *fixture) outputsKey(t *testing.T, dir string) string {
@@ -311,7 +316,9 @@ func TestCacheOptions(t *testing.T) {
 		}
 
 		// Outputs that cannot be cached (the key cannot be computed: the
-		// inputs went missing) are a put failure, not the action's.
+		// inputs went missing before a restarted manager, which has not
+		// computed it yet, ends the action) are a put failure, not the
+		// action's.
 		lost := f.runWith(t, "rlost", tmpl, 77, nil)
 		pl := mustPlan(t, c, lost)
 		in, err := f.env.Blobs.Key(contract.InputFile(lost.InputURI))
@@ -321,7 +328,12 @@ func TestCacheOptions(t *testing.T) {
 		if err := f.env.Blobs.Delete(ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		lost = f.runToEnd(t, c, lost, pl, machine.Succeeded{Attempt: 1}, "lost")
+		held, err := f.state.Store().Leases.Get(ctx, store.LocalExecutorLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarted, _ := f.withCache(held.Token)
+		lost = f.runToEnd(t, restarted, lost, pl, machine.Succeeded{Attempt: 1}, "lost")
 		if lost.Phase != phase.Succeeded || lost.CacheStatus != int32(core.CatalogCacheStatus_CACHE_PUT_FAILURE) {
 			t.Fatalf("a success whose outputs could not be cached: %s, cache status %d, want SUCCEEDED and CACHE_PUT_FAILURE", lost.Phase, lost.CacheStatus)
 		}
