@@ -98,33 +98,30 @@ func specOf(spec *pb.SecretSpec) (int32, []byte, error) {
 }
 
 func (s *Service) CreateSecret(ctx context.Context, req *connect.Request[pb.CreateSecretRequest]) (*connect.Response[pb.CreateSecretResponse], error) {
-	id, err := idOf(req.Msg.GetId())
-	if err != nil {
-		return nil, err
-	}
-	typ, value, err := specOf(req.Msg.GetSecretSpec())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.Create(ctx, id, typ, value); err != nil {
+	if err := write(ctx, req.Msg.GetId(), req.Msg.GetSecretSpec(), s.store.Create); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.CreateSecretResponse{}), nil
 }
 
 func (s *Service) UpdateSecret(ctx context.Context, req *connect.Request[pb.UpdateSecretRequest]) (*connect.Response[pb.UpdateSecretResponse], error) {
-	id, err := idOf(req.Msg.GetId())
-	if err != nil {
-		return nil, err
-	}
-	typ, value, err := specOf(req.Msg.GetSecretSpec())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.Update(ctx, id, typ, value); err != nil {
+	if err := write(ctx, req.Msg.GetId(), req.Msg.GetSecretSpec(), s.store.Update); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.UpdateSecretResponse{}), nil
+}
+
+// write validates a Create or Update request and hands it to store.
+func write(ctx context.Context, pid *pb.SecretIdentifier, spec *pb.SecretSpec, store func(context.Context, ID, int32, []byte) error) error {
+	id, err := idOf(pid)
+	if err != nil {
+		return err
+	}
+	typ, value, err := specOf(spec)
+	if err != nil {
+		return err
+	}
+	return store(ctx, id, typ, value)
 }
 
 func (s *Service) GetSecret(ctx context.Context, req *connect.Request[pb.GetSecretRequest]) (*connect.Response[pb.GetSecretResponse], error) {
