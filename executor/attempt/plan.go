@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/copilot"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -42,6 +43,10 @@ type Launch struct {
 	// driver delivers them (contract.SecretEnv tells the task where) and
 	// keeps them out of Env, logs and specs.
 	Secrets []contract.Secret
+	// Raw is the data contract of a raw container task (nil for others):
+	// the driver materialises its inputs before the command runs and
+	// collects its outputs after (package copilot).
+	Raw *copilot.Job
 }
 
 // Container is the task's container.
@@ -135,6 +140,13 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
+	if copilot.IsRaw(tmpl) {
+		if bad, err := c.planRaw(ctx, l, inputs); err != nil {
+			return Plan{}, err
+		} else if bad != "" {
+			return c.failPlan(spec, a, machine.KindUser, CodeLaunchFailed, bad), nil
+		}
+	}
 	l.Env, err = contract.BuildEnv(contract.EnvSpec{
 		Host:       o.HostEnv,
 		RunEnv:     ri.envs,

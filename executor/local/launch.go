@@ -131,8 +131,16 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		removeSecrets(dir)
 		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
+	args := l.Args
+	if l.Raw != nil {
+		if args, err = d.prepareRaw(ctx, dir, l); err != nil {
+			removeSecrets(dir)
+			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+				Code: attempt.CodeLaunchFailed, Message: err.Error()})
+		}
+	}
 	proc, err := d.runner.Start(process.Spec{
-		Args:    l.Args,
+		Args:    args,
 		Env:     env.Environ(),
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),

@@ -207,6 +207,11 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *ownAttempt, st
 		}
 		return machine.Orphaned{Attempt: n, Message: fmt.Sprintf("attempt %d was interrupted: %s", n, why)}, rec, nil
 	}
+	if e.launch != nil && e.launch.Raw != nil {
+		if err := d.collectRaw(ctx, e, st); err != nil {
+			return nil, rec, err
+		}
+	}
 	res, err := d.classify(ctx, e.key, e.n, e.spec, e.outDir, st.Contract())
 	if err != nil {
 		return nil, rec, err

@@ -185,6 +185,26 @@ type LocalExecutor struct {
 	// MaxLogBytes caps each attempt's log: past it the log keeps its head
 	// and a rolling tail with a marker saying how much was dropped.
 	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
+	// Containers says how raw container tasks (ContainerTask) run.
+	Containers LocalContainers `mapstructure:"containers" yaml:"containers"`
+}
+
+// Container runtimes of the local executor (executor.local.containers.runtime).
+const (
+	// ContainerRuntimeAuto picks the best runtime that works on this host.
+	ContainerRuntimeAuto = "auto"
+	// ContainerRuntimeNamespace runs the command on the host in a private
+	// mount namespace, its data directories bound to the attempt's own;
+	// the declared image is not used.
+	ContainerRuntimeNamespace = "namespace"
+)
+
+// LocalContainers configures raw container tasks in the local executor.
+type LocalContainers struct {
+	// Runtime is auto or namespace. auto is namespace today: podman cannot
+	// run containers on every host (and images must be pullable), so the
+	// command runs with the host's filesystem and the log says so.
+	Runtime string `mapstructure:"runtime" yaml:"runtime"`
 }
 
 // Projects controls project bootstrap.

@@ -69,6 +69,7 @@ func Default() Config {
 				SystemRetries:  3,
 				LeaseTTL:       15 * time.Second,
 				MaxLogBytes:    DefaultMaxLogBytes,
+				Containers:     LocalContainers{Runtime: ContainerRuntimeAuto},
 			},
 			Kubernetes: KubernetesExecutor{
 				Namespace:     "flyte",

@@ -122,6 +122,11 @@ func (c *Config) Validate() error {
 	if c.Executor.Local.SystemRetries < 0 {
 		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
 	}
+	switch r := c.Executor.Local.Containers.Runtime; r {
+	case ContainerRuntimeAuto, ContainerRuntimeNamespace:
+	default:
+		bad("executor.local.containers.runtime", "must be %s or %s, got %q", ContainerRuntimeAuto, ContainerRuntimeNamespace, r)
+	}
 	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {
 		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
 	}
