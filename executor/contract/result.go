@@ -230,10 +230,15 @@ func ClassifyFiles(exit Exit, f Files) Result {
 			Message: "the task runtime rejected its command line (exit 2)" + exit.tails(),
 		}
 	default:
+		msg := "the task process " + exit.how() + " without writing " + ErrorFile
+		if f.Raw {
+			// A raw container's command knows nothing of error files.
+			msg = "the container's command " + exit.how()
+		}
 		r.Outcome = Crashed
 		r.Error = &machine.Error{
 			Kind: machine.KindUser, Code: machine.CodeCrashed, Recoverable: true,
-			Message: "the task process " + exit.how() + " without writing " + ErrorFile + exit.tails(),
+			Message: msg + exit.tails(),
 		}
 	}
 	return r

@@ -64,6 +64,12 @@ type Job struct {
 	// Inputs are the attempt's inputs; Interface declares its outputs.
 	Inputs    *task.Inputs
 	Interface *core.TypedInterface
+	// HostFiles lets Download copy file and directory inputs that name a
+	// path on this host outside the manager's storage (the SDK keeps the
+	// local path of File.from_local when its raw-data path is file://).
+	// Only for a driver whose command runs on this host with its
+	// filesystem anyway: it gains nothing it could not read itself.
+	HostFiles bool
 }
 
 // IsRaw says whether a template is a raw container: it has a data loading

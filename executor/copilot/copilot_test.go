@@ -163,10 +163,22 @@ func TestDownloadLaysOutInputs(t *testing.T) {
 		}
 	}
 
-	outside := inputs("f", fileLit("/somewhere/else.txt"))
-	j, _ := NewJob(template(core.DataLoadingConfig_DIRECT, nil), outside)
+	// A file on the host outside storage: only for a driver that allows it.
+	hostFile := filepath.Join(t.TempDir(), "local.txt")
+	if err := os.WriteFile(hostFile, []byte("on the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := NewJob(template(core.DataLoadingConfig_DIRECT, nil), inputs("f", fileLit("file://"+hostFile)))
 	if err := j.Download(ctx, blobs, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not in the manager's storage") {
 		t.Errorf("a file outside storage: %v", err)
+	}
+	j.HostFiles = true
+	dir := t.TempDir()
+	if err := j.Download(ctx, blobs, dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "on the host" {
+		t.Errorf("a host file input: %q %v", b, err)
 	}
 }
 

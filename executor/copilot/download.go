@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -138,7 +139,7 @@ func (j *Job) materialise(ctx context.Context, blobs *blob.Store, lit *core.Lite
 	case s.GetPrimitive() != nil:
 		return primitiveValue(s.GetPrimitive()), os.WriteFile(host, []byte(primitiveText(s.GetPrimitive())), 0o644)
 	case s.GetBlob() != nil:
-		return seen, downloadBlob(ctx, blobs, s.GetBlob(), host)
+		return seen, downloadBlob(ctx, blobs, s.GetBlob(), host, j.HostFiles)
 	case s.GetBinary() != nil:
 		return s.GetBinary().GetValue(), os.WriteFile(host, s.GetBinary().GetValue(), 0o644)
 	case s.GetGeneric() != nil:
@@ -189,9 +190,12 @@ func primitiveValue(p *core.Primitive) any {
 
 // downloadBlob copies a file, or every file under a directory, from the
 // manager's storage to host.
-func downloadBlob(ctx context.Context, blobs *blob.Store, b *core.Blob, host string) error {
+func downloadBlob(ctx context.Context, blobs *blob.Store, b *core.Blob, host string, hostFiles bool) error {
 	key, err := blobs.Key(strings.TrimRight(b.GetUri(), "/"))
 	if err != nil {
+		if p, ok := hostPath(b.GetUri()); ok && hostFiles {
+			return copyHost(p, host, b.GetMetadata().GetType().GetDimensionality() == core.BlobType_MULTIPART)
+		}
 		return fmt.Errorf("%s is not in the manager's storage: %w", b.GetUri(), err)
 	}
 	if b.GetMetadata().GetType().GetDimensionality() != core.BlobType_MULTIPART {
@@ -242,4 +246,54 @@ func readBlob(ctx context.Context, blobs *blob.Store, uri string) ([]byte, error
 		return nil, fmt.Errorf("%s is not in the manager's storage: %w", uri, err)
 	}
 	return blobs.Get(ctx, key)
+}
+
+// hostPath is the local path a blob URI names, if it names one.
+func hostPath(uri string) (string, bool) {
+	p := strings.TrimPrefix(uri, "file://")
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	return filepath.Clean(p), true
+}
+
+// copyHost copies a file, or a directory's regular files, from this host
+// (symbolic links inside a directory are not followed).
+func copyHost(from, to string, dir bool) error {
+	if !dir {
+		return copyFile(from, to)
+	}
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		case d.Type().IsRegular():
+			return copyFile(p, filepath.Join(to, rel))
+		}
+		return nil
+	})
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
 }

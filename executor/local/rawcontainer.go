@@ -51,6 +51,10 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	if _, err := exec.LookPath("mount"); err != nil {
 		return nil, errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
 	}
+	// The command runs on this host with its filesystem: inputs that
+	// name a host path (File.from_local under a file:// raw-data path)
+	// are copied from there.
+	job.HostFiles = true
 	in, out := rawDirs(dir)
 	if err := os.MkdirAll(out, 0o777); err != nil {
 		return nil, err

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Raw container tasks end to end (testdata/sdk/drive_containers.py,
+// wf_containers.py): flyte.extras.ContainerTask commands that know nothing
+// of Flyte get their inputs in the command's templates and as files under
+// /var/inputs, and their outputs are read back from /var/outputs, so a
+// Python parent uses them like any task.
+func testContainers(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 8*time.Minute)
+	type containerRun struct {
+		Run, Phase, Error string
+		Output            any
+	}
+	var res struct{ Add, Files, Explode, Forgetful containerRun }
+	driver(t, ctx, &res, "drive_containers.py", sdkEndpoint(m))
+
+	t.Run("ints", func(t *testing.T) {
+		r := res.Add
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
+		}
+		// Two containers ran at once and a third on their results: each read
+		// its own inputs and left its own outputs.
+		checkJSON(t, "the parent's output", r.Output, `"2 plus 3=5; 20 plus 30=50; total=55"`)
+	})
+	t.Run("files", func(t *testing.T) {
+		r := res.Files
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
+		}
+		checkJSON(t, "what the containers saw and returned", r.Output,
+			`{"name":"genome.fasta","lines":"3","copy":"copied:\n>seq1\nACGT\nTTGA\n","first":"first line"}`)
+	})
+	t.Run("failing-command", func(t *testing.T) {
+		r := res.Explode
+		if r.Phase != "FAILED" {
+			t.Fatalf("run %s of a command exiting 3 is %s, want FAILED", r.Run, r.Phase)
+		}
+		for _, want := range []string{"the container's command exited with code 3", "container exploded e2e-c41"} {
+			if !strings.Contains(r.Error, want) {
+				t.Errorf("run %s: error %q does not say %q", r.Run, r.Error, want)
+			}
+		}
+		if strings.Contains(r.Error, "error.pb") {
+			t.Errorf("run %s: error %q speaks of the runtime's error file, which a raw container knows nothing of", r.Run, r.Error)
+		}
+	})
+	t.Run("missing-output", func(t *testing.T) {
+		r := res.Forgetful
+		if r.Phase != "FAILED" {
+			t.Fatalf("run %s of a command that wrote no output is %s, want FAILED", r.Run, r.Phase)
+		}
+		if want := `did not write its output "answer": expected /var/outputs/answer`; !strings.Contains(r.Error, want) {
+			t.Errorf("run %s: error %q does not say %q", r.Run, r.Error, want)
+		}
+	})
+	if !m.Kubernetes {
+		// The local executor binds the data directories in a namespace of
+		// the command's own: nothing it wrote is in the host's directories.
+		for _, name := range []string{"total", "label", "name", "lines", "copy", "first"} {
+			if _, err := os.Stat(filepath.Join("/var/outputs", name)); err == nil {
+				t.Errorf("a container's output %s landed in the host's /var/outputs", name)
+			}
+		}
+	}
+}
