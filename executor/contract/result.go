@@ -223,7 +223,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 			Kind: machine.KindUser, Code: CodeOutputsMissing, Recoverable: true,
 			Message: "the task exited 0 " + what + exit.tails(),
 		}
-	case exit.Signal == "" && exit.Code == UsageExitCode:
+	case !f.Raw && exit.Signal == "" && exit.Code == UsageExitCode:
 		r.Outcome = Failed
 		r.Error = &machine.Error{
 			Kind: machine.KindSystem, Code: CodeUsageError, Recoverable: false,
