@@ -21,6 +21,16 @@ func testContainers(t *testing.T, m *manager) {
 	}
 	var res struct{ Add, Files, Explode, Forgetful containerRun }
 	driver(t, ctx, &res, "drive_containers.py", sdkEndpoint(m))
+	if m.Kubernetes {
+		// Pods do not stage a raw container's data yet: each such task
+		// fails at once, saying so, rather than running without its data.
+		for _, r := range []containerRun{res.Add, res.Files, res.Explode, res.Forgetful} {
+			if r.Phase != "FAILED" || !strings.Contains(r.Error, "not supported by the kubernetes executor yet") {
+				t.Errorf("run %s is %s (%q), want FAILED saying the kubernetes executor does not stage raw containers' data", r.Run, r.Phase, r.Error)
+			}
+		}
+		return
+	}
 
 	t.Run("ints", func(t *testing.T) {
 		r := res.Add

@@ -32,6 +32,9 @@ type podSpec struct {
 // buildPod builds the Pod of launch l of ta. An error is the task's: a
 // resource quantity that does not parse.
 func buildPod(ta *v1.TaskAction, l *attempt.Launch, o podSpec) (*corev1.Pod, error) {
+	if err := rawContainerUnsupported(l); err != nil {
+		return nil, err
+	}
 	c := l.Container()
 	res, err := resources(c.GetResources())
 	if err != nil {
