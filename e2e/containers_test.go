@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func testContainers(t *testing.T, m *manager) {
 	type containerRun struct {
 		Run, Phase, Error string
 		Output            any
+		Events            []string
 	}
 	var res struct{ Add, Files, Explode, Forgetful containerRun }
 	driver(t, ctx, &res, "drive_containers.py", sdkEndpoint(m))
@@ -53,6 +55,12 @@ func testContainers(t *testing.T, m *manager) {
 		r := res.Explode
 		if r.Phase != "FAILED" {
 			t.Fatalf("run %s of a command exiting 3 is %s, want FAILED", r.Run, r.Phase)
+		}
+		// The image is not used locally, and the action's events say so.
+		if !slices.ContainsFunc(r.Events, func(e string) bool {
+			return strings.Contains(e, `the image "alpine:3" is not used by the local executor`)
+		}) {
+			t.Errorf("run %s: events %q do not say that the image was not used", r.Run, r.Events)
 		}
 		for _, want := range []string{"the container's command exited with code 3", "container exploded e2e-c41"} {
 			if !strings.Contains(r.Error, want) {

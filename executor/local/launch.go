@@ -133,11 +133,13 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	}
 	args := l.Args
 	if l.Raw != nil {
-		if args, err = d.prepareRaw(ctx, dir, l); err != nil {
+		var note string
+		if args, note, err = d.prepareRaw(ctx, dir, l); err != nil {
 			removeSecrets(dir)
 			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
 		}
+		a = d.reportRaw(ctx, a, note)
 	}
 	proc, err := d.runner.Start(process.Spec{
 		Args:    args,

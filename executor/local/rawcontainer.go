@@ -8,8 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/store"
 )
 
 // Raw container tasks (package copilot) run here on the host, in a private
@@ -37,19 +41,19 @@ const bindScript = `mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 
 
 // prepareRaw materialises a raw container's inputs in the attempt's
 // directory and returns the argv that runs its command with the data
-// directories bound. The error says what the host lacks, or what could not
-// be materialised.
-func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) ([]string, error) {
+// directories bound, and a note saying the image is not used. The error
+// says what the host lacks, or what could not be materialised.
+func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) ([]string, string, error) {
 	job := l.Raw
 	if os.Geteuid() != 0 {
-		return nil, errors.New("raw container tasks need a private mount namespace, which only root can make: run the manager as root, or use the kubernetes executor")
+		return nil, "", errors.New("raw container tasks need a private mount namespace, which only root can make: run the manager as root, or use the kubernetes executor")
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		return nil, errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
+		return nil, "", errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
 	}
 	if _, err := exec.LookPath("mount"); err != nil {
-		return nil, errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
+		return nil, "", errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
 	}
 	// The command runs on this host with its filesystem: inputs that
 	// name a host path (File.from_local under a file:// raw-data path)
@@ -57,17 +61,17 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	job.HostFiles = true
 	in, out := rawDirs(dir)
 	if err := os.MkdirAll(out, 0o777); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := job.Download(ctx, d.state.Blobs(), in); err != nil {
-		return nil, fmt.Errorf("could not materialise the inputs: %w", err)
+		return nil, "", fmt.Errorf("could not materialise the inputs: %w", err)
 	}
 	// The mount points: a bind mount needs its target to exist. Only the
 	// empty directory is ever made on the host; what the command writes
 	// lands in the attempt's directory.
 	for _, p := range []string{job.InputDir, job.OutputDir} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return nil, fmt.Errorf("could not create the mount point %s: %w", p, err)
+			return nil, "", fmt.Errorf("could not create the mount point %s: %w", p, err)
 		}
 	}
 	note := fmt.Sprintf("raw container: the image %q is not used by the local executor; the command runs on the host's filesystem "+
@@ -75,11 +79,11 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	d.log.Warn("raw container runs without its image", "action", l.Action.ActionKey.String(), "attempt", l.Attempt,
 		"image", job.Image, "runtime", d.cfg.Containers.Runtime)
 	if err := process.AppendSystemLine(filepath.Join(dir, logFile), note); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	args := []string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", bindScript, "copilot",
 		in, job.InputDir, out, job.OutputDir}
-	return append(args, l.Args...), nil
+	return append(args, l.Args...), note, nil
 }
 
 // collectRaw records a raw container's outputs after its command exited 0
@@ -99,4 +103,17 @@ func (d *Driver) collectRaw(ctx context.Context, e *ownAttempt, st process.ExitS
 	}
 	_ = os.RemoveAll(filepath.Join(e.dir, rawDataDir))
 	return nil
+}
+
+// reportRaw records the note of prepareRaw in the action's events, where
+// the SDK and the UI show it, and returns the action as written (a as it
+// was when that failed: the note is also in the attempt's log).
+func (d *Driver) reportRaw(ctx context.Context, a *store.Action, note string) *store.Action {
+	updated, err := d.core.ReportClusterEvents(ctx, a, []*workflow.ClusterEvent{{
+		OccurredAt: timestamppb.Now(), Message: note, Reason: "ImageNotUsed", Type: workflow.ClusterEvent_TYPE_WARNING}})
+	if err != nil {
+		d.log.Warn("recording a raw container's note", "action", a.ActionKey.String(), "err", err)
+		return a
+	}
+	return updated
 }

@@ -8,6 +8,7 @@ Usage: drive_containers.py <endpoint>
 import sys
 
 import _drive
+import flyte.remote
 import wf_containers
 
 
@@ -28,6 +29,8 @@ async def scenario(endpoint: str) -> dict:
     for key, name in names.items():
         entry = await _drive.outcome(name, 300)
         entry["run"] = name
+        details = await flyte.remote.ActionDetails.get.aio(run_name=name, name="a0")
+        entry["events"] = [ev.message for att in details.pb2.attempts for ev in att.cluster_events]
         result[key] = entry
     return result
 
