@@ -163,6 +163,20 @@ func TestDownloadLaysOutInputs(t *testing.T) {
 		}
 	}
 
+	// The YAML format writes inputs.yaml instead of inputs.json.
+	yj, _ := NewJob(template(core.DataLoadingConfig_DIRECT, nil), inputs("count", intLit(42)))
+	yj.Format = core.DataLoadingConfig_YAML
+	ydir := t.TempDir()
+	if err := yj.Download(ctx, blobs, ydir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ydir, InputsYAML)); err != nil || string(b) != "count: 42\n" {
+		t.Errorf("inputs.yaml: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ydir, InputsJSON)); err == nil {
+		t.Error("inputs.json written for the YAML format")
+	}
+
 	// A file on the host outside storage: only for a driver that allows it.
 	hostFile := filepath.Join(t.TempDir(), "local.txt")
 	if err := os.WriteFile(hostFile, []byte("on the host"), 0o644); err != nil {
