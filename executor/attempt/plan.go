@@ -110,6 +110,9 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if err != nil {
 		return Plan{}, err
 	}
+	if p, done, err := c.planRecover(ctx, a, spec, ri); err != nil || done {
+		return p, err
+	}
 	inputs, err := c.state.InputsFile(a)
 	if err != nil {
 		return c.failPlan(spec, a, machine.KindSystem, CodeLaunchFailed, err.Error()), nil
@@ -268,6 +271,8 @@ type runInfo struct {
 	envs           []*core.KeyValuePair
 	rawPrefix      string
 	start          time.Time
+	// recovery is set when the run recovers another (recover.go).
+	recovery *recovery
 }
 
 // runCache keeps runInfo per run, bounded.
@@ -304,6 +309,9 @@ func (c *Core) run(ctx context.Context, run store.RunKey) (*runInfo, error) {
 	}
 	if rs.GetRunStartTime() != nil {
 		ri.start = rs.GetRunStartTime().AsTime()
+	}
+	if ri.recovery, err = c.recoveryOf(ctx, run, rs); err != nil {
+		return nil, err
 	}
 	c.runs.mu.Lock()
 	if len(c.runs.runs) >= 4096 { // bounded: drop everything rather than track recency

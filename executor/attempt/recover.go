@@ -1,0 +1,89 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+
+	"fmgr.dev/executor/machine"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// The recovery step of an action's life, before the cache: in a run created
+// to recover another (RunSpec.relation RECOVER), an action whose same-named
+// action of the source run succeeded (or was itself recovered) with the same
+// inputs is not run again. It ends RECOVERED with a copy of the source's
+// outputs in its own attempt directory, so the run's data stays its own and
+// the parent reads them from the output_uri it is told, as after any attempt.
+//
+// The SDK names child actions deterministically from their parent, task,
+// inputs and call order, so the name finds the source action; the inputs are
+// compared all the same (the root is always a0, and a task may ignore inputs
+// in its name). Everything else runs: what failed or never ran, what was
+// forced (RunSpec.recover.force_rerun_actions), and every ancestor of a
+// forced action, for a forced child only runs again when its parent does.
+
+// recovery is what planning needs of a recovering run.
+type recovery struct {
+	source store.RunKey
+	// mustRun are the action names that run even though they succeeded in
+	// the source: the forced ones and their ancestors there.
+	mustRun map[string]bool
+}
+
+// recoveryOf loads the recovery run's spec asks for (nil: none). The source
+// run has ended (CreateRun checks it), so what it holds no longer changes.
+func (c *Core) recoveryOf(ctx context.Context, run store.RunKey, rs *task.RunSpec) (*recovery, error) {
+	r, ok := runstate.RecoveryOf(run, rs)
+	if !ok {
+		return nil, nil
+	}
+	rec := &recovery{source: r.Source, mustRun: map[string]bool{}}
+	for name := range r.Forced {
+		for name != "" && !rec.mustRun[name] {
+			rec.mustRun[name] = true
+			a, err := c.state.Store().Actions.Get(ctx, r.Source.Action(name))
+			if errors.Is(err, errs.ErrNotFound) || errors.Is(err, errs.ErrInvalid) {
+				break // unknown names are ignored
+			} else if err != nil {
+				return nil, err
+			}
+			name = ""
+			if a.ParentName != nil {
+				name = *a.ParentName
+			}
+		}
+	}
+	return rec, nil
+}
+
+// planRecover decides whether a's first attempt is recovered instead of
+// run. done says the plan is decided: the action ends RECOVERED.
+func (c *Core) planRecover(ctx context.Context, a *store.Action, spec *task.TaskSpec, ri *runInfo) (Plan, bool, error) {
+	rec := ri.recovery
+	if rec == nil || a.Attempts != 1 || a.ActionType != store.ActionTypeTask || rec.mustRun[a.Name] {
+		return Plan{}, false, nil
+	}
+	src, err := c.state.Store().Actions.Get(ctx, rec.source.Action(a.Name))
+	if errors.Is(err, errs.ErrNotFound) {
+		return Plan{}, false, nil
+	} else if err != nil {
+		return Plan{}, false, err
+	}
+	if (src.Phase != phase.Succeeded && src.Phase != phase.Recovered) || src.ActionType != a.ActionType || src.Task.Name != a.Task.Name {
+		return Plan{}, false, nil
+	}
+	if same, err := c.state.SameInputs(ctx, src, a); err != nil || !same {
+		return Plan{}, false, err
+	}
+	needed := len(spec.GetTaskTemplate().GetInterface().GetOutputs().GetVariables()) > 0
+	dir, ok, err := c.state.CopyOutputs(ctx, src, a, a.Attempts, needed)
+	if err != nil || !ok {
+		return Plan{}, false, err
+	}
+	return Plan{Event: machine.Recovered{Attempt: uint32(a.Attempts)}, Spec: spec,
+		Record: Record{OutDir: dir, RecoveredFrom: src.RunName}}, true, nil
+}
