@@ -45,6 +45,21 @@ func (r recoveredRun) leaves() map[string][]string {
 	return out
 }
 
+// trace is the name of the run's one trace action (fan's offset).
+func (r recoveredRun) trace(t *testing.T) string {
+	t.Helper()
+	var found []string
+	for name, a := range r.Actions {
+		if name != "a0" && !strings.HasSuffix(a.Task, ".leaf") {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("run %s has trace actions %v, want one: %+v", r.Name, found, r.Actions)
+	}
+	return found[0]
+}
+
 // relationRecover is RELATION_TYPE_RECOVER.
 const relationRecover = 2
 
@@ -90,13 +105,14 @@ func testRecover(t *testing.T, m *manager) {
 	if len(srcLeaves["SUCCEEDED"]) != 2 || len(srcLeaves["FAILED"]) != 2 {
 		t.Fatalf("source leaves by phase %v, want 2 SUCCEEDED and 2 FAILED", srcLeaves)
 	}
-	checkRan(t, "the source", ran[source.Name], "fan", "leaf0", "leaf1", "leaf2", "leaf3")
+	checkRan(t, "the source", ran[source.Name], "fan", "trace", "leaf0", "leaf1", "leaf2", "leaf3")
+	trace := source.trace(t)
 
 	// The recovery: succeeded leaves RECOVERED (not run), failed ones ran.
 	if recovered.Phase != "SUCCEEDED" {
 		t.Fatalf("recovery %s ended %s, want SUCCEEDED", recovered.Name, recovered.Phase)
 	}
-	checkJSON(t, "the recovery's output", recovered.Output, `60`)
+	checkJSON(t, "the recovery's output", recovered.Output, `65`)
 	if recovered.Relation == nil || recovered.Relation.Type != relationRecover || recovered.Relation.To != source.Name {
 		t.Errorf("the recovery's a0 relation = %+v, want RECOVER of %s", recovered.Relation, source.Name)
 	}
@@ -106,8 +122,15 @@ func testRecover(t *testing.T, m *manager) {
 			recLeaves, srcLeaves["SUCCEEDED"], srcLeaves["FAILED"])
 	}
 	checkRan(t, "the recovery", ran[recovered.Name], "fan", "leaf1", "leaf3")
-	for _, name := range recLeaves["RECOVERED"] {
+	// The trace fan recorded is replayed, not run: it is RECOVERED too.
+	if got := recovered.trace(t); got != trace {
+		t.Fatalf("the recovery's trace is %s, the source's %s: names are deterministic", got, trace)
+	}
+	for _, name := range append(slices.Clone(recLeaves["RECOVERED"]), trace) {
 		a := recovered.Actions[name]
+		if a.Phase != "RECOVERED" {
+			t.Errorf("%s of the recovery is %s, want RECOVERED", name, a.Phase)
+		}
 		if a.RecoveredFrom != source.Name+"/"+name {
 			t.Errorf("recovered %s: recovered_from %q, want %s/%s", name, a.RecoveredFrom, source.Name, name)
 		}
@@ -129,7 +152,7 @@ func testRecover(t *testing.T, m *manager) {
 	if forced.Phase != "SUCCEEDED" {
 		t.Fatalf("forced recovery %s ended %s, want SUCCEEDED", forced.Name, forced.Phase)
 	}
-	checkJSON(t, "the forced recovery's output", forced.Output, `60`)
+	checkJSON(t, "the forced recovery's output", forced.Output, `65`)
 	for name, a := range forced.Actions {
 		want := "RECOVERED"
 		if name == res.Forced || name == "a0" {
@@ -149,7 +172,7 @@ func testRecover(t *testing.T, m *manager) {
 		t.Errorf("recovery of the succeeded %s: phase %s, actions %+v; want RECOVERED with only a0, recovered from it",
 			recovered.Name, whole.Phase, whole.Actions)
 	}
-	checkJSON(t, "the whole recovery's output", whole.Output, `60`)
+	checkJSON(t, "the whole recovery's output", whole.Output, `65`)
 	checkRan(t, "the whole recovery", ran[whole.Name])
 
 	// The runs recovered from are as they were.

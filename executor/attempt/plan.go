@@ -156,6 +156,9 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if err != nil {
 		return c.failPlan(spec, a, machine.KindUser, CodeLaunchFailed, err.Error()), nil
 	}
+	if err := c.seedTraces(ctx, a, ri); err != nil {
+		return Plan{}, err
+	}
 	return Plan{Launch: l, Spec: spec}, nil
 }
 

@@ -87,3 +87,70 @@ func (c *Core) planRecover(ctx context.Context, a *store.Action, spec *task.Task
 	return Plan{Event: machine.Recovered{Attempt: uint32(a.Attempts)}, Spec: spec,
 		Record: Record{OutDir: dir, RecoveredFrom: src.RunName}}, true, nil
 }
+
+// seedTraces gives a's first attempt, about to run in a recovering run, the
+// @flyte.trace results its source action recorded: the SDK replays a trace
+// whose action it finds finished among its own children (it runs in the
+// parent's process, so there is no plan of its own to recover). Each one is
+// created RECOVERED, with a copy of its outputs under this run's base, before
+// the parent starts and watches its children. Failed traces are not seeded:
+// they run again.
+func (c *Core) seedTraces(ctx context.Context, a *store.Action, ri *runInfo) error {
+	rec := ri.recovery
+	if rec == nil || a.Attempts != 1 {
+		return nil
+	}
+	if c.opts.Fence() == 0 {
+		return ErrNotWriter
+	}
+	actions := c.state.Store().Actions
+	f := store.ActionFilter{Parent: a.Name, Types: []store.ActionType{store.ActionTypeTrace}, Phases: []phase.Phase{phase.Succeeded, phase.Recovered}}
+	page := store.Page{Limit: store.MaxPageSize}
+	for {
+		traces, next, err := actions.ListActions(ctx, rec.source, f, page)
+		if err != nil {
+			return err
+		}
+		for i := range traces {
+			if err := c.seedTrace(ctx, a, &traces[i], rec); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.Token = next
+	}
+}
+
+func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *recovery) error {
+	if rec.mustRun[src.Name] {
+		return nil
+	}
+	out, ok, err := c.state.CopyTraceOutputs(ctx, src, parent.RunOutputBase)
+	if err != nil || !ok {
+		return err
+	}
+	n := store.NewAction{
+		Key: parent.RunKey.Action(src.Name), ParentName: parent.Name, ActionType: store.ActionTypeTrace,
+		ShortName: src.ShortName, Phase: phase.Recovered, InputURI: src.InputURI, RunOutputBase: parent.RunOutputBase,
+		Group: src.Group, CreatedBy: src.CreatedBy, CreatedAt: src.CreatedAt,
+	}
+	if src.EndedAt != nil {
+		n.EndedAt = *src.EndedAt
+	}
+	created, _, err := c.state.Store().Actions.CreateChild(ctx, n)
+	if errors.Is(err, errs.ErrAlreadyExists) {
+		return nil // the parent recorded it itself meanwhile: its own record stands
+	} else if err != nil {
+		return err
+	}
+	if created.RecoveredFrom == "" { // new, or a seed cut short before this write
+		if _, err := c.state.Store().Actions.Update(ctx, created.ActionKey, store.AnyVersion,
+			store.Update{OutputURI: out, RecoveredFrom: rec.source.RunName, Fence: c.opts.Fence()}); err != nil {
+			return err
+		}
+		c.state.Changed()
+	}
+	return nil
+}

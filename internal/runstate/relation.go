@@ -168,3 +168,32 @@ func (s *Service) CopyOutputs(ctx context.Context, src, dst *store.Action, attem
 	}
 	return dir, true, nil
 }
+
+// CopyTraceOutputs copies the outputs file a trace recorded into runBase,
+// where the SDK lays out a trace of that name, and returns the copy's URI.
+// ok is false when the trace recorded none in our storage.
+func (s *Service) CopyTraceOutputs(ctx context.Context, src *store.Action, runBase string) (uri string, ok bool, err error) {
+	recorded, err := s.outputURI(ctx, src)
+	if err != nil || recorded == "" {
+		return "", false, err
+	}
+	from, err := s.blobs.Key(recorded)
+	if err != nil {
+		return "", false, nil
+	}
+	uri = contract.JoinURI(runBase, src.Name, contract.OutputsFile)
+	to, err := s.blobs.Key(uri)
+	if err != nil {
+		return "", false, nil
+	}
+	raw, err := s.blobs.Get(ctx, from)
+	if errors.Is(err, errs.ErrNotFound) {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, err
+	}
+	if err := s.blobs.Put(ctx, to, raw, nil); err != nil {
+		return "", false, err
+	}
+	return uri, true, nil
+}
