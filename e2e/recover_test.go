@@ -79,6 +79,29 @@ func testRecover(t *testing.T, m *manager) {
 	}
 	source, recovered, forced, whole := res.Runs[0], res.Runs[1], res.Runs[2], res.Runs[3]
 
+	// The CLI's way: flyte rerun --recover.
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	const cliRun = "recover-cli"
+	mustFlyte(t, ctx, dir, "rerun", source.Name, "--recover", "--name", cliRun)
+	if p := waitRun(t, ctx, m, cliRun); p != "SUCCEEDED" {
+		t.Errorf("flyte rerun %s --recover: run %s ended %s, want SUCCEEDED", source.Name, cliRun, p)
+	}
+	var cliActions []struct {
+		ID     struct{ Name string } `json:"id"`
+		Status struct{ Phase string }
+	}
+	jsonOutput(t, mustFlyte(t, ctx, dir, "-of", "json-raw", "get", "action", cliRun), &cliActions)
+	cliRecovered := 0
+	for _, a := range cliActions {
+		if a.Status.Phase == "ACTION_PHASE_RECOVERED" {
+			cliRecovered++
+		}
+	}
+	if cliRecovered != 3 {
+		t.Errorf("flyte get action %s: %d actions RECOVERED, want 3 (two leaves and the trace): %+v", cliRun, cliRecovered, cliActions)
+	}
+
 	// Which action ran which code, from the tasks' own record.
 	ran := map[string][]string{}  // run name → "what action" lines
 	leafOf := map[string]string{} // action name → leaf0..leaf3
@@ -122,6 +145,7 @@ func testRecover(t *testing.T, m *manager) {
 			recLeaves, srcLeaves["SUCCEEDED"], srcLeaves["FAILED"])
 	}
 	checkRan(t, "the recovery", ran[recovered.Name], "fan", "leaf1", "leaf3")
+	checkRan(t, "flyte rerun --recover", ran[cliRun], "fan", "leaf1", "leaf3")
 	// The trace fan recorded is replayed, not run: it is RECOVERED too.
 	if got := recovered.trace(t); got != trace {
 		t.Fatalf("the recovery's trace is %s, the source's %s: names are deterministic", got, trace)
