@@ -74,10 +74,10 @@ func testRecover(t *testing.T, m *manager) {
 		Missing      string
 	}
 	driver(t, ctx, &res, "drive_recover.py", sdkEndpoint(m), counter, filepath.Join(counter, "marker"))
-	if len(res.Runs) != 4 {
-		t.Fatalf("driver reported %d runs, want 4", len(res.Runs))
+	if len(res.Runs) != 5 {
+		t.Fatalf("driver reported %d runs, want 5", len(res.Runs))
 	}
-	source, recovered, forced, whole := res.Runs[0], res.Runs[1], res.Runs[2], res.Runs[3]
+	source, recovered, forced, whole, fewer := res.Runs[0], res.Runs[1], res.Runs[2], res.Runs[3], res.Runs[4]
 
 	// The CLI's way: flyte rerun --recover.
 	dir := t.TempDir()
@@ -198,6 +198,17 @@ func testRecover(t *testing.T, m *manager) {
 	}
 	checkJSON(t, "the whole recovery's output", whole.Output, `65`)
 	checkRan(t, "the whole recovery", ran[whole.Name])
+
+	// Another input for the root: the root runs (its inputs differ), the
+	// leaves it calls again with the same inputs are recovered.
+	if fewer.Phase != "SUCCEEDED" || fewer.Actions["a0"].RecoveredFrom != "" {
+		t.Errorf("recovery of %s with n=3: phase %s, a0 %+v; want SUCCEEDED with a0 run again", recovered.Name, fewer.Phase, fewer.Actions["a0"])
+	}
+	checkJSON(t, "the output of the recovery with n=3", fewer.Output, `35`)
+	if l := fewer.leaves(); len(l["RECOVERED"]) != 3 || len(l) != 1 {
+		t.Errorf("recovery with n=3: leaves by phase %v, want 3 RECOVERED", l)
+	}
+	checkRan(t, "the recovery with n=3", ran[fewer.Name], "fan")
 
 	// The runs recovered from are as they were.
 	for _, c := range []struct{ before, after recoveredRun }{{source, res.SourceAfter}, {recovered, res.RecoveredMid}} {

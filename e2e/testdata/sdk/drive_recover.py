@@ -1,7 +1,8 @@
 """Recover scenario: a fan-out whose odd children fail while a marker file
 exists, then flyte.rerun(recover=True) after the marker is gone, then
 recoveries of that recovery (one forcing a succeeded child, one reusing
-everything), and a recovery of a run that does not exist.
+everything, one with another input), and a recovery of a run that does not
+exist.
 
 Usage: drive_recover.py <endpoint> <counter dir> <marker file>
 
@@ -62,6 +63,8 @@ async def scenario(endpoint: str, counter_dir: str, marker: str) -> dict:
     third = await describe(forced.name)
     whole = await _drive.runner().rerun.aio(recovered.name, recover=True)
     fourth = await describe(whole.name)
+    fewer = await _drive.runner().rerun.aio(recovered.name, recover=True, n=3)
+    fifth = await describe(fewer.name)
 
     missing = ""
     try:
@@ -69,7 +72,7 @@ async def scenario(endpoint: str, counter_dir: str, marker: str) -> dict:
     except Exception as e:  # noqa: BLE001 - the message is what the test checks
         missing = f"{type(e).__name__}: {e}"
     return {
-        "runs": [first, second, third, fourth],
+        "runs": [first, second, third, fourth, fifth],
         "forced": forced_name,
         "source_after": await describe(source.name),
         "recovered_after": await describe(recovered.name),
