@@ -3,7 +3,9 @@ package attempt
 import (
 	"context"
 	"errors"
+	"strings"
 
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
@@ -131,9 +133,15 @@ func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *re
 	if err != nil || !ok {
 		return err
 	}
+	// The SDK uploads a trace's inputs under its own run's base before it
+	// looks for the trace; the record points there, not into the source run.
+	inputs := src.InputURI
+	if rest, ok := strings.CutPrefix(inputs, strings.TrimRight(src.RunOutputBase, "/")+"/"); ok && src.RunOutputBase != "" {
+		inputs = contract.JoinURI(parent.RunOutputBase, rest)
+	}
 	n := store.NewAction{
 		Key: parent.RunKey.Action(src.Name), ParentName: parent.Name, ActionType: store.ActionTypeTrace,
-		ShortName: src.ShortName, Phase: phase.Recovered, InputURI: src.InputURI, RunOutputBase: parent.RunOutputBase,
+		ShortName: src.ShortName, Phase: phase.Recovered, InputURI: inputs, RunOutputBase: parent.RunOutputBase,
 		Group: src.Group, CreatedBy: src.CreatedBy, CreatedAt: src.CreatedAt,
 	}
 	if src.EndedAt != nil {
