@@ -89,8 +89,9 @@ type PlanOptions struct {
 	NoContainer string
 }
 
-// Plan decides how a's current attempt starts: spec → limits → cache →
-// secrets → the contract's values and environment.
+// Plan decides how a's current attempt starts: spec → recovery (a
+// recovering run's reused actions, recover.go) → limits → cache → secrets →
+// the contract's values and environment.
 func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, error) {
 	n := a.Attempts
 	spec, err := c.Spec(ctx, a)
