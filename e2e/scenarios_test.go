@@ -37,6 +37,7 @@ var sdkScenarios = []struct {
 	{"secrets", testSecrets},
 	{"rerun", testRerun},
 	{"containers", testContainers},
+	{"recover", testRecover},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -82,6 +82,9 @@ type Record struct {
 	Logs     bool   // the attempt's log exists: record the log info
 	// Cache is the cache status to record (0: as the cache step decides).
 	Cache core.CatalogCacheStatus
+	// RecoveredFrom names the source run a recovered action took its
+	// outputs from.
+	RecoveredFrom string
 }
 
 // Apply feeds ev to the machine for a and writes the result with a's
@@ -117,7 +120,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 		u = store.Update{Phase: phase.Queued, AttemptPhase: phase.Failed, Retry: true,
 			ErrorInfo: executionError(dec.Cause, rec.ErrorURI), OutputURI: rec.OutDir}
 	case *machine.Terminal:
-		u = store.Update{Phase: dec.Phase, OutputURI: rec.OutDir}
+		u = store.Update{Phase: dec.Phase, OutputURI: rec.OutDir, RecoveredFrom: rec.RecoveredFrom}
 		if dec.Error != nil {
 			u.ErrorInfo = executionError(*dec.Error, rec.ErrorURI)
 		}

@@ -94,8 +94,9 @@ type PlanOptions struct {
 	NoContainer string
 }
 
-// Plan decides how a's current attempt starts: spec → limits → cache →
-// secrets → the contract's values and environment.
+// Plan decides how a's current attempt starts: spec → recovery (a
+// recovering run's reused actions, recover.go) → limits → cache → secrets →
+// the contract's values and environment.
 func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, error) {
 	n := a.Attempts
 	spec, err := c.Spec(ctx, a)
@@ -114,6 +115,9 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	ri, err := c.run(ctx, a.RunKey)
 	if err != nil {
 		return Plan{}, err
+	}
+	if p, done, err := c.planRecover(ctx, a, spec, ri); err != nil || done {
+		return p, err
 	}
 	inputs, err := c.state.InputsFile(a)
 	if err != nil {
@@ -164,6 +168,9 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	})
 	if err != nil {
 		return c.failPlan(spec, a, machine.KindUser, CodeLaunchFailed, err.Error()), nil
+	}
+	if err := c.seedTraces(ctx, a, ri); err != nil {
+		return Plan{}, err
 	}
 	return Plan{Launch: l, Spec: spec}, nil
 }
@@ -280,6 +287,8 @@ type runInfo struct {
 	envs           []*core.KeyValuePair
 	rawPrefix      string
 	start          time.Time
+	// recovery is set when the run recovers another (recover.go).
+	recovery *recovery
 }
 
 // runCache keeps runInfo per run, bounded.
@@ -316,6 +325,9 @@ func (c *Core) run(ctx context.Context, run store.RunKey) (*runInfo, error) {
 	}
 	if rs.GetRunStartTime() != nil {
 		ri.start = rs.GetRunStartTime().AsTime()
+	}
+	if ri.recovery, err = c.recoveryOf(ctx, run, rs); err != nil {
+		return nil, err
 	}
 	c.runs.mu.Lock()
 	if len(c.runs.runs) >= 4096 { // bounded: drop everything rather than track recency

@@ -42,6 +42,12 @@ type Succeeded struct {
 	Attempt uint32
 }
 
+// Recovered: a pending action of a recovering run took its outputs from
+// the same action of the source run; no attempt runs.
+type Recovered struct {
+	Attempt uint32
+}
+
 // Failed: the attempt ended with an error document (or the driver could not
 // launch it for a reason it understands). Kind is the error's origin.
 type Failed struct {
@@ -97,6 +103,7 @@ func (Wait) Name() string           { return "Wait" }
 func (Start) Name() string          { return "Start" }
 func (Running) Name() string        { return "Running" }
 func (Succeeded) Name() string      { return "Succeeded" }
+func (Recovered) Name() string      { return "Recovered" }
 func (Failed) Name() string         { return "Failed" }
 func (TimedOut) Name() string       { return "TimedOut" }
 func (Crashed) Name() string        { return "Crashed" }
@@ -107,6 +114,7 @@ func (e Wait) attempt() uint32         { return e.Attempt }
 func (e Start) attempt() uint32        { return e.Attempt }
 func (e Running) attempt() uint32      { return e.Attempt }
 func (e Succeeded) attempt() uint32    { return e.Attempt }
+func (e Recovered) attempt() uint32    { return e.Attempt }
 func (e Failed) attempt() uint32       { return e.Attempt }
 func (e TimedOut) attempt() uint32     { return e.Attempt }
 func (e Crashed) attempt() uint32      { return e.Attempt }

@@ -178,6 +178,11 @@ func Transition(s State, ev Event, p Policy) (State, Decision, error) {
 		// From a pending phase this is a cache hit: no attempt ran.
 		s.Phase = phase.Succeeded
 		return s, &Terminal{Phase: phase.Succeeded, Reason: "succeeded"}, nil
+	case Recovered:
+		if s.Phase.Pending() {
+			s.Phase = phase.Recovered
+			return s, &Terminal{Phase: phase.Recovered, Reason: "recovered from the source run"}, nil
+		}
 	case TimedOut:
 		code := e.Code
 		if code == "" {

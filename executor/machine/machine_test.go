@@ -62,6 +62,11 @@ func TestTransition(t *testing.T) {
 			want{state: st(phase.Succeeded, 1, 0, 0), decision: "terminal", phase: phase.Succeeded}},
 		{"cache hit from queued", New(), Succeeded{}, none,
 			want{state: st(phase.Succeeded, 1, 0, 0), decision: "terminal", phase: phase.Succeeded}},
+		{"recovered from queued", New(), Recovered{Attempt: 1}, none,
+			want{state: st(phase.Recovered, 1, 0, 0), decision: "terminal", phase: phase.Recovered}},
+		{"recovered while waiting", st(phase.WaitingForResources, 1, 0, 0), Recovered{}, none,
+			want{state: st(phase.Recovered, 1, 0, 0), decision: "terminal", phase: phase.Recovered}},
+		{"recovered once running", st(phase.Running, 1, 0, 0), Recovered{}, none, want{state: st(phase.Running, 1, 0, 0), err: true}},
 
 		// Waiting for resources.
 		{"wait from queued", New(), Wait{Reason: "cache reservation"}, none, want{state: st(phase.WaitingForResources, 1, 0, 0)}},

@@ -205,6 +205,9 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if runSpec.GetMaxActionConcurrency() < 0 {
 		return nil, errs.Invalidf("run_spec.max_action_concurrency must not be negative")
 	}
+	if err := s.checkRelation(ctx, run, runSpec); err != nil {
+		return nil, err
+	}
 	rawRunSpec, err := marshal(runSpec)
 	if err != nil {
 		return nil, err

@@ -143,7 +143,7 @@ func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (Action
 			return ActionData{}, err
 		}
 	}
-	if a.Phase != phase.Succeeded {
+	if a.Phase != phase.Succeeded && a.Phase != phase.Recovered {
 		return out, nil
 	}
 	dir, err := s.resultDir(ctx, a)

@@ -33,6 +33,8 @@ func metadataOf(a *store.Action) *workflow.ActionMetadata {
 		ActionType:      workflow.ActionType(a.ActionType),
 		EnvironmentName: a.EnvironmentName,
 		FuntionName:     a.ShortName,
+		Relation:        relationOf(a),
+		RecoveredFrom:   recoveredFrom(a),
 	}
 	if a.ParentName != nil {
 		md.Parent = *a.ParentName

@@ -87,6 +87,9 @@ type Action struct {
 	// ResourceVersion is the global version of this action's last change;
 	// pass it back to Update for optimistic concurrency.
 	ResourceVersion int64
+	// RecoveredFrom names the run whose same-named action this one took its
+	// outputs from (phase RECOVERED); "" for actions that ran.
+	RecoveredFrom string
 }
 
 func (Action) TableName() string { return "actions" }

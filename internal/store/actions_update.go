@@ -37,6 +37,8 @@ type Update struct {
 	Cluster     string // of the current attempt
 	CacheStatus *int32
 	AbortInfo   []byte
+	// RecoveredFrom records the run a RECOVERED action took its outputs from.
+	RecoveredFrom string
 	// AbortRequested marks the action for abort; the executor acts on it
 	// and reports ABORTED. Marking twice keeps the first time.
 	AbortRequested bool
@@ -139,6 +141,9 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if u.CacheStatus != nil {
 		f["cache_status"] = *u.CacheStatus
 	}
+	if u.RecoveredFrom != "" {
+		f["recovered_from"] = u.RecoveredFrom
+	}
 	if u.AbortRequested && a.AbortRequestedAt == nil {
 		f["abort_requested_at"] = at
 	}
@@ -191,6 +196,8 @@ func applyFields(a *Action, f map[string]any) {
 			a.AbortInfo = v.([]byte)
 		case "cache_status":
 			a.CacheStatus = v.(int32)
+		case "recovered_from":
+			a.RecoveredFrom = v.(string)
 		case "abort_requested_at":
 			t := v.(time.Time)
 			a.AbortRequestedAt = &t
