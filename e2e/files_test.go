@@ -25,13 +25,19 @@ func testFiles(t *testing.T, m *manager) {
 	if res.Phase != "SUCCEEDED" {
 		t.Fatalf("run %s is %s, want SUCCEEDED: downstream tasks read what their upstream returned (error: %s)", res.Run, res.Phase, res.Error)
 	}
-	// Positive control: the values really point into working directories
-	// (not copied into the storage), else this proves nothing.
-	if !m.Kubernetes {
-		for what, p := range map[string]string{"file": res.Paths.File, "dir": res.Paths.Dir, "report's file": res.Paths.Report} {
-			if !strings.HasPrefix(strings.TrimPrefix(p, "file://"), m.Home+"/work/") {
-				t.Errorf("the returned %s is at %s, want it in an attempt's working directory under %s/work", what, p, m.Home)
-			}
+	// The values point into working directories, not copies in the
+	// storage (else this proves nothing): on the local executor the
+	// attempts' under <home>/work; on kubernetes with shared file storage
+	// the Pods', which are on that storage under <home>, not in the node's
+	// directories that go with the Pods.
+	where, what := m.Home+"/work/", "an attempt's working directory"
+	if m.Kubernetes {
+		where, what = m.Home+"/", "a Pod's working directory on the manager's storage"
+	}
+	for name, p := range map[string]string{"file": res.Paths.File, "dir": res.Paths.Dir, "report's file": res.Paths.Report} {
+		p = strings.TrimPrefix(p, "file://")
+		if !strings.HasPrefix(p, where) || !strings.Contains(p, "/work/") {
+			t.Errorf("the returned %s is at %s, want it in %s under %s", name, p, what, where)
 		}
 	}
 	wantDir := `["sub/deep.txt=kept (deep)","top.txt=kept (top)"]`
