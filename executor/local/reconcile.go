@@ -291,6 +291,7 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	d.mu.Unlock()
 	removeSecrets(e.dir)
 	d.queueAll(d.slots.Release(e.key))
+	d.queueAll(d.resources.release(e.key))
 	if started {
 		// The process ended and took its cgroup and leftovers with it;
 		// this catches whatever entered the directory since.
