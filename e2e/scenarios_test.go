@@ -37,6 +37,7 @@ var sdkScenarios = []struct {
 	{"secrets", testSecrets},
 	{"rerun", testRerun},
 	{"files", testFiles},
+	{"resources", testResourcesWait},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -90,7 +90,7 @@ func RequestOf(res *core.Resources, ext *core.ExtendedResources) (Request, error
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil || q.Sign() < 0 {
-			return Request{}, errs.Invalidf("the task's %s request %q is not a non-negative quantity such as 2, 500m or 4Gi", f.what, v)
+			return Request{}, errs.Invalidf("the task's %s resource %q is not a non-negative quantity such as 2, 500m or 4Gi", f.what, v)
 		}
 		f.set(q)
 	}

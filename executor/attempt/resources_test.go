@@ -32,8 +32,8 @@ func TestRequestOf(t *testing.T) {
 		// Requests decide; a limit without a request is the request.
 		{"requests over limits", &core.Resources{Requests: entries("cpu", "1"), Limits: entries("cpu", "4", "memory", "1Gi")}, nil,
 			Request{CPUMillis: 1000, MemoryBytes: 1 << 30}, ""},
-		{"not a quantity", &core.Resources{Requests: entries("memory", "lots")}, nil, Request{}, `memory request "lots"`},
-		{"negative", &core.Resources{Requests: entries("cpu", "-1")}, nil, Request{}, `cpu request "-1"`},
+		{"not a quantity", &core.Resources{Requests: entries("memory", "lots")}, nil, Request{}, `memory resource "lots"`},
+		{"negative", &core.Resources{Requests: entries("cpu", "-1")}, nil, Request{}, `cpu resource "-1"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := RequestOf(c.res, c.ext)
