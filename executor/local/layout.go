@@ -25,18 +25,18 @@ import (
 //	    process.json   the process group's identity, written before the attempt counts as RUNNING
 //	    secrets/       the secret files the task requested (0700, files 0600), removed at its end
 //
-// An attempt's working directory is not removed when the
-// attempt ends, on success, failure, abort, retry (the next attempt gets a
-// directory of its own) or restart recovery. With file:// storage the SDK's
+// An attempt's working directory is not removed when the attempt ends (on
+// success, failure, abort, retry, where the next attempt gets a directory
+// of its own, or restart recovery). With file:// storage the SDK's
 // File.from_local and Dir.from_local return the absolute local path of what
-// the task wrote instead of uploading it, so a returned File, Dir, or one
-// inside a dataclass, points into this directory; downstream tasks and the
-// user read it from there for as long as the run's data lives. The manager
-// collects no run data, so neither does it collect these directories. The
-// code bundle the runtime extracts here stays too: a task may return one of
-// its files, and the manager cannot tell which outputs point where (a
-// dataclass's fields are opaque to it). Only the secrets/ directory, which
-// the manager placed, goes at the attempt's end.
+// the task wrote instead of uploading it, so a returned File or Dir, also
+// one inside a dataclass, points into this directory: downstream tasks and
+// the user read it there for as long as the run's data lives. The manager
+// collects no run data, so it collects none of these directories either.
+// The code bundle the runtime extracts here stays too: a task may return one
+// of its files, and the manager cannot tell where outputs point (a
+// dataclass's fields are opaque to it). Only secrets/, which the manager
+// placed, goes at the attempt's end.
 const (
 	lockFile     = ".executor.lock"
 	cwdDir       = "work"
