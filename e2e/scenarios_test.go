@@ -38,6 +38,8 @@ var sdkScenarios = []struct {
 	{"rerun", testRerun},
 	{"containers", testContainers},
 	{"recover", testRecover},
+	{"files", testFiles},
+	{"resources", testResourcesWait},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

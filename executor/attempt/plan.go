@@ -39,6 +39,8 @@ type Launch struct {
 	QueuedLeft time.Duration
 	// ConcurrencyLimit is the run's max_action_concurrency (0: none).
 	ConcurrencyLimit int
+	// Request is what the attempt needs of its host (requests decide).
+	Request Request
 	// Secrets are the secrets the task requested, with their values: a
 	// driver delivers them (contract.SecretEnv tells the task where) and
 	// keeps them out of Env, logs and specs.
@@ -92,6 +94,9 @@ type PlanOptions struct {
 	// NoContainer explains, for this driver, why a task without a container
 	// command cannot run.
 	NoContainer string
+	// Resources, when set, checks requests against one host (the local
+	// driver; on kubernetes the cluster's scheduler places Pods).
+	Resources *HostResources
 }
 
 // Plan decides how a's current attempt starts: spec → recovery (a
@@ -127,6 +132,10 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if err != nil {
 		return Plan{}, err
 	}
+	req, p, done := c.planResources(spec, a, o.Resources, &lim)
+	if done {
+		return p, nil
+	}
 	if lim.expired != nil {
 		return Plan{Event: *lim.expired, Spec: spec}, nil
 	}
@@ -141,7 +150,7 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
-		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets}
+		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
 	if copilot.IsRaw(tmpl) {

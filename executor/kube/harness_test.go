@@ -223,6 +223,17 @@ func (h *harness) eventually(what string, cond func() bool) {
 }
 
 // action reads key's row.
+// started waits until a script has touched $FIXTURES/marker: a Pod is
+// Running before its script's first line runs, and a test that stops the
+// first attempt must not stop it before the script recorded that it ran
+// (the next attempt would take the first attempt's branch again).
+func (h *harness) started(marker string) {
+	h.eventually("the script to touch "+marker, func() bool {
+		_, err := os.Stat(filepath.Join(h.fixtures, marker))
+		return err == nil
+	})
+}
+
 func (h *harness) action(key store.ActionKey) *store.Action {
 	h.t.Helper()
 	a, err := h.st.Actions.Get(h.ctx, key)

@@ -99,6 +99,7 @@ func TestLifecycle(t *testing.T) {
 		script: `if [ ! -e "$FIXTURES/evicted" ]; then touch "$FIXTURES/evicted"; sleep 600; fi; ` + succeed,
 		act: func(t *testing.T, key store.ActionKey) {
 			pod := h.running(key, 1)
+			h.started("evicted")
 			if err := h.k.Delete(h.ctx, pod); err != nil {
 				t.Fatal(err)
 			}
@@ -118,6 +119,7 @@ func TestLifecycle(t *testing.T) {
 		script: `if [ ! -e "$FIXTURES/vanished" ]; then touch "$FIXTURES/vanished"; sleep 600; fi; ` + succeed,
 		act: func(t *testing.T, key store.ActionKey) {
 			h.running(key, 1)
+			h.started("vanished")
 			var ta *v1.TaskAction
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the driver writes its status meanwhile
 				var err error

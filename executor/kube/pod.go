@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,10 @@ import (
 // environment), with the container's resources, the task's service
 // account, and the action's labels; owned by its TaskAction so that
 // deleting the TaskAction deletes its Pods.
+
+// podWorkDir is the Pod's working directory below its attempt's output
+// directory, when that is on shared file storage.
+const podWorkDir = "work"
 
 // podSpec is what buildPod needs besides the launch.
 type podSpec struct {
@@ -89,6 +94,15 @@ func buildPod(ta *v1.TaskAction, l *attempt.Launch, o podSpec) (*corev1.Pod, err
 	}
 	ctr.Env = append(ctr.Env, envVars(l.Env)...)
 	ctr.Resources = res
+	if ctr.WorkingDir == "" && filepath.IsAbs(l.OutDir) {
+		// file:// storage the Pods share (sharedFileStorage): the SDK's
+		// File.from_local and Dir.from_local then return the local path of
+		// what the task wrote instead of uploading it, so the task works in
+		// a directory of its attempt on that storage, which outlives the
+		// Pod as long as the run's data does. A working directory the
+		// task's PodTemplate sets is the user's choice and stays.
+		ctr.WorkingDir = filepath.Join(l.OutDir, podWorkDir)
+	}
 	if at >= 0 {
 		pod.Spec.Containers[at] = ctr
 	} else {

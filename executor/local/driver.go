@@ -97,6 +97,8 @@ type Driver struct {
 	q                    *queue
 	lim                  *limiter
 	slots                *attempt.Slots
+	resources            *resourcePool // the host's share running attempts hold
+	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
 
 	mu        sync.Mutex
 	running   map[store.ActionKey]*ownAttempt
@@ -176,6 +178,11 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		leaseStop:      make(chan struct{}),
 		leaseDone:      make(chan struct{}),
 	}
+	host, notes := detectHost(local.Resources)
+	for _, n := range notes {
+		d.log.Warn(n)
+	}
+	d.resources, d.unsatisfiableFails = newResourcePool(host), local.Resources.Unsatisfiable == config.UnsatisfiableFail
 	d.lease = lease.New(state.Store().Leases, local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d

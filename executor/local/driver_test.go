@@ -39,6 +39,7 @@ func TestSuccess(t *testing.T) {
 		// The script records its argv, cwd and the contract environment.
 		script := `for a in "$@"; do echo "arg=$a"; done > "$SHARED/args"
 pwd > "$SHARED/cwd"
+echo "returned by the task" > returned.txt
 env | grep -E '^(_U_|RUN_NAME|ACTION_NAME|FLYTE_ATTEMPT_NUMBER|FLYTE_INTERNAL_EXECUTION_PROJECT|RUNLEVEL|TASKLEVEL)' | sort > "$SHARED/env"
 echo "hello from the task"; echo "to stderr" >&2
 ` + succeed
@@ -92,14 +93,18 @@ echo "hello from the task"; echo "to stderr" >&2
 				t.Errorf("env lacks %s:\n%s", kv, env)
 			}
 		}
-		// The process record is there; the working directory is cleaned up.
+		// The process record is there; once the driver has stopped (and so
+		// is done with the attempt), what the task wrote in its working directory is still
+		// there (a File it returned with file:// storage points at it).
 		if _, ok, err := readIdentity(dir); !ok || err != nil {
 			t.Errorf("process.json: %v %v", ok, err)
 		}
-		eventually(t, "the working directory to go", 5*time.Second, func() bool {
-			_, err := os.Stat(filepath.Join(dir, cwdDir))
-			return errors.Is(err, os.ErrNotExist)
-		})
+		if err := d.Stop(h.ctx); err != nil { // its workers are done with the attempt
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, cwdDir, "returned.txt")); err != nil || string(b) != "returned by the task\n" {
+			t.Errorf("the file the task wrote in its working directory: %q, %v", b, err)
+		}
 		if n := testutil.ToFloat64(d.metrics.started); n != 1 {
 			t.Errorf("started %v", n)
 		}

@@ -152,6 +152,10 @@ type taskOpts struct {
 	cacheVersion string
 	serialize    bool
 	secrets      []*core.Secret
+	// resources and extended are the container's resources and the
+	// task's extended resources (a GPU accelerator).
+	resources *core.Resources
+	extended  *core.ExtendedResources
 }
 
 // spec is a TaskSpec whose container runs script through the fake a0 with
@@ -186,12 +190,14 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 		sc = &core.SecurityContext{Secrets: o.secrets}
 	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
-		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
-		Type:            tt,
-		Metadata:        md,
-		SecurityContext: sc,
+		Id:                &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
+		Type:              tt,
+		Metadata:          md,
+		SecurityContext:   sc,
+		ExtendedResources: o.extended,
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
-			Image: "ignored",
+			Resources: o.resources,
+			Image:     "ignored",
 			Args: []string{"a0", script, "{{.input}}", "{{.outputPrefix}}", "{{.rawOutputDataPrefix}}",
 				"{{.checkpointOutputPrefix}}", "{{.prevCheckpointPrefix}}", "{{.runName}}", "{{.actionName}}", "{{.runStartTime}}"},
 			Env: env,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -44,7 +45,8 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return nil
 	}
 	plan, err := d.core.Plan(ctx, a, attempt.PlanOptions{Endpoint: endpoint, HostEnv: os.Environ(),
-		NoContainer: "the local executor runs container tasks (Python tasks) only; plugin task types need the kubernetes executor"})
+		NoContainer: "the local executor runs container tasks (Python tasks) only; plugin task types need the kubernetes executor",
+		Resources:   &attempt.HostResources{Host: d.resources.host, Fail: d.unsatisfiableFails}})
 	if err != nil {
 		return err
 	}
@@ -69,14 +71,21 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if a.ParentName != nil {
 		parent = *a.ParentName
 	}
-	ok, wake := d.slots.Acquire(key, parent, l.ConcurrencyLimit)
+	gpus, busy := d.resources.acquire(key, parent, l.Request)
+	ok, wake := busy == "", []store.ActionKey(nil)
+	if ok {
+		if ok, wake = d.slots.Acquire(key, parent, l.ConcurrencyLimit); !ok {
+			d.queueAll(d.resources.release(key))
+			busy = "no free slot"
+		}
+	}
 	d.queueAll(wake)
 	if !ok {
 		if l.QueuedLeft > 0 {
 			d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
 		}
 		if a.Phase == phase.Queued {
-			_, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: "no free slot"}, attempt.Record{})
+			_, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: busy}, attempt.Record{})
 			return err
 		}
 		return nil
@@ -140,6 +149,11 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
 		}
 		a = d.reportRaw(ctx, a, note)
+	}
+	if len(gpus) > 0 || len(d.resources.host.GPUs) > 0 {
+		// Its own devices, and none of the others' (as a Pod without a
+		// GPU request sees none).
+		env = env.With(contract.KV{Key: cudaDevices, Value: cudaEnv(gpus)})
 	}
 	proc, err := d.runner.Start(process.Spec{
 		Args:    args,

@@ -20,10 +20,23 @@ import (
 //
 //	<WorkDir>/.executor.lock                       held while a driver runs
 //	<WorkDir>/<org|_>/<project>/<domain>/<run>/<action>/<attempt>/
-//	    work/          the attempt's working directory (the bundle is extracted here)
+//	    work/          the attempt's working directory (the bundle is extracted here), kept
 //	    attempt.log    its stdout, stderr and the manager's notes (process package format)
 //	    process.json   the process group's identity, written before the attempt counts as RUNNING
 //	    secrets/       the secret files the task requested (0700, files 0600), removed at its end
+//
+// An attempt's working directory is not removed when the attempt ends (on
+// success, failure, abort, retry, where the next attempt gets a directory
+// of its own, or restart recovery). With file:// storage the SDK's
+// File.from_local and Dir.from_local return the absolute local path of what
+// the task wrote instead of uploading it, so a returned File or Dir, also
+// one inside a dataclass, points into this directory: downstream tasks and
+// the user read it there for as long as the run's data lives. The manager
+// collects no run data, so it collects none of these directories either.
+// The code bundle the runtime extracts here stays too: a task may return one
+// of its files, and the manager cannot tell where outputs point (a
+// dataclass's fields are opaque to it). Only secrets/, which the manager
+// placed, goes at the attempt's end.
 const (
 	lockFile     = ".executor.lock"
 	cwdDir       = "work"

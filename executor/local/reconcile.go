@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -286,8 +285,8 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 }
 
 // dropEntry forgets an attempt of ours once its end is recorded (or it never
-// started): its slot goes to whoever waits, its working directory and
-// secrets go.
+// started): its slot goes to whoever waits and its secrets go. Its working
+// directory stays (see layout.go).
 func (d *Driver) dropEntry(e *ownAttempt) {
 	d.mu.Lock()
 	if d.running[e.key] == e {
@@ -297,11 +296,11 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	d.mu.Unlock()
 	removeSecrets(e.dir)
 	d.queueAll(d.slots.Release(e.key))
+	d.queueAll(d.resources.release(e.key))
 	if started {
 		// The process ended and took its cgroup and leftovers with it;
 		// this catches whatever entered the directory since.
 		process.KillInDir(filepath.Join(e.dir, cwdDir))
-		_ = os.RemoveAll(filepath.Join(e.dir, cwdDir))
 	}
 }
 

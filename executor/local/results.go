@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -91,8 +90,7 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	d.log.Warn("recovered an orphaned attempt", "action", a.ActionKey.String(), "attempt", n,
 		"found", res.Outcome.String(), "decision", decisionString(dec))
 	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
-		_ = os.RemoveAll(filepath.Join(dir, cwdDir))
-		removeSecrets(dir)
+		removeSecrets(dir) // its working directory stays (see layout.go)
 	}
 	d.afterRecord(ctx, updated, dec)
 	return nil

@@ -187,6 +187,9 @@ type LocalExecutor struct {
 	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
 	// Containers says how raw container tasks (ContainerTask) run.
 	Containers LocalContainers `mapstructure:"containers" yaml:"containers"`
+	// Resources says what the host offers attempts and what becomes of
+	// one that requests more.
+	Resources LocalResources `mapstructure:"resources" yaml:"resources"`
 }
 
 // Container runtimes of the local executor (executor.local.containers.runtime).
@@ -205,6 +208,35 @@ type LocalContainers struct {
 	// run containers on every host (and images must be pullable), so the
 	// command runs with the host's filesystem and the log says so.
 	Runtime string `mapstructure:"runtime" yaml:"runtime"`
+}
+
+// Unsatisfiable resource requests (executor.local.resources.unsatisfiable).
+const (
+	UnsatisfiableWait = "wait"
+	UnsatisfiableFail = "fail"
+)
+
+// LocalResources: the local executor places every attempt on this host.
+// An attempt starts when its requests (CPU, memory, GPUs; requests, not
+// limits) fit beside those of the running attempts; the GPUs it gets are
+// its own until it ends (CUDA_VISIBLE_DEVICES).
+type LocalResources struct {
+	// Unsatisfiable is what becomes of an attempt requesting more than the
+	// host offers at all: "wait" keeps it WAITING_FOR_RESOURCES, saying
+	// what is missing, until its max_queued_time (TIMED_OUT) or forever
+	// without one, as a Pod no node can take stays Pending; "fail" fails
+	// it at once, naming what is missing.
+	Unsatisfiable string `mapstructure:"unsatisfiable" yaml:"unsatisfiable"`
+	// CPUs the host offers, a quantity ("4", "1500m"); "" detects them
+	// (the CPUs this process may run on).
+	CPUs string `mapstructure:"cpus" yaml:"cpus"`
+	// Memory the host offers, a quantity ("16Gi"); "" detects it
+	// (MemTotal in /proc/meminfo).
+	Memory string `mapstructure:"memory" yaml:"memory"`
+	// GPUs is how many of the host's NVIDIA GPUs attempts may use; -1
+	// detects them (/proc/driver/nvidia/gpus, else nvidia-smi -L). More than
+	// were detected are handed out by index.
+	GPUs int `mapstructure:"gpus" yaml:"gpus"`
 }
 
 // Projects controls project bootstrap.

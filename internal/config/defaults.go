@@ -32,6 +32,7 @@ const (
 //	                      (the secret service generates it on first start)
 //	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH
 //	executor.local.workDir <home>/work
+//	executor.local.resources.cpus, .memory, .gpus  detected by the executor at start
 func Default() Config {
 	return Config{
 		Home: "~/.flyte-manager",
@@ -70,6 +71,10 @@ func Default() Config {
 				LeaseTTL:       15 * time.Second,
 				MaxLogBytes:    DefaultMaxLogBytes,
 				Containers:     LocalContainers{Runtime: ContainerRuntimeAuto},
+				// wait, as a cluster keeps a Pod that fits no node Pending:
+				// examples written for a cluster (max_queued_time on a GPU
+				// task) behave the same, and the wait says what is missing.
+				Resources: LocalResources{Unsatisfiable: UnsatisfiableWait, CPUs: "", Memory: "", GPUs: -1},
 			},
 			Kubernetes: KubernetesExecutor{
 				Namespace:     "flyte",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"fmgr.dev/internal/dsn"
@@ -127,6 +128,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("executor.local.containers.runtime", "must be %s or %s, got %q", ContainerRuntimeAuto, ContainerRuntimeNamespace, r)
 	}
+	validateLocalResources(c.Executor.Local.Resources, bad)
 	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {
 		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
 	}
@@ -186,5 +188,28 @@ func (c *Config) validateCache(bad func(key, format string, args ...any)) {
 	}
 	if cc.SweepInterval < time.Second {
 		bad("cache.sweepInterval", "must be at least 1s, got %s", cc.SweepInterval)
+	}
+}
+
+// validateLocalResources checks executor.local.resources: the policy is one
+// of its two words, the host overrides are positive quantities or empty
+// (detected), gpus is -1 (detected) or a count.
+func validateLocalResources(r LocalResources, bad func(key, format string, args ...any)) {
+	if r.Unsatisfiable != UnsatisfiableWait && r.Unsatisfiable != UnsatisfiableFail {
+		bad("executor.local.resources.unsatisfiable", "must be %q or %q, got %q", UnsatisfiableWait, UnsatisfiableFail, r.Unsatisfiable)
+	}
+	for _, f := range []struct{ key, v, example string }{
+		{"executor.local.resources.cpus", r.CPUs, "4 or 1500m"},
+		{"executor.local.resources.memory", r.Memory, "16Gi"},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if q, err := resource.ParseQuantity(f.v); err != nil || q.Sign() <= 0 {
+			bad(f.key, "must be a positive quantity such as %s (or empty: detected), got %q", f.example, f.v)
+		}
+	}
+	if r.GPUs < -1 {
+		bad("executor.local.resources.gpus", "must be -1 (detected) or a number of GPUs, got %d", r.GPUs)
 	}
 }

@@ -164,10 +164,19 @@ func (r *podRun) processSpec(ctx context.Context) (process.Spec, error) {
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
 		timeout = time.Duration(*d) * time.Second
 	}
+	// The container's workingDir, as a container runtime honours it (and
+	// creates it); without one, a directory of the Pod's own.
+	dir := filepath.Join(podDir, c.Name)
+	if c.WorkingDir != "" {
+		if !filepath.IsAbs(c.WorkingDir) {
+			return process.Spec{}, fmt.Errorf("the container's workingDir %q is not an absolute path", c.WorkingDir)
+		}
+		dir = c.WorkingDir
+	}
 	return process.Spec{
 		Args:    args,
 		Env:     env,
-		Dir:     filepath.Join(podDir, c.Name),
+		Dir:     dir,
 		LogPath: filepath.Join(podDir, c.Name+".log"),
 		Timeout: timeout,
 		Limits:  limits,
