@@ -36,6 +36,11 @@ type NewAction struct {
 	Group           string
 	RunSpec         []byte // root only
 	CacheKey        string // a discoverable task's cache key, as the SDK computed it
+	// Queue is the named queue the action is routed to ("" for none).
+	// With MaxDepth > 0 the insert is refused (errs.ErrTooLarge) when the
+	// queue already holds MaxDepth actions that have not ended.
+	Queue    string
+	MaxDepth int
 	CreatedBy       string
 	CreatedAt       time.Time // zero means now; a trace passes its start time
 	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
@@ -126,6 +131,9 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 				return err
 			}
 		}
+		if err := admitToQueue(tx, n.Queue, n.MaxDepth); err != nil {
+			return err
+		}
 		if n.Spec != nil {
 			if err := putSpec(tx, n.SpecDigest, n.Spec); err != nil {
 				return err
@@ -194,6 +202,7 @@ func (n *NewAction) row(rv int64) *Action {
 		Group:           n.Group,
 		RunSpec:         n.RunSpec,
 		CacheKey:        n.CacheKey,
+		Queue:           n.Queue,
 		CreatedBy:       n.CreatedBy,
 		CreatedAt:       createdAt,
 		UpdatedAt:       now,

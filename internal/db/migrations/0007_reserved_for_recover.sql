@@ -1,0 +1,3 @@
+-- Placeholder on branch h/queues only: version 7 belongs to the recover work
+-- (h/recover's 0007_recovered_from.sql). Delete this file when merging that
+-- branch; it has no statements, so a database that applied it is unchanged.
