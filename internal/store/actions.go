@@ -36,14 +36,15 @@ type NewAction struct {
 	Group           string
 	RunSpec         []byte // root only
 	CacheKey        string // a discoverable task's cache key, as the SDK computed it
+	CreatedBy       string
+	CreatedAt       time.Time // zero means now; a trace passes its start time
+	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
+
 	// Queue is the named queue the action is routed to ("" for none).
 	// With MaxDepth > 0 the insert is refused (errs.ErrTooLarge) when the
 	// queue already holds MaxDepth actions that have not ended.
 	Queue    string
 	MaxDepth int
-	CreatedBy       string
-	CreatedAt       time.Time // zero means now; a trace passes its start time
-	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
 }
 
 func (n *NewAction) validate() error {

@@ -60,7 +60,7 @@ func (r *Actions) QueueCounts(ctx context.Context) (map[string]QueueCounts, erro
 		N     int64
 	}
 	err := r.db.WithContext(ctx).Model(&Action{}).Select("queue, phase, COUNT(*) AS n").
-		Where("queue <> '' AND "+activePredicate).Group("queue, phase").Scan(&rows).Error
+		Where("queue <> '' AND " + activePredicate).Group("queue, phase").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("queue counts: %w", db.Translate(err))
 	}
