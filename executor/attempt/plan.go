@@ -13,6 +13,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
 )
@@ -38,6 +39,9 @@ type Launch struct {
 	QueuedLeft time.Duration
 	// ConcurrencyLimit is the run's max_action_concurrency (0: none).
 	ConcurrencyLimit int
+	// Queue is the named queue the action is on, with its limits (the
+	// zero Queue for none); Ask turns both into what Slots need.
+	Queue config.Queue
 	// Secrets are the secrets the task requested, with their values: a
 	// driver delivers them (contract.SecretEnv tells the task where) and
 	// keeps them out of Env, logs and specs.
@@ -132,7 +136,7 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
-		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets}
+		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Queue: c.queueOf(a)}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
 	l.Env, err = contract.BuildEnv(contract.EnvSpec{

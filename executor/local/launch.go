@@ -65,18 +65,14 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return d.failPermanently(ctx, a, spec, machine.KindUser, attempt.CodeLaunchFailed, err.Error())
 	}
 
-	parent := ""
-	if a.ParentName != nil {
-		parent = *a.ParentName
-	}
-	ok, wake := d.slots.Acquire(key, parent, l.ConcurrencyLimit)
+	ok, why, wake := d.slots.Acquire(key, l.Ask())
 	d.queueAll(wake)
 	if !ok {
 		if l.QueuedLeft > 0 {
 			d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
 		}
 		if a.Phase == phase.Queued {
-			_, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: "no free slot"}, attempt.Record{})
+			_, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: why}, attempt.Record{})
 			return err
 		}
 		return nil

@@ -205,6 +205,10 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if runSpec.GetMaxActionConcurrency() < 0 {
 		return nil, errs.Invalidf("run_spec.max_action_concurrency must not be negative")
 	}
+	queue, err := s.queues.Resolve("run_spec.queue", runSpec.GetQueue())
+	if err != nil {
+		return nil, err
+	}
 	rawRunSpec, err := marshal(runSpec)
 	if err != nil {
 		return nil, err
@@ -238,6 +242,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	n.RunOutputBase = base
 	n.RunSpec = rawRunSpec
 	n.CreatedBy = ident.AnonymousSubject
+	n.Queue, n.MaxDepth = queue.Name, queue.MaxDepth
 	a, err := s.store.Actions.CreateRun(ctx, n)
 	if err != nil {
 		return nil, err
@@ -453,6 +458,9 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 			}
 		}
 		n = t.newAction(key)
+		if n.Queue, n.MaxDepth, err = s.childQueue(ctx, parent, spec.Task.GetQueue()); err != nil {
+			return err
+		}
 	case *actions.Action_Trace:
 		if err := checkTraceTimes(spec.Trace); err != nil {
 			return err
