@@ -36,6 +36,7 @@ var sdkScenarios = []struct {
 	{"cache-serial", testCacheSerialized},
 	{"secrets", testSecrets},
 	{"rerun", testRerun},
+	{"queues", testQueues},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel
