@@ -134,8 +134,7 @@ func testQueues(t *testing.T, m *manager) {
 		if r.WhenFull != 5 {
 			t.Errorf("with queue e2e-depth-5 full, run %s had %d children, want 5", r.Run, r.WhenFull)
 		}
-		if !strings.Contains(r.Refused, "RESOURCE_EXHAUSTED") && !strings.Contains(strings.ToLower(r.Refused), "resource_exhausted") ||
-			!strings.Contains(r.Refused, `queue "e2e-depth-5" is full`) {
+		if !strings.Contains(r.Refused, "[code RESOURCE_EXHAUSTED]") || !strings.Contains(r.Refused, `queue "e2e-depth-5" is full`) {
 			t.Errorf("a run submitted to the full queue: %s; want RESOURCE_EXHAUSTED naming the queue", r.Refused)
 		}
 		if r.Phase != "SUCCEEDED" || r.After != 8 {
@@ -177,6 +176,9 @@ func testQueues(t *testing.T, m *manager) {
 			Child    queueRun
 		}
 		driver(t, ctx, &r, "drive_queues.py", "unknown", sdkEndpoint(m))
+		if !strings.Contains(r.RunError, "[code INVALID_ARGUMENT]") {
+			t.Errorf("a run on an unknown queue: %q, want INVALID_ARGUMENT", r.RunError)
+		}
 		for what, msg := range map[string]string{"a run": r.RunError, "a child": r.Child.Error} {
 			if !strings.Contains(msg, `unknown queue "e2e-no-such-queue"`) || !strings.Contains(msg, `"e2e-serial-1"`) {
 				t.Errorf("%s on an unknown queue: %q, want the queue named with the known ones", what, msg)

@@ -22,6 +22,16 @@ import _drive
 import wf_queues
 
 
+def described(e: BaseException) -> str:
+    """An exception with the Connect code of the error it came from (the
+    SDK wraps CreateRun's ConnectError)."""
+    name, cause = None, e
+    while cause is not None and name is None:
+        name = getattr(getattr(cause, "code", None), "name", None)  # connectrpc's Code enum
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(e).__name__} [code {name}]: {e}"
+
+
 async def report(run_name: str) -> dict:
     entry = await _drive.outcome(run_name)
     entry["run"] = run_name
@@ -52,7 +62,7 @@ async def depth(endpoint: str, dir: str, release: str, n: int) -> dict:
         extra = await _drive.runner(queue="e2e-depth-5").run.aio(wf_queues.held_step, i=99, dir=dir, release=release)
         refused = f"admitted as run {extra.name}"
     except Exception as e:  # noqa: BLE001 - the refusal is what is reported
-        refused = f"{type(e).__name__}: {e}"
+        refused = described(e)
     when_full = await held_children(run.name)
     pathlib.Path(release).touch()
     out = await report(run.name)
@@ -78,7 +88,7 @@ async def unknown(endpoint: str) -> dict:
         run = await _drive.runner(queue="e2e-no-such-queue").run.aio(wf_queues.plain, x=1)
         out["run_error"] = f"admitted as run {run.name}"
     except Exception as e:  # noqa: BLE001 - the refusal is what is reported
-        out["run_error"] = f"{type(e).__name__}: {e}"
+        out["run_error"] = described(e)
     run = await _drive.runner().run.aio(wf_queues.unknown_child, x=1)
     out["child"] = await report(run.name)
     return out
