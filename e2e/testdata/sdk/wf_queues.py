@@ -17,10 +17,11 @@ import flyte
 env = flyte.TaskEnvironment(name="e2e_queues")
 
 
-async def _occupy(dir: str, ident: str, total: int, partner_wait: float) -> int:
+async def _occupy(dir: str, ident: str, total: int, partner_wait: float, want: int = 2) -> int:
     """Run as one of total steps sharing dir; return the most steps seen
-    running at once. It holds until it has seen a partner for a moment, every
-    other step ended, or partner_wait passed."""
+    running at once. It holds until it has seen want steps running (itself
+    included) for a moment, every other step ended, or partner_wait
+    passed."""
     root = pathlib.Path(dir)
     running, ended = root / "running", root / "ended"
     running.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,7 @@ async def _occupy(dir: str, ident: str, total: int, partner_wait: float) -> int:
             n = len(list(running.iterdir()))
             most = max(most, n)
             now = time.monotonic()
-            if n >= 2 and seen_partner_at is None:
+            if n >= want and seen_partner_at is None:
                 seen_partner_at = now
             if seen_partner_at is not None and now - seen_partner_at >= 1:
                 break
@@ -58,8 +59,9 @@ async def serial_step(i: int, dir: str, total: int) -> int:
 
 @env.task
 async def shared_step(i: int, dir: str, total: int) -> int:
-    """Routed with override(queue=...) by its caller."""
-    return await _occupy(dir, f"step{i}", total, 120)
+    """Routed with override(queue=...) to a capacity-3 queue by its caller:
+    holds until it sees three running (or the others ended)."""
+    return await _occupy(dir, f"step{i}", total, 120, want=3)
 
 
 @env.task
