@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,8 @@ func queuesConfigFile(t *testing.T) string {
 type queueRun struct {
 	Run, Phase, Error string
 	Output            any
+	// Waits are the reasons the run's children waited for their queue.
+	Waits []string
 }
 
 var stepLine = regexp.MustCompile(`^(\S+) most=(\d+) `)
@@ -85,6 +88,11 @@ func testQueues(t *testing.T, m *manager) {
 			if most != 1 {
 				t.Errorf("%s of queue e2e-serial-1 (maxActionConcurrency 1) saw %d steps running at once", step, most)
 			}
+		}
+		// Submitted together, the steps waited for the queue and were told so.
+		want := `queue "e2e-serial-1" is at its maxActionConcurrency of 1 (attempts running)`
+		if !slices.Contains(r.Waits, want) {
+			t.Errorf("no step of run %s waited with reason %q: %q", r.Run, want, r.Waits)
 		}
 	})
 
@@ -149,10 +157,17 @@ func testQueues(t *testing.T, m *manager) {
 		dir, kidsA, kidsB := t.TempDir(), t.TempDir(), t.TempDir()
 		var r struct{ Runs []queueRun }
 		driver(t, ctx, &r, "drive_queues.py", "runs", sdkEndpoint(m), dir, kidsA, kidsB)
+		waited := 0
 		for _, run := range r.Runs {
 			if run.Phase != "SUCCEEDED" {
 				t.Errorf("run %s is %s: %s", run.Run, run.Phase, run.Error)
 			}
+			if slices.Contains(run.Waits, `queue "e2e-runs-1" is at its maxRunConcurrency of 1 (runs in flight)`) {
+				waited++
+			}
+		}
+		if waited == 0 {
+			t.Errorf("neither run's root waited for queue e2e-runs-1 with a reason naming it: %+v", r.Runs)
 		}
 		for root, most := range stepsSeen(t, dir) {
 			if most != 1 {

@@ -115,10 +115,10 @@ type tally struct {
 // ("" if none does), counting what t already promised.
 func (s *Slots) blocked(run store.RunKey, ask Ask, t tally) string {
 	if ask.takesRunPlace() && ask.QueueRuns > 0 && s.runsOn[ask.Queue]+t.runs[ask.Queue] >= ask.QueueRuns {
-		return fmt.Sprintf("queue %q has its maxRunConcurrency of %d runs in flight", ask.Queue, ask.QueueRuns)
+		return fmt.Sprintf("queue %q is at its maxRunConcurrency of %d (runs in flight)", ask.Queue, ask.QueueRuns)
 	}
 	if ask.Queue != "" && ask.QueueActions > 0 && s.perQueue[ask.Queue]+t.queue[ask.Queue] >= ask.QueueActions {
-		return fmt.Sprintf("queue %q runs its maxActionConcurrency of %d attempts", ask.Queue, ask.QueueActions)
+		return fmt.Sprintf("queue %q is at its maxActionConcurrency of %d (attempts running)", ask.Queue, ask.QueueActions)
 	}
 	if ask.RunLimit > 0 && s.perRun[run]+t.run[run] >= ask.RunLimit {
 		return fmt.Sprintf("the run's max_action_concurrency of %d is reached", ask.RunLimit)

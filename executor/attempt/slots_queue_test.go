@@ -69,7 +69,7 @@ func TestSlotsQueueRuns(t *testing.T) {
 		t.Fatal("first run refused")
 	}
 	ok, why, _ := s.Acquire(r2, runs1)
-	if ok || !strings.Contains(why, `queue "runs-1" has its maxRunConcurrency of 1`) {
+	if ok || !strings.Contains(why, `queue "runs-1" is at its maxRunConcurrency of 1`) {
 		t.Fatalf("second run: ok=%v why=%q", ok, why)
 	}
 	// The first run's children (inheriting the queue) fan out freely.

@@ -1,7 +1,8 @@
 """Queues scenario (the queues are declared by the e2e harness).
 
   drive_queues.py fanout <endpoint> <serial|small> <dir> <n>
-      Runs serial_fanout or small_fanout with n steps and reports the run.
+      Runs serial_fanout or small_fanout with n steps and reports the run
+      with the reasons its steps waited for the queue.
   drive_queues.py depth <endpoint> <dir> <release file> <n>
       Starts depth_fanout with n held steps, waits until the queue is full,
       submits one more run straight to the queue (which must be refused),
@@ -19,6 +20,7 @@ import sys
 import time
 
 import _drive
+import flyte.remote
 import wf_queues
 
 
@@ -42,7 +44,19 @@ async def fanout(endpoint: str, which: str, dir: str, n: int) -> dict:
     _drive.init(endpoint)
     task = {"serial": wf_queues.serial_fanout, "small": wf_queues.small_fanout}[which]
     run = await _drive.runner().run.aio(task, n=n, dir=dir)
-    return await report(run.name)
+    out = await report(run.name)
+    out["waits"] = []
+    for a in await _drive.actions(run.name):
+        if a["name"] != "a0":
+            out["waits"] += await queue_waits(run.name, a["name"])
+    return out
+
+
+async def queue_waits(run_name: str, action: str) -> list[str]:
+    """Why the action waited for its queue, as its attempts' cluster events
+    tell it."""
+    details = await flyte.remote.ActionDetails.get.aio(run_name=run_name, name=action)
+    return [ce.message for att in details.pb2.attempts for ce in att.cluster_events if "queue" in ce.message]
 
 
 async def held_children(run_name: str) -> int:
@@ -78,7 +92,12 @@ async def runs(endpoint: str, dir: str, kids_a: str, kids_b: str) -> dict:
             for tag, kids in (("a", kids_a), ("b", kids_b))
         )
     )
-    return {"runs": [await report(r.name) for r in submitted]}
+    out = []
+    for r in submitted:
+        entry = await report(r.name)
+        entry["waits"] = await queue_waits(r.name, "a0")
+        out.append(entry)
+    return {"runs": out}
 
 
 async def unknown(endpoint: str) -> dict:
