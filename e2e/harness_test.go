@@ -89,6 +89,7 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 	if o.Home == "" {
 		o.Home = t.TempDir()
 	}
+	o.Config = append(o.Config, queuesConfigFile(t)) // the queues scenario's
 	m := &manager{Home: o.Home, DSN: o.DSN, t: t}
 	p, err := mgrproc.Start(context.Background(), o)
 	if err != nil {

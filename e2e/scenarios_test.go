@@ -40,6 +40,7 @@ var sdkScenarios = []struct {
 	{"recover", testRecover},
 	{"files", testFiles},
 	{"resources", testResourcesWait},
+	{"queues", testQueues},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -72,6 +72,7 @@ local processes.`,
 		newConfigCmd(g),
 		newCacheCmd(g),
 		newSecretsCmd(g),
+		newQueuesCmd(g),
 		newVersionCmd(),
 	)
 	return root

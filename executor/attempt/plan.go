@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
 )
@@ -41,6 +42,9 @@ type Launch struct {
 	ConcurrencyLimit int
 	// Request is what the attempt needs of its host (requests decide).
 	Request Request
+	// Queue is the named queue the action is on, with its limits (the
+	// zero Queue for none); Ask turns both into what Slots need.
+	Queue config.Queue
 	// Secrets are the secrets the task requested, with their values: a
 	// driver delivers them (contract.SecretEnv tells the task where) and
 	// keeps them out of Env, logs and specs.
@@ -150,7 +154,7 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
-		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req}
+		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req, Queue: c.queueOf(a)}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))
 	if copilot.IsRaw(tmpl) {

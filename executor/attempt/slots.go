@@ -1,80 +1,160 @@
 package attempt
 
 import (
+	"fmt"
 	"math"
 	"sync"
 
 	"fmgr.dev/internal/store"
 )
 
-// Slots bound how many attempts run at once: at most max in total (max < 1: no limit), and per
-// run at most the run's RunSpec.max_action_concurrency (0 = unlimited).
+// Slots bound how many attempts run at once: at most max in total (max < 1:
+// no limit), per run at most the run's RunSpec.max_action_concurrency, per
+// named queue at most its maxActionConcurrency, and per named queue at most
+// its maxRunConcurrency runs (0 = unlimited, each).
 //
 // An attempt whose action turns out to be a parent (one of its children asks
-// for a slot) stops counting against either limit: a parent mostly waits for
-// its children, and counting it would let a few nested parents hold every
-// slot while the children they wait for never start (with a run limit of 1,
-// no child could ever run). So the limits bound the attempts doing work.
+// for a slot) stops counting against the action limits (global, run,
+// queue): a parent mostly waits for its children, and counting it would let
+// a few nested parents hold every slot while the children they wait for
+// never start (with a run or queue limit of 1, no child could ever run). So
+// those limits bound the attempts doing work. A run's place on its queue
+// (maxRunConcurrency) is different: the root holds it until its attempt
+// ends, since it is the run, not the work, that the limit bounds.
 //
 // An action that finds no free slot is remembered as waiting, in arrival
 // order; when capacity frees up, the waiting actions that can now go are
 // returned, oldest first, for the caller to queue again.
 type Slots struct {
-	mu      sync.Mutex
-	max     int
-	used    int                  // attempts counted against max
-	perRun  map[store.RunKey]int // attempts counted against each run's limit
-	held    map[store.ActionKey]*hold
-	waiting []waiter
-	isWait  map[store.ActionKey]bool
+	mu       sync.Mutex
+	max      int
+	used     int                  // attempts counted against max
+	perRun   map[store.RunKey]int // attempts counted against each run's limit
+	perQueue map[string]int       // attempts counted against each queue's action limit
+	runsOn   map[string]int       // roots holding a run's place on each queue
+	held     map[store.ActionKey]*hold
+	waiting  []waiter
+	isWait   map[store.ActionKey]bool
 }
 
+// Ask is what an attempt asks a slot under: its place in the tree and the
+// limits that apply to it.
+type Ask struct {
+	// Parent is the action's parent, "" for a run's root.
+	Parent string
+	// RunLimit is the run's max_action_concurrency (0: none).
+	RunLimit int
+	// Queue is the named queue the action is on ("" for none), with its
+	// maxActionConcurrency and maxRunConcurrency (0: none). Only a root
+	// takes a run's place.
+	Queue        string
+	QueueActions int
+	QueueRuns    int
+}
+
+func (a Ask) takesRunPlace() bool { return a.Parent == "" && a.Queue != "" }
+
 type hold struct {
-	counted bool // still counted against the limits
+	counted  bool // still counted against the action limits
+	queue    string
+	runPlace bool // a root holding its run's place on queue
 }
 
 type waiter struct {
-	key    store.ActionKey
-	parent string
-	limit  int
+	key store.ActionKey
+	ask Ask
 }
 
 func NewSlots(max int) *Slots {
 	if max < 1 {
-		max = math.MaxInt // no limit but the runs'
+		max = math.MaxInt // no limit but the runs' and queues'
 	}
 	return &Slots{
-		max:    max,
-		perRun: map[store.RunKey]int{},
-		held:   map[store.ActionKey]*hold{},
-		isWait: map[store.ActionKey]bool{},
+		max:      max,
+		perRun:   map[store.RunKey]int{},
+		perQueue: map[string]int{},
+		runsOn:   map[string]int{},
+		held:     map[store.ActionKey]*hold{},
+		isWait:   map[store.ActionKey]bool{},
 	}
 }
 
-// Acquire takes a slot for key, a child of parent ("" for a run's root),
-// whose run allows limit running attempts (0 = unlimited). Without a free
-// slot it records key as waiting (keeping its place if it waits already)
-// and returns false. wake lists waiting actions that can go now (a parent
-// that stopped counting freed capacity).
-func (s *Slots) Acquire(key store.ActionKey, parent string, limit int) (ok bool, wake []store.ActionKey) {
+// Acquire takes a slot for key under ask. Without a free slot it records
+// key as waiting (keeping its place if it waits already) and returns false
+// with why: which limit holds it back, for the action's status. wake lists
+// waiting actions that can go now (a parent that stopped counting freed
+// capacity).
+func (s *Slots) Acquire(key store.ActionKey, ask Ask) (ok bool, why string, wake []store.ActionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[key]; h != nil {
-		return true, nil
+		return true, "", nil
 	}
-	s.lend(key.RunKey, parent)
-	if s.used < s.max && (limit <= 0 || s.perRun[key.RunKey] < limit) {
-		s.used++
-		s.perRun[key.RunKey]++
-		s.held[key] = &hold{counted: true}
+	s.lend(key.RunKey, ask.Parent)
+	if why = s.blocked(key.RunKey, ask, tally{}); why == "" {
+		s.take(key, ask)
 		s.dropWaiting(key)
-		return true, s.wakeLocked()
+		return true, "", s.wakeLocked()
 	}
 	if !s.isWait[key] {
 		s.isWait[key] = true
-		s.waiting = append(s.waiting, waiter{key: key, parent: parent, limit: limit})
+		s.waiting = append(s.waiting, waiter{key: key, ask: ask})
 	}
-	return false, s.wakeLocked()
+	return false, why, s.wakeLocked()
+}
+
+// tally is capacity promised to waiters being woken but not yet taken.
+type tally struct {
+	global int
+	run    map[store.RunKey]int
+	queue  map[string]int
+	runs   map[string]int
+}
+
+// blocked says which limit keeps an attempt of run under ask from starting
+// ("" if none does), counting what t already promised.
+func (s *Slots) blocked(run store.RunKey, ask Ask, t tally) string {
+	if ask.takesRunPlace() && ask.QueueRuns > 0 && s.runsOn[ask.Queue]+t.runs[ask.Queue] >= ask.QueueRuns {
+		return fmt.Sprintf("queue %q is at its maxRunConcurrency of %d (runs in flight)", ask.Queue, ask.QueueRuns)
+	}
+	if ask.Queue != "" && ask.QueueActions > 0 && s.perQueue[ask.Queue]+t.queue[ask.Queue] >= ask.QueueActions {
+		return fmt.Sprintf("queue %q is at its maxActionConcurrency of %d (attempts running)", ask.Queue, ask.QueueActions)
+	}
+	if ask.RunLimit > 0 && s.perRun[run]+t.run[run] >= ask.RunLimit {
+		return fmt.Sprintf("the run's max_action_concurrency of %d is reached", ask.RunLimit)
+	}
+	if s.used+t.global >= s.max {
+		return "no free slot"
+	}
+	return ""
+}
+
+func (t *tally) add(run store.RunKey, ask Ask) {
+	if t.run == nil {
+		t.run, t.queue, t.runs = map[store.RunKey]int{}, map[string]int{}, map[string]int{}
+	}
+	t.global++
+	t.run[run]++
+	if ask.Queue != "" {
+		t.queue[ask.Queue]++
+		if ask.takesRunPlace() {
+			t.runs[ask.Queue]++
+		}
+	}
+}
+
+// take counts key's attempt against every limit of ask.
+func (s *Slots) take(key store.ActionKey, ask Ask) {
+	h := &hold{counted: true, queue: ask.Queue, runPlace: ask.takesRunPlace()}
+	s.used++
+	s.perRun[key.RunKey]++
+	if h.queue != "" {
+		s.perQueue[h.queue]++
+	}
+	if h.runPlace {
+		s.runsOn[h.queue]++
+	}
+	s.held[key] = h
 }
 
 // lend stops counting parent's attempt, if it runs: one of its children
@@ -85,7 +165,7 @@ func (s *Slots) lend(run store.RunKey, parent string) {
 	}
 	if h := s.held[run.Action(parent)]; h != nil && h.counted {
 		h.counted = false
-		s.uncount(run)
+		s.uncount(run, h.queue)
 	}
 }
 
@@ -101,17 +181,29 @@ func (s *Slots) Release(key store.ActionKey) []store.ActionKey {
 	}
 	delete(s.held, key)
 	if h.counted {
-		s.uncount(key.RunKey)
+		s.uncount(key.RunKey, h.queue)
+	}
+	if h.runPlace {
+		decrement(s.runsOn, h.queue)
 	}
 	return s.wakeLocked()
 }
 
-func (s *Slots) uncount(run store.RunKey) {
+func (s *Slots) uncount(run store.RunKey, queue string) {
 	s.used--
-	if s.perRun[run] <= 1 {
-		delete(s.perRun, run)
+	decrement(s.perRun, run)
+	if queue != "" {
+		decrement(s.perQueue, queue)
+	}
+}
+
+// decrement counts one less under k, dropping k at zero so the maps hold
+// only what is in use.
+func decrement[K comparable](m map[K]int, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
 	} else {
-		s.perRun[run]--
+		m[k]--
 	}
 }
 
@@ -121,20 +213,17 @@ func (s *Slots) uncount(run store.RunKey) {
 // slot they wait for).
 func (s *Slots) wakeLocked() []store.ActionKey {
 	for _, w := range s.waiting {
-		s.lend(w.key.RunKey, w.parent)
+		s.lend(w.key.RunKey, w.ask.Parent)
 	}
-	free := s.max - s.used
-	if free <= 0 || len(s.waiting) == 0 {
+	if s.used >= s.max || len(s.waiting) == 0 {
 		return nil
 	}
 	var out []store.ActionKey
-	taken := map[store.RunKey]int{}
+	var promised tally
 	kept := s.waiting[:0]
 	for _, w := range s.waiting {
-		run := w.key.RunKey
-		if free > 0 && (w.limit <= 0 || s.perRun[run]+taken[run] < w.limit) {
-			free--
-			taken[run]++
+		if s.blocked(w.key.RunKey, w.ask, promised) == "" {
+			promised.add(w.key.RunKey, w.ask)
 			out = append(out, w.key)
 			delete(s.isWait, w.key)
 			continue
@@ -181,6 +270,14 @@ func (s *Slots) Counts(run store.RunKey) (global, ofRun int) {
 	return s.used, s.perRun[run]
 }
 
+// QueueCounts reports the attempts counted against queue's action limit
+// and the runs holding a place on it.
+func (s *Slots) QueueCounts(queue string) (actions, runs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perQueue[queue], s.runsOn[queue]
+}
+
 // DropAllWaiting forgets every waiting action (the driver went on standby;
 // whoever holds the lease next finds them with its scan).
 func (s *Slots) DropAllWaiting() {
@@ -199,16 +296,14 @@ func (s *Slots) Waiting() int {
 }
 
 // Hold counts key's running attempt, whatever the limits say: an attempt
-// found running (after a restart or a takeover) holds its slot, so the
-// limits count it until it ends.
-func (s *Slots) Hold(key store.ActionKey) {
+// found running (after a restart or a takeover) holds its slot, and its
+// place on its queue, so the limits count it until it ends.
+func (s *Slots) Hold(key store.ActionKey, ask Ask) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[key] != nil {
 		return
 	}
 	s.dropWaiting(key)
-	s.used++
-	s.perRun[key.RunKey]++
-	s.held[key] = &hold{counted: true}
+	s.take(key, ask)
 }

@@ -17,23 +17,23 @@ func TestSlots(t *testing.T) {
 	r2a0 := akey("r2", "a0")
 
 	// Run limit 1: the root runs; its first child takes the root's place.
-	if ok, _ := s.Acquire(r1a0, "", 1); !ok {
+	if ok, _, _ := s.Acquire(r1a0, Ask{RunLimit: 1}); !ok {
 		t.Fatal("root refused")
 	}
-	if ok, _ := s.Acquire(r1a, "a0", 1); !ok {
+	if ok, _, _ := s.Acquire(r1a, Ask{Parent: "a0", RunLimit: 1}); !ok {
 		t.Fatal("first child refused: the parent should stop counting")
 	}
 	if g, r := s.Counts(r1a0.RunKey); g != 1 || r != 1 {
 		t.Fatalf("counts %d %d", g, r)
 	}
-	if ok, _ := s.Acquire(r1b, "a0", 1); ok {
+	if ok, _, _ := s.Acquire(r1b, Ask{Parent: "a0", RunLimit: 1}); ok {
 		t.Fatal("second child ran beside the first with a run limit of 1")
 	}
-	if ok, _ := s.Acquire(r1c, "a0", 1); ok || !s.Waits(r1c) {
+	if ok, _, _ := s.Acquire(r1c, Ask{Parent: "a0", RunLimit: 1}); ok || !s.Waits(r1c) {
 		t.Fatal("third child not waiting")
 	}
 	// Another run takes the second global slot.
-	if ok, _ := s.Acquire(r2a0, "", 0); !ok {
+	if ok, _, _ := s.Acquire(r2a0, Ask{}); !ok {
 		t.Fatal("other run refused")
 	}
 	// Releasing the running child wakes the oldest waiter of its run only.
@@ -43,11 +43,11 @@ func TestSlots(t *testing.T) {
 	if s.Waits(r1b) || !s.Waits(r1c) {
 		t.Fatal("waiting list wrong after wake")
 	}
-	if ok, _ := s.Acquire(r1b, "a0", 1); !ok {
+	if ok, _, _ := s.Acquire(r1b, Ask{Parent: "a0", RunLimit: 1}); !ok {
 		t.Fatal("woken child refused")
 	}
 	// The global limit: full.
-	if ok, _ := s.Acquire(akey("r3", "a0"), "", 0); ok {
+	if ok, _, _ := s.Acquire(akey("r3", "a0"), Ask{}); ok {
 		t.Fatal("third global slot")
 	}
 	s.Forget(akey("r3", "a0"))
@@ -71,23 +71,23 @@ func TestSlots(t *testing.T) {
 func TestSlotsParentStartingAfterItsChildren(t *testing.T) {
 	s := NewSlots(1)
 	other, root, c1 := akey("r", "x"), akey("r", "a0"), akey("r", "c1")
-	if ok, _ := s.Acquire(other, "", 0); !ok {
+	if ok, _, _ := s.Acquire(other, Ask{}); !ok {
 		t.Fatal("refused")
 	}
-	if ok, _ := s.Acquire(root, "", 0); ok {
+	if ok, _, _ := s.Acquire(root, Ask{}); ok {
 		t.Fatal("root ran beyond the limit")
 	}
-	if ok, _ := s.Acquire(c1, "a0", 0); ok {
+	if ok, _, _ := s.Acquire(c1, Ask{Parent: "a0"}); ok {
 		t.Fatal("child ran beyond the limit")
 	}
 	if wake := s.Release(other); !slices.Equal(wake, []store.ActionKey{root}) {
 		t.Fatalf("woke %v", wake)
 	}
-	ok, wake := s.Acquire(root, "", 0)
+	ok, _, wake := s.Acquire(root, Ask{})
 	if !ok || !slices.Equal(wake, []store.ActionKey{c1}) {
 		t.Fatalf("root: %v, woke %v", ok, wake)
 	}
-	if ok, _ := s.Acquire(c1, "a0", 0); !ok {
+	if ok, _, _ := s.Acquire(c1, Ask{Parent: "a0"}); !ok {
 		t.Fatal("child refused while its parent holds the only slot")
 	}
 }
@@ -97,15 +97,15 @@ func TestSlotsParentStartingAfterItsChildren(t *testing.T) {
 func TestSlotsHold(t *testing.T) {
 	s := NewSlots(0)
 	a, b := akey("r", "a"), akey("r", "b")
-	s.Hold(a)
-	s.Hold(a) // once
-	if ok, _ := s.Acquire(b, "", 1); ok {
+	s.Hold(a, Ask{})
+	s.Hold(a, Ask{}) // once
+	if ok, _, _ := s.Acquire(b, Ask{RunLimit: 1}); ok {
 		t.Fatal("the run's limit of 1 let a second attempt start beside one held")
 	}
 	if wake := s.Release(a); len(wake) != 1 || wake[0] != b {
 		t.Fatalf("release woke %v, want b", wake)
 	}
-	if ok, _ := s.Acquire(b, "", 1); !ok {
+	if ok, _, _ := s.Acquire(b, Ask{RunLimit: 1}); !ok {
 		t.Fatal("b cannot start once a ended")
 	}
 }

@@ -57,12 +57,9 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 		return a, false, ctrl.Result{RequeueAfter: plan.RetryAfter}, err
 	}
 	l := plan.Launch
-	// The run's max_action_concurrency (the cluster schedules the rest).
-	parent := ""
-	if a.ParentName != nil {
-		parent = *a.ParentName
-	}
-	ok, wake := d.slots.Acquire(a.ActionKey, parent, l.ConcurrencyLimit)
+	// The run's max_action_concurrency and the queue's limits (the cluster
+	// schedules the rest).
+	ok, why, wake := d.slots.Acquire(a.ActionKey, l.Ask())
 	d.pokeAll(wake)
 	if !ok {
 		var res ctrl.Result
@@ -70,7 +67,7 @@ func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action)
 			res.RequeueAfter = l.QueuedLeft // to time it out if it still waits then
 		}
 		if a.Phase == phase.Queued {
-			a, err = d.apply(ctx, ta, a, plan.Spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: "the run's max_action_concurrency is reached"}, attempt.Record{})
+			a, err = d.apply(ctx, ta, a, plan.Spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: why}, attempt.Record{})
 		}
 		return a, false, res, err
 	}
@@ -137,7 +134,7 @@ func (d *Driver) podCreateFailed(ctx context.Context, ta *v1.TaskAction, a *stor
 // watch follows the Pod of an active attempt and records what it shows.
 func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, ctrl.Result, error) {
 	n := a.Attempts
-	d.slots.Hold(a.ActionKey) // running, so counted, also when found after a restart
+	d.slots.Hold(a.ActionKey, attempt.AskOf(a)) // running, so counted, also when found after a restart
 	spec, err := d.core.Spec(ctx, a)
 	if err != nil {
 		var bad attempt.BadSpecError

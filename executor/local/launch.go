@@ -74,9 +74,10 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	gpus, busy := d.resources.acquire(key, parent, l.Request)
 	ok, wake := busy == "", []store.ActionKey(nil)
 	if ok {
-		if ok, wake = d.slots.Acquire(key, parent, l.ConcurrencyLimit); !ok {
+		var why string
+		if ok, why, wake = d.slots.Acquire(key, l.Ask()); !ok {
 			d.queueAll(d.resources.release(key))
-			busy = "no free slot"
+			busy = why
 		}
 	}
 	d.queueAll(wake)

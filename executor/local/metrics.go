@@ -56,7 +56,7 @@ func newMetrics(d *Driver) *metrics {
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flyte_manager_executor_actions_waiting",
-			Help: "Actions waiting for a free slot (executor.local.maxParallelism or the run's max_action_concurrency).",
+			Help: "Actions waiting for a free slot (executor.local.maxParallelism, the run's max_action_concurrency or a named queue's limits).",
 		}, func() float64 {
 			return float64(d.slots.Waiting())
 		}),

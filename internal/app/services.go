@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
@@ -55,7 +56,11 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 	hooks.Secrets = secrets.Hook()
-	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks)
+	named := queues.New(cfg.Queues)
+	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
+		return err
+	}
+	state, exec, setupExecutor, err := newExecutor(d, st, blobs, hub, hooks, runstate.WithQueues(named))
 	if err != nil {
 		return err
 	}
@@ -89,7 +94,7 @@ type executor interface {
 
 // newExecutor builds the run state with the configured executor, and the
 // step that sets the executor up.
-func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub, hooks attempt.Hooks) (*runstate.Service, executor, func() error, error) {
+func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub, hooks attempt.Hooks, opts ...runstate.Option) (*runstate.Service, executor, func() error, error) {
 	srv, cfg := d.Server, d.Config
 	advertised := func() string { return advertisedAddr(srv) }
 	if cfg.Executor.Type == config.ExecutorKubernetes {
@@ -99,12 +104,12 @@ func newExecutor(d *Deps, st *store.Store, blobs *blob.Store, hub *runstate.Hub,
 		}
 		state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *kube.Driver {
 			return kube.New(state, rc, cfg.Executor.Kubernetes, cfg.Home, advertised, d.Log).WithHooks(hooks)
-		})
+		}, opts...)
 		return state, exec, func() error { return kube.Setup(srv, exec) }, nil
 	}
 	state, exec := runstate.New(st, blobs, hub, cfg.Projects, d.Log, func(state *runstate.Service) *local.Driver {
 		return local.New(state, cfg.Executor, advertised, d.Log).WithHooks(hooks)
-	})
+	}, opts...)
 	return state, exec, func() error { return local.Setup(srv, exec) }, nil
 }
 

@@ -37,6 +37,9 @@ type Config struct {
 	Cache    Cache    `mapstructure:"cache" yaml:"cache"`
 	Log      Log      `mapstructure:"log" yaml:"log"`
 	Secrets  Secrets  `mapstructure:"secrets" yaml:"secrets"`
+	// Queues are the named queues that tasks and runs may route to with
+	// queue= (none by default; see Queue).
+	Queues []Queue `mapstructure:"queues" yaml:"queues"`
 }
 
 // Secrets configures the key that encrypts the Secret service's values at
@@ -266,6 +269,28 @@ type Cache struct {
 	// SweepInterval is how often expired reservations and entries, and the
 	// oldest entries beyond maxEntries, are deleted.
 	SweepInterval time.Duration `mapstructure:"sweepInterval" yaml:"sweepInterval"`
+}
+
+// Queue is one named queue. An action is on a queue when its TaskAction
+// names it (queue= on its task or environment), else when its run's
+// RunSpec names it (with_runcontext(queue=...), or the root task's queue).
+// An action without a queue is on none and is bounded by no queue; a queue
+// name that is not configured is refused at submit (InvalidArgument), so a
+// typo never runs unbounded. Every limit is 0 = unlimited.
+type Queue struct {
+	// Name is what queue= names; unique among the queues.
+	Name string `mapstructure:"name" yaml:"name"`
+	// MaxActionConcurrency bounds the attempts on the queue that run at
+	// once, across runs; the others wait, in arrival order.
+	MaxActionConcurrency int `mapstructure:"maxActionConcurrency" yaml:"maxActionConcurrency"`
+	// MaxRunConcurrency bounds the runs whose root action is on the queue
+	// that are running at once; the others' roots wait, in arrival order.
+	// Children are not counted.
+	MaxRunConcurrency int `mapstructure:"maxRunConcurrency" yaml:"maxRunConcurrency"`
+	// MaxDepth bounds the actions on the queue that have not ended
+	// (queued, waiting or running): one more is refused at submit with
+	// RESOURCE_EXHAUSTED.
+	MaxDepth int `mapstructure:"maxDepth" yaml:"maxDepth"`
 }
 
 // Log configures the process logger.

@@ -105,6 +105,8 @@ func Default() Config {
 			Key:     "",
 			KeyFile: "",
 		},
+		// No queues: queue= must name one the operator declared.
+		Queues: []Queue{},
 	}
 }
 

@@ -149,6 +149,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateCache(bad)
+	c.validateQueues(bad)
 
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.Log.Level)) {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
@@ -211,5 +212,31 @@ func validateLocalResources(r LocalResources, bad func(key, format string, args 
 	}
 	if r.GPUs < -1 {
 		bad("executor.local.resources.gpus", "must be -1 (detected) or a number of GPUs, got %d", r.GPUs)
+	}
+}
+
+// validateQueues checks the queues: list: every queue named, once, with
+// limits that are 0 (unlimited) or positive.
+func (c *Config) validateQueues(bad func(key, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, q := range c.Queues {
+		key := fmt.Sprintf("queues[%d]", i)
+		switch {
+		case strings.TrimSpace(q.Name) == "":
+			bad(key+".name", "must not be empty")
+		case q.Name != strings.TrimSpace(q.Name) || strings.ContainsFunc(q.Name, func(r rune) bool { return r < ' ' }):
+			bad(key+".name", "%q must not carry spaces around it or control characters", q.Name)
+		case seen[q.Name]:
+			bad(key+".name", "queue %q is declared twice", q.Name)
+		}
+		seen[q.Name] = true
+		for _, l := range []struct {
+			field string
+			v     int
+		}{{"maxActionConcurrency", q.MaxActionConcurrency}, {"maxRunConcurrency", q.MaxRunConcurrency}, {"maxDepth", q.MaxDepth}} {
+			if l.v < 0 {
+				bad(key+"."+l.field, "must not be negative (0 means unlimited), got %d", l.v)
+			}
+		}
 	}
 }

@@ -63,6 +63,8 @@ type Options struct {
 	Home string   // --home
 	DSN  string   // --db; "" for the home's SQLite database
 	Env  []string // added to this process's environment
+	// Config are configuration files, each passed with --config.
+	Config []string
 	// Port is the port to listen on, the same at every (re)start; 0 takes
 	// a free one each time. A fixed port is for tests whose task processes
 	// outlive a restart and keep the manager's address (Pods).
@@ -116,6 +118,9 @@ func (p *Process) start(ctx context.Context, env []string) error {
 	args := []string{"start", "--home", p.opts.Home, "--port", strconv.Itoa(p.opts.Port)}
 	if p.opts.DSN != "" {
 		args = append(args, "--db", p.opts.DSN)
+	}
+	for _, f := range p.opts.Config {
+		args = append(args, "--config", f)
 	}
 	p.output = &Buffer{}
 	var out io.Writer = p.output

@@ -208,6 +208,10 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err := s.checkRelation(ctx, run, runSpec); err != nil {
 		return nil, err
 	}
+	queue, err := s.queues.Resolve("run_spec.queue", runSpec.GetQueue())
+	if err != nil {
+		return nil, err
+	}
 	rawRunSpec, err := marshal(runSpec)
 	if err != nil {
 		return nil, err
@@ -241,6 +245,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	n.RunOutputBase = base
 	n.RunSpec = rawRunSpec
 	n.CreatedBy = ident.AnonymousSubject
+	n.Queue, n.MaxDepth = queue.Name, queue.MaxDepth
 	a, err := s.store.Actions.CreateRun(ctx, n)
 	if err != nil {
 		return nil, err
@@ -456,6 +461,9 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 			}
 		}
 		n = t.newAction(key)
+		if n.Queue, n.MaxDepth, err = s.childQueue(ctx, parent, spec.Task.GetQueue()); err != nil {
+			return err
+		}
 	case *actions.Action_Trace:
 		if err := checkTraceTimes(spec.Trace); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/store"
 )
 
@@ -36,6 +37,7 @@ type Service struct {
 	hub      *Hub
 	log      *slog.Logger
 	exec     Executor // set once in New, before the Service is shared; nil: nobody runs actions
+	queues   *queues.Set
 
 	specMu sync.Mutex
 	specs  map[string]*task.TaskSpec // immutable by digest
@@ -52,14 +54,27 @@ type Service struct {
 // anyone else sees the Service. So there is no setter to forget, no window
 // in which an action is created with nobody told, and no lock on every
 // Submit. Pass NoExecutor where nothing runs actions.
-func New[E Executor](st *store.Store, blobs *blob.Store, hub *Hub, projects config.Projects, log *slog.Logger, newExecutor func(*Service) E) (*Service, E) {
+func New[E Executor](st *store.Store, blobs *blob.Store, hub *Hub, projects config.Projects, log *slog.Logger, newExecutor func(*Service) E, opts ...Option) (*Service, E) {
 	s := &Service{store: st, blobs: blobs, hub: hub, projects: projects, log: log, specs: map[string]*task.TaskSpec{}}
+	for _, o := range opts {
+		o(s)
+	}
 	e := newExecutor(s)
 	if any(e) != nil {
 		s.exec = e
 	}
 	return s, e
 }
+
+// Option configures a Service at New, before anyone sees it.
+type Option func(*Service)
+
+// WithQueues declares the named queues runs and actions may route to;
+// without it there are none, and a submit naming a queue is refused.
+func WithQueues(q *queues.Set) Option { return func(s *Service) { s.queues = q } }
+
+// Queues are the configured named queues.
+func (s *Service) Queues() *queues.Set { return s.queues }
 
 // NoExecutor builds a run state whose actions nobody runs: they are created
 // QUEUED and stay so (for services and tests that never execute).

@@ -79,6 +79,7 @@ type Action struct {
 	AbortRequestedAt *time.Time
 	CacheStatus      int32
 	CacheKey         string // a discoverable task's cache key ("" otherwise)
+	Queue            string // the named queue it was routed to ("" for none)
 	CreatedBy        string
 	CreatedAt        time.Time
 	UpdatedAt        time.Time

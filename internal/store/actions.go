@@ -39,6 +39,12 @@ type NewAction struct {
 	CreatedBy       string
 	CreatedAt       time.Time // zero means now; a trace passes its start time
 	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
+
+	// Queue is the named queue the action is routed to ("" for none).
+	// With MaxDepth > 0 the insert is refused (errs.ErrTooLarge) when the
+	// queue already holds MaxDepth actions that have not ended.
+	Queue    string
+	MaxDepth int
 }
 
 func (n *NewAction) validate() error {
@@ -126,6 +132,9 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 				return err
 			}
 		}
+		if err := admitToQueue(tx, n.Queue, n.MaxDepth); err != nil {
+			return err
+		}
 		if n.Spec != nil {
 			if err := putSpec(tx, n.SpecDigest, n.Spec); err != nil {
 				return err
@@ -194,6 +203,7 @@ func (n *NewAction) row(rv int64) *Action {
 		Group:           n.Group,
 		RunSpec:         n.RunSpec,
 		CacheKey:        n.CacheKey,
+		Queue:           n.Queue,
 		CreatedBy:       n.CreatedBy,
 		CreatedAt:       createdAt,
 		UpdatedAt:       now,

@@ -15,6 +15,7 @@ import (
 
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -27,6 +28,8 @@ type Options struct {
 	BlobDir string
 	// Projects configures project admission; nil auto-creates projects.
 	Projects *config.Projects
+	// Queues are the named queues submits may route to (none if nil).
+	Queues []config.Queue
 }
 
 // Env is what a run state was built from.
@@ -57,7 +60,7 @@ func New[E runstate.Executor](t testing.TB, g *gorm.DB, o Options, newExec func(
 	}
 	st := store.New(g)
 	env := &Env{Store: st, Blobs: blobs, Hub: Hub(t, st, o.Log), Log: o.Log}
-	state, exec := runstate.New(st, blobs, env.Hub, projects, o.Log, newExec)
+	state, exec := runstate.New(st, blobs, env.Hub, projects, o.Log, newExec, runstate.WithQueues(queues.New(o.Queues)))
 	return state, exec, env
 }
 
