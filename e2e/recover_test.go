@@ -11,9 +11,11 @@ import (
 )
 
 // Run recovery end to end (testdata/sdk/drive_recover.py, wf_recover.py):
-// flyte.rerun(recover=True) makes a new run in which the actions that
-// succeeded in the source end RECOVERED with the source's outputs, without
-// running, and everything else runs.
+// flyte.rerun(recover=True) makes a new run whose root runs again and in
+// which the sub-actions that succeeded in the source end RECOVERED with the
+// source's outputs, without running; everything else runs. The run ends as
+// its root does, SUCCEEDED when it succeeds, which is the only success the
+// SDK knows (Run.raise_for_status).
 
 type recoveredAction struct {
 	Phase, Task   string
@@ -24,6 +26,8 @@ type recoveredAction struct {
 type recoveredRun struct {
 	Name, Phase string
 	Output      any
+	// StatusError is what Run.raise_for_status raised ("" for a success).
+	StatusError string `json:"status_error"`
 	Relation    *struct {
 		Type int
 		To   string
@@ -131,9 +135,10 @@ func testRecover(t *testing.T, m *manager) {
 	checkRan(t, "the source", ran[source.Name], "fan", "trace", "leaf0", "leaf1", "leaf2", "leaf3")
 	trace := source.trace(t)
 
-	// The recovery: succeeded leaves RECOVERED (not run), failed ones ran.
-	if recovered.Phase != "SUCCEEDED" {
-		t.Fatalf("recovery %s ended %s, want SUCCEEDED", recovered.Name, recovered.Phase)
+	// The recovery: the root and the failed leaves ran, succeeded leaves
+	// are RECOVERED (not run).
+	if recovered.Phase != "SUCCEEDED" || recovered.StatusError != "" {
+		t.Fatalf("recovery %s ended %s (raise_for_status: %q), want SUCCEEDED", recovered.Name, recovered.Phase, recovered.StatusError)
 	}
 	checkJSON(t, "the recovery's output", recovered.Output, `65`)
 	if recovered.Relation == nil || recovered.Relation.Type != relationRecover || recovered.Relation.To != source.Name {
@@ -173,8 +178,8 @@ func testRecover(t *testing.T, m *manager) {
 	if res.Forced == "" || !slices.Contains(recLeaves["RECOVERED"], res.Forced) {
 		t.Fatalf("forced action %q is not one of the recovered leaves %v", res.Forced, recLeaves["RECOVERED"])
 	}
-	if forced.Phase != "SUCCEEDED" {
-		t.Fatalf("forced recovery %s ended %s, want SUCCEEDED", forced.Name, forced.Phase)
+	if forced.Phase != "SUCCEEDED" || forced.StatusError != "" {
+		t.Fatalf("forced recovery %s ended %s (raise_for_status: %q), want SUCCEEDED", forced.Name, forced.Phase, forced.StatusError)
 	}
 	checkJSON(t, "the forced recovery's output", forced.Output, `65`)
 	for name, a := range forced.Actions {
@@ -191,17 +196,34 @@ func testRecover(t *testing.T, m *manager) {
 	}
 	checkRan(t, "the forced recovery", ran[forced.Name], "fan", leafOf[res.Forced])
 
-	// Recovering a run that succeeded whole reuses its root: nothing runs.
-	if whole.Phase != "RECOVERED" || len(whole.Actions) != 1 || whole.Actions["a0"].RecoveredFrom != recovered.Name+"/a0" {
-		t.Errorf("recovery of the succeeded %s: phase %s, actions %+v; want RECOVERED with only a0, recovered from it",
-			recovered.Name, whole.Phase, whole.Actions)
+	// Recovering a run that succeeded whole runs only its root, which finds
+	// every leaf and its trace recovered, and ends SUCCEEDED: a success to
+	// the SDK.
+	if whole.Phase != "SUCCEEDED" || whole.StatusError != "" {
+		t.Errorf("recovery of the succeeded %s ended %s (raise_for_status: %q), want SUCCEEDED", recovered.Name, whole.Phase, whole.StatusError)
 	}
+	if a0 := whole.Actions["a0"]; a0.Phase != "SUCCEEDED" || a0.RecoveredFrom != "" {
+		t.Errorf("whole recovery: a0 %+v, want SUCCEEDED, run again and not recovered", a0)
+	}
+	if l := whole.leaves(); len(l["RECOVERED"]) != 4 || len(l) != 1 {
+		t.Errorf("whole recovery: leaves by phase %v, want 4 RECOVERED", l)
+	}
+	for name, a := range whole.Actions {
+		if name != "a0" && (a.Phase != "RECOVERED" || a.RecoveredFrom != recovered.Name+"/"+name) {
+			t.Errorf("whole recovery: %s (%s) is %s recovered from %q, want RECOVERED from %s/%s",
+				name, a.Task, a.Phase, a.RecoveredFrom, recovered.Name, name)
+		}
+	}
+	if len(whole.Actions) != 6 {
+		t.Errorf("whole recovery has %d actions, want 6 (a0, four leaves, the trace): %+v", len(whole.Actions), whole.Actions)
+	}
+	whole.trace(t)
 	checkJSON(t, "the whole recovery's output", whole.Output, `65`)
-	checkRan(t, "the whole recovery", ran[whole.Name])
+	checkRan(t, "the whole recovery", ran[whole.Name], "fan")
 
-	// Another input for the root: the root runs (its inputs differ), the
-	// leaves it calls again with the same inputs are recovered.
-	if fewer.Phase != "SUCCEEDED" || fewer.Actions["a0"].RecoveredFrom != "" {
+	// Another input for the root: the root runs (as always), the leaves it
+	// calls again with the same inputs are recovered.
+	if fewer.Phase != "SUCCEEDED" || fewer.StatusError != "" || fewer.Actions["a0"].RecoveredFrom != "" {
 		t.Errorf("recovery of %s with n=3: phase %s, a0 %+v; want SUCCEEDED with a0 run again", recovered.Name, fewer.Phase, fewer.Actions["a0"])
 	}
 	checkJSON(t, "the output of the recovery with n=3", fewer.Output, `35`)

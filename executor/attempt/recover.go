@@ -15,18 +15,25 @@ import (
 )
 
 // The recovery step of an action's life, before the cache: in a run created
-// to recover another (RunSpec.relation RECOVER), an action whose same-named
-// action of the source run succeeded (or was itself recovered) with the same
-// inputs is not run again. It ends RECOVERED with a copy of the source's
-// outputs in its own attempt directory, so the run's data stays its own and
-// the parent reads them from the output_uri it is told, as after any attempt.
+// to recover another (RunSpec.relation RECOVER), a sub-action whose
+// same-named action of the source run succeeded (or was itself recovered)
+// with the same inputs is not run again. It ends RECOVERED with a copy of the
+// source's outputs in its own attempt directory, so the run's data stays its
+// own and the parent reads them from the output_uri it is told, as after any
+// attempt.
+//
+// The root always runs again: its code re-drives the tree, finding each
+// sub-action recovered, and the run ends as its root does. The SDK counts
+// only SUCCEEDED as a run's success (a run that ended RECOVERED fails
+// raise_for_status), so a recovered run must end SUCCEEDED when its root
+// succeeds.
 //
 // The SDK names child actions deterministically from their parent, task,
 // inputs and call order, so the name finds the source action; the inputs are
-// compared all the same (the root is always a0, and a task may ignore inputs
-// in its name). Everything else runs: what failed or never ran, what was
-// forced (RunSpec.recover.force_rerun_actions), and every ancestor of a
-// forced action, for a forced child only runs again when its parent does.
+// compared all the same (a task may ignore some inputs in its names).
+// Everything else runs: what failed or never ran, what was forced
+// (RunSpec.recover.force_rerun_actions), and every ancestor of a forced
+// action, for a forced child only runs again when its parent does.
 
 // recovery is what planning needs of a recovering run.
 type recovery struct {
@@ -63,10 +70,11 @@ func (c *Core) recoveryOf(ctx context.Context, run store.RunKey, rs *task.RunSpe
 }
 
 // planRecover decides whether a's first attempt is recovered instead of
-// run. done says the plan is decided: the action ends RECOVERED.
+// run. done says the plan is decided: the action ends RECOVERED. The root
+// never is (see above).
 func (c *Core) planRecover(ctx context.Context, a *store.Action, spec *task.TaskSpec, ri *runInfo) (Plan, bool, error) {
 	rec := ri.recovery
-	if rec == nil || a.Attempts != 1 || a.ActionType != store.ActionTypeTask || rec.mustRun[a.Name] {
+	if rec == nil || a.IsRoot() || a.Attempts != 1 || a.ActionType != store.ActionTypeTask || rec.mustRun[a.Name] {
 		return Plan{}, false, nil
 	}
 	src, err := c.state.Store().Actions.Get(ctx, rec.source.Action(a.Name))

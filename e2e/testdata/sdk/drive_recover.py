@@ -6,8 +6,9 @@ exist.
 
 Usage: drive_recover.py <endpoint> <counter dir> <marker file>
 
-Reports, per run: its phase, output (when it has one), relation and actions
-(name, phase, task, recovered_from).
+Reports, per run: its phase, output (when it has one), what the SDK's
+Run.raise_for_status says of it ("" when it counts the run a success),
+relation and actions (name, phase, task, recovered_from).
 """
 
 import pathlib
@@ -23,9 +24,13 @@ async def describe(run_name: str) -> dict:
     run = await flyte.remote.Run.get.aio(name=run_name)
     phase = await _drive.wait(run, 600)
     root = await flyte.remote.ActionDetails.get.aio(run_name=run_name, name="a0")
-    entry: dict = {"name": run_name, "phase": phase, "actions": {}}
+    entry: dict = {"name": run_name, "phase": phase, "actions": {}, "status_error": ""}
     if phase in ("SUCCEEDED", "RECOVERED"):
         entry["output"] = (await run.outputs.aio())[0]
+    try:
+        await run.raise_for_status.aio()
+    except Exception as e:  # noqa: BLE001 - the message is what the test checks
+        entry["status_error"] = f"{type(e).__name__}: {e}"
     rel = root.pb2.metadata.relation
     if root.pb2.metadata.HasField("relation"):
         entry["relation"] = {"type": rel.relation_type, "to": rel.related_to.name}
