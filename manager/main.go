@@ -73,6 +73,7 @@ local processes.`,
 		newCacheCmd(g),
 		newSecretsCmd(g),
 		newVersionCmd(),
+		newCopilotCmd(),
 	)
 	return root
 }

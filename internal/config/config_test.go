@@ -358,10 +358,12 @@ executor:
     systemRetries: -1
     leaseTTL: 1ms
     qps: 0
+    copilotImage: "my image"
 `)
 	_, err = Load(Sources{Files: []string{k}})
 	for _, key := range []string{"storage.url:", "executor.kubernetes.sharedFileStorage", "executor.kubernetes.namespace:",
-		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:"} {
+		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:",
+		"executor.kubernetes.copilotImage:"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("kubernetes settings: error does not name %s:\n%v", key, err)
 		}

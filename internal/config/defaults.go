@@ -21,6 +21,11 @@ const (
 	MinMaxLogBytes     = 1 << 20
 )
 
+// DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
+// manager's own image, which raw container Pods run `flyte-manager
+// copilot` in.
+const DefaultCopilotImage = "ghcr.io/fmgr-dev/flyte-manager:latest"
+
 // Default returns the built-in configuration: the single place defaults are
 // defined. Fields left empty here are derived from other values once the
 // sources are merged (see applyDerivedDefaults):
@@ -79,6 +84,7 @@ func Default() Config {
 				GCTTL:         time.Hour,
 				QPS:           1000,
 				Burst:         2000,
+				CopilotImage:  DefaultCopilotImage,
 			},
 		},
 		Projects: Projects{
