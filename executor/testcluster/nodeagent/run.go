@@ -95,7 +95,7 @@ func (r *podRun) run(ctx context.Context) {
 			return
 		}
 		if !out.succeeded() {
-			r.writeStatus(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
+			r.end(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
 			return
 		}
 	}
@@ -109,7 +109,7 @@ func (r *podRun) runInit(ctx context.Context, log *slog.Logger, c *corev1.Contai
 	if err != nil {
 		log.Warn("cannot start init container", "container", c.Name, "err", err)
 		out := notStarted(r.pod, "StartError", err.Error())
-		r.writeStatus(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
+		r.end(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
 		return out, false
 	}
 	started := metav1.Now()
@@ -215,6 +215,11 @@ func (r *podRun) follow(ctx context.Context, proc *process.Process) process.Exit
 // confirms the deletion instead (its status no longer matters). When the
 // agent stops, it writes nothing: the API server may be gone already.
 func (r *podRun) finish(ctx context.Context, out outcome) {
+	r.end(ctx, func(s *corev1.PodStatus) { terminated(s, r.pod, out) })
+}
+
+// end writes the terminal status mutate makes, as finish does.
+func (r *podRun) end(ctx context.Context, mutate func(*corev1.PodStatus)) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -222,7 +227,7 @@ func (r *podRun) finish(ctx context.Context, out outcome) {
 		r.a.confirmDeletion(ctx, r.pod)
 		return
 	}
-	r.writeStatus(ctx, func(s *corev1.PodStatus) { terminated(s, r.pod, out) })
+	r.writeStatus(ctx, mutate)
 }
 
 // processSpecs are the host processes of containers cs of the Pod.
