@@ -22,9 +22,10 @@ const (
 )
 
 // DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
-// manager's own image, which raw container Pods run `flyte-manager
-// copilot` in.
-const DefaultCopilotImage = "ghcr.io/fmgr-dev/flyte-manager:latest"
+// manager's own image (any image with this binary on PATH as
+// flyte-manager), which raw container Pods run `flyte-manager copilot` in.
+// The project publishes none: a cluster names the one it built or pulls.
+const DefaultCopilotImage = "flyte-manager:latest"
 
 // Default returns the built-in configuration: the single place defaults are
 // defined. Fields left empty here are derived from other values once the
