@@ -48,8 +48,14 @@ func TestSDKKubernetes(t *testing.T) {
 	// The Pods' processes start from this environment, as from an image's:
 	// the virtualenv's `a0` on PATH, a home and temporary directory of their
 	// own, no telemetry.
-	c := testcluster.ForTest(t, testcluster.Options{MaxRunning: kubeMaxRunning, Env: []string{
-		"PATH=" + bin + ":/usr/bin:/bin",
+	// The copilot of raw container Pods is the manager's own binary (on
+	// PATH, as in the manager's image); its sidecar reads its Pod through
+	// the cluster's kubeconfig, as one in a cluster would with its service
+	// account's credentials.
+	clusterDir := t.TempDir()
+	c := testcluster.ForTest(t, testcluster.Options{Dir: clusterDir, MaxRunning: kubeMaxRunning, Env: []string{
+		"PATH=" + bin + ":" + filepath.Dir(managerBin) + ":/usr/bin:/bin",
+		"KUBECONFIG=" + filepath.Join(clusterDir, "kubeconfig"),
 		"HOME=" + t.TempDir(),
 		"TMPDIR=" + t.TempDir(),
 		"LANG=C.UTF-8",
@@ -74,6 +80,8 @@ func TestSDKKubernetes(t *testing.T) {
 			// The manager's file:// storage is under its home, which the
 			// Pods, local processes, see at the same path.
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
+			// The test cluster runs no images: the "image" names the binary.
+			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_COPILOTIMAGE=" + managerBin,
 		},
 	})
 	m.Kubernetes, m.Kubeconfig = true, c.Kubeconfig

@@ -74,6 +74,7 @@ local processes.`,
 		newSecretsCmd(g),
 		newQueuesCmd(g),
 		newVersionCmd(),
+		newCopilotCmd(),
 	)
 	return root
 }

@@ -42,6 +42,7 @@ func (c *Core) planRaw(ctx context.Context, l *Launch, inputsFile string) (bad s
 	if l.Args, err = job.Render(l.Args); err != nil {
 		return "raw container: " + err.Error(), nil
 	}
+	job.InputsURI = inputsFile
 	l.Raw = job
 	return "", nil
 }

@@ -64,6 +64,9 @@ type Job struct {
 	// Inputs are the attempt's inputs; Interface declares its outputs.
 	Inputs    *task.Inputs
 	Interface *core.TypedInterface
+	// InputsURI is where the attempt's inputs file is in storage (for a
+	// Pod's init container, which reads them there itself).
+	InputsURI string
 	// HostFiles lets Download copy file and directory inputs that name a
 	// path on this host outside the manager's storage (the SDK keeps the
 	// local path of File.from_local when its raw-data path is file://).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -208,7 +209,11 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	case st == nil || st.State.Terminated == nil:
 		// The Pod failed without its container ever running (evicted, its
 		// node lost): the platform's failure.
-		ev = attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d failed before its task ran: %s %s", n, pod.Status.Reason, pod.Status.Message))
+		why := strings.TrimSpace(pod.Status.Reason + " " + pod.Status.Message)
+		if init := initFailure(pod); init != "" {
+			why = init
+		}
+		ev = attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d failed before its task ran: %s", n, why))
 	}
 	if res.Warning != "" {
 		d.log.Warn("attempt ended abnormally after writing its result", "action", a.ActionKey.String(), "attempt", n, "warning", res.Warning)

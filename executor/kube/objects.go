@@ -141,7 +141,8 @@ func (d *Driver) ensureNamespace(ctx context.Context, ns string) error {
 // buildPod builds the Pod of launch l, with the PodTemplate the task names
 // (TaskMetadata.pod_template_name, in the TaskAction's namespace).
 func (d *Driver) buildPod(ctx context.Context, ta *v1.TaskAction, l *attempt.Launch) (*corev1.Pod, error) {
-	o := podSpec{serviceAccount: d.cfg.ServiceAccount}
+	o := podSpec{serviceAccount: d.cfg.ServiceAccount,
+		raw: d.rawOptions()}
 	if name := l.Spec.GetTaskTemplate().GetMetadata().GetPodTemplateName(); name != "" {
 		pt := &corev1.PodTemplate{}
 		if err := d.reader.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: name}, pt); err != nil {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,14 +33,13 @@ type podSpec struct {
 	base *corev1.PodTemplateSpec
 	// serviceAccount is used when the task names none.
 	serviceAccount string
+	// raw stages a raw container's data (see rawcontainer.go).
+	raw rawOptions
 }
 
 // buildPod builds the Pod of launch l of ta. An error is the task's: a
 // resource quantity that does not parse.
 func buildPod(ta *v1.TaskAction, l *attempt.Launch, o podSpec) (*corev1.Pod, error) {
-	if err := rawContainerUnsupported(l); err != nil {
-		return nil, err
-	}
 	c := l.Container()
 	res, err := resources(c.GetResources())
 	if err != nil {
@@ -106,7 +106,10 @@ func buildPod(ta *v1.TaskAction, l *attempt.Launch, o podSpec) (*corev1.Pod, err
 	if at >= 0 {
 		pod.Spec.Containers[at] = ctr
 	} else {
-		pod.Spec.Containers = []corev1.Container{ctr}
+		at, pod.Spec.Containers = 0, []corev1.Container{ctr}
+	}
+	if err := addCopilot(pod, &pod.Spec.Containers[at], l, o.raw); err != nil {
+		return nil, err
 	}
 	return pod, nil
 }
@@ -188,6 +191,11 @@ func observe(pod *corev1.Pod) (observation, contract.Exit, string) {
 		if st != nil && st.State.Terminated != nil {
 			t := st.State.Terminated
 			exit.Code = int(t.ExitCode)
+			if t.Message != "" && t.ExitCode != 0 {
+				// The end of its log, when the container asked for it
+				// (FallbackToLogsOnError): the error then quotes it.
+				exit.StderrTail = strings.Split(strings.TrimRight(t.Message, "\n"), "\n")
+			}
 			if t.Reason == "OOMKilled" {
 				return podEnded, exit, "OOMKilled"
 			}

@@ -166,6 +166,11 @@ type KubernetesExecutor struct {
 	// QPS and Burst limit the manager's requests to the API server.
 	QPS   float32 `mapstructure:"qps" yaml:"qps"`
 	Burst int     `mapstructure:"burst" yaml:"burst"`
+	// CopilotImage is the manager's own image, with flyte-manager on its
+	// PATH: a raw container task's Pod runs `flyte-manager copilot
+	// download` in it as an init container and `flyte-manager copilot
+	// upload` as a sidecar, to stage the task's data.
+	CopilotImage string `mapstructure:"copilotImage" yaml:"copilotImage"`
 }
 
 // LocalExecutor runs every attempt as a host process.

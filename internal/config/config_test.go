@@ -42,32 +42,33 @@ func TestDefaults(t *testing.T) {
 	userHome, _ := os.UserHomeDir()
 	home := filepath.Join(userHome, ".flyte-manager")
 	checks := map[string][2]any{
-		"home":                          {c.Home, home},
-		"server.host":                   {c.Server.Host, "127.0.0.1"},
-		"server.port":                   {c.Server.Port, 8090},
-		"server.externalURL":            {c.Server.ExternalURL, ""},
-		"server.maxRequestBytes":        {c.Server.MaxRequestBytes, int64(64 << 20)},
-		"server.shutdownTimeout":        {c.Server.ShutdownTimeout, 30 * time.Second},
-		"server.allowedHosts":           {c.Server.AllowedHosts, []string{}},
-		"server.cors.allowedOrigins":    {c.Server.CORS.AllowedOrigins, []string{}},
-		"server.bodyReadTimeout":        {c.Server.BodyReadTimeout, 30 * time.Second},
-		"server.idleTimeout":            {c.Server.IdleTimeout, 120 * time.Second},
-		"server.maxConcurrentStreams":   {c.Server.MaxConcurrentStreams, 250},
-		"database.dsn":                  {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
-		"storage.url":                   {c.Storage.URL, "file://" + home + "/blobs"},
-		"storage.signingKey":            {c.Storage.SigningKey, ""},
-		"executor.type":                 {c.Executor.Type, "local"},
-		"executor.local.workDir":        {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
-		"executor.local.maxParallelism": {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
-		"executor.local.systemRetries":  {c.Executor.Local.SystemRetries, 3},
-		"executor.local.leaseTTL":       {c.Executor.Local.LeaseTTL, 15 * time.Second},
-		"executor.local.maxLogBytes":    {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
-		"projects.autoCreate":           {c.Projects.AutoCreate, true},
-		"projects.seed":                 {c.Projects.Seed, []string{"flytesnacks"}},
-		"log.level":                     {c.Log.Level, "info"},
-		"log.format":                    {c.Log.Format, "text"},
-		"secrets.key":                   {c.Secrets.Key, ""},
-		"secrets.keyFile":               {c.Secrets.KeyFile, filepath.Join(home, "secrets.keyring")},
+		"home":                             {c.Home, home},
+		"server.host":                      {c.Server.Host, "127.0.0.1"},
+		"server.port":                      {c.Server.Port, 8090},
+		"server.externalURL":               {c.Server.ExternalURL, ""},
+		"server.maxRequestBytes":           {c.Server.MaxRequestBytes, int64(64 << 20)},
+		"server.shutdownTimeout":           {c.Server.ShutdownTimeout, 30 * time.Second},
+		"server.allowedHosts":              {c.Server.AllowedHosts, []string{}},
+		"server.cors.allowedOrigins":       {c.Server.CORS.AllowedOrigins, []string{}},
+		"server.bodyReadTimeout":           {c.Server.BodyReadTimeout, 30 * time.Second},
+		"server.idleTimeout":               {c.Server.IdleTimeout, 120 * time.Second},
+		"server.maxConcurrentStreams":      {c.Server.MaxConcurrentStreams, 250},
+		"database.dsn":                     {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
+		"storage.url":                      {c.Storage.URL, "file://" + home + "/blobs"},
+		"storage.signingKey":               {c.Storage.SigningKey, ""},
+		"executor.type":                    {c.Executor.Type, "local"},
+		"executor.local.workDir":           {c.Executor.Local.WorkDir, filepath.Join(home, "work")},
+		"executor.local.maxParallelism":    {c.Executor.Local.MaxParallelism, 2 * runtime.NumCPU()},
+		"executor.local.systemRetries":     {c.Executor.Local.SystemRetries, 3},
+		"executor.local.leaseTTL":          {c.Executor.Local.LeaseTTL, 15 * time.Second},
+		"executor.local.maxLogBytes":       {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
+		"executor.kubernetes.copilotImage": {c.Executor.Kubernetes.CopilotImage, "flyte-manager:latest"},
+		"projects.autoCreate":              {c.Projects.AutoCreate, true},
+		"projects.seed":                    {c.Projects.Seed, []string{"flytesnacks"}},
+		"log.level":                        {c.Log.Level, "info"},
+		"log.format":                       {c.Log.Format, "text"},
+		"secrets.key":                      {c.Secrets.Key, ""},
+		"secrets.keyFile":                  {c.Secrets.KeyFile, filepath.Join(home, "secrets.keyring")},
 	}
 	for key, got := range checks {
 		if !reflect.DeepEqual(got[0], got[1]) {
@@ -358,10 +359,12 @@ executor:
     systemRetries: -1
     leaseTTL: 1ms
     qps: 0
+    copilotImage: "my image"
 `)
 	_, err = Load(Sources{Files: []string{k}})
 	for _, key := range []string{"storage.url:", "executor.kubernetes.sharedFileStorage", "executor.kubernetes.namespace:",
-		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:"} {
+		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:",
+		"executor.kubernetes.copilotImage:"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("kubernetes settings: error does not name %s:\n%v", key, err)
 		}

@@ -21,6 +21,12 @@ const (
 	MinMaxLogBytes     = 1 << 20
 )
 
+// DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
+// manager's own image (any image with this binary on PATH as
+// flyte-manager), which raw container Pods run `flyte-manager copilot` in.
+// The project publishes none: a cluster names the one it built or pulls.
+const DefaultCopilotImage = "flyte-manager:latest"
+
 // Default returns the built-in configuration: the single place defaults are
 // defined. Fields left empty here are derived from other values once the
 // sources are merged (see applyDerivedDefaults):
@@ -84,6 +90,7 @@ func Default() Config {
 				GCTTL:         time.Hour,
 				QPS:           1000,
 				Burst:         2000,
+				CopilotImage:  DefaultCopilotImage,
 			},
 		},
 		Projects: Projects{

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -110,6 +111,9 @@ func (c *Config) Validate() error {
 		}
 		if k.QPS <= 0 || k.Burst < 1 {
 			bad("executor.kubernetes.qps", "qps and burst must be positive, got %v and %d", k.QPS, k.Burst)
+		}
+		if k.CopilotImage == "" || strings.ContainsFunc(k.CopilotImage, unicode.IsSpace) {
+			bad("executor.kubernetes.copilotImage", "must name the manager's image (no spaces), got %q", k.CopilotImage)
 		}
 	default:
 		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)

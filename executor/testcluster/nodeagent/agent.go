@@ -3,20 +3,28 @@
 //
 // The agent registers its Node, binds every unscheduled Pod to it (envtest
 // has no scheduler, and there is only one node), and watches the Pods bound
-// to it. Each Pod's first container runs as a host process through the local
-// executor's process runner (own process group and working directory,
+// to it. A Pod's init containers run one after the other, each to its end,
+// then its containers run together, each as a host process through the
+// local executor's process runner (own process group and working directory,
 // stdout/stderr in a log file, the memory limit enforced where the host gives
-// a cgroup, else sampled). The agent reports the Pod's status as a kubelet does: Running
-// with the container's start, then Succeeded or Failed with its exit code
-// (two status writes per Pod). Deleting a Pod stops its process (SIGTERM, then
-// SIGKILL after the Pod's termination grace period, or the deletion's when
-// shorter) and then removes the object, as a kubelet confirms a deletion.
-// Stopping the agent kills every process within a couple of seconds.
+// a cgroup, else sampled). The agent reports the Pod's status as a kubelet
+// does: Running with the containers' start, each container's end as it
+// happens when there are several (a sidecar may wait for another), then
+// Succeeded or Failed when all ended (Failed when any failed, or when an init
+// container did: the containers then never start). Deleting a Pod stops its
+// processes (SIGTERM, then SIGKILL after the Pod's termination grace period,
+// or the deletion's when shorter) and then removes the object, as a kubelet
+// confirms a deletion. Stopping the agent kills every process within a
+// couple of seconds.
 //
-// What it does not do: init and sidecar containers, restarts (restartPolicy
-// must be Never), images (the container's command is found on PATH of the
-// host), volumes, probes, `kubectl logs`. A memory limit is enforced by the
-// runner's cgroup where the host gives one, else by sampling RSS (memory.go).
+// Volumes: secret volumes are written under the Pod's directory and their
+// mount paths mapped through the environment; emptyDir volumes are the
+// Pod's directories bound at their mount paths in a private mount namespace
+// per process (root only; volumes.go). What it does not do: restarts
+// (restartPolicy must be Never; no sidecar init containers), images (the
+// container's command is found on PATH of the host), other volumes, probes,
+// `kubectl logs`. A memory limit is enforced by the runner's cgroup where the
+// host gives one, else by sampling RSS (memory.go).
 package nodeagent
 
 import (

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -65,11 +66,15 @@ func (r *podRun) run(ctx context.Context) {
 	}
 	if r.a.opts.Runner == RunNoop {
 		now := metav1.Now()
-		r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, now, 0) })
+		r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, now, make([]int, len(r.pod.Spec.Containers))...) })
 		r.finish(ctx, outcome{exitCode: 0, started: now, finished: metav1.Now()})
 		return
 	}
-	spec, err := r.processSpec(ctx)
+	inits, err := r.processSpecs(ctx, r.pod.Spec.InitContainers)
+	var mains []process.Spec
+	if err == nil {
+		mains, err = r.processSpecs(ctx, r.pod.Spec.Containers)
+	}
 	if err != nil {
 		log.Warn("cannot start pod", "err", err)
 		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
@@ -81,20 +86,111 @@ func (r *podRun) run(ctx context.Context) {
 		return
 	}
 	defer release()
+	// Init containers run one after the other, each to its end, before
+	// the Pod's containers start; the first that fails fails the Pod.
+	for i := range inits {
+		c := &r.pod.Spec.InitContainers[i]
+		out, ok := r.runInit(ctx, log, c, inits[i])
+		if !ok {
+			return
+		}
+		if !out.succeeded() {
+			r.end(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
+			return
+		}
+	}
+	r.runContainers(ctx, log, mains)
+}
+
+// runInit runs init container c to its end; ok is false when the Pod was
+// finished instead (it could not start, or it is being deleted).
+func (r *podRun) runInit(ctx context.Context, log *slog.Logger, c *corev1.Container, spec process.Spec) (outcome, bool) {
 	proc, err := r.a.runners.get(gracePeriod(r.pod)).Start(spec)
 	if err != nil {
-		log.Warn("cannot start pod", "err", err)
-		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
-		return
+		log.Warn("cannot start init container", "container", c.Name, "err", err)
+		out := notStarted(r.pod, "StartError", err.Error())
+		r.end(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
+		return out, false
 	}
 	started := metav1.Now()
-	log.Info("pod running", "pid", proc.Identity().PID, "dir", spec.Dir)
-	var mem *memoryWatch
-	if spec.Limits.MemoryBytes > 0 && proc.Unenforced() != "" {
-		mem = &memoryWatch{}
-		go mem.run(proc.Identity().PGID, spec.Limits.MemoryBytes, proc.Done())
+	st := r.follow(ctx, proc)
+	log.Info("init container ended", "container", c.Name, "code", st.Code, "signal", st.Signal)
+	out := exited(st, r.pod, c, started)
+	if r.stopped() || ctx.Err() != nil {
+		r.finish(ctx, out)
+		return out, false
 	}
-	r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, started, proc.Identity().PID) })
+	if out.succeeded() {
+		r.writeStatus(ctx, func(s *corev1.PodStatus) { ended(s, c, true, out) })
+	}
+	return out, true
+}
+
+// runContainers runs the Pod's containers together and finishes the Pod
+// when every one has ended: each end is reported as it happens (a sidecar
+// may wait for another container), and the Pod fails when any container
+// failed.
+func (r *podRun) runContainers(ctx context.Context, log *slog.Logger, specs []process.Spec) {
+	procs := make([]*process.Process, 0, len(specs))
+	for _, spec := range specs {
+		proc, err := r.a.runners.get(gracePeriod(r.pod)).Start(spec)
+		if err != nil {
+			log.Warn("cannot start pod", "err", err)
+			for _, p := range procs {
+				p.Abort("another container of the pod could not start")
+				p.Wait()
+			}
+			r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
+			return
+		}
+		procs = append(procs, proc)
+	}
+	started := metav1.Now()
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.Identity().PID
+	}
+	log.Info("pod running", "pids", pids, "dir", specs[0].Dir)
+	r.writeStatus(ctx, func(s *corev1.PodStatus) { running(s, r.pod, started, pids...) })
+	type end struct {
+		i   int
+		out outcome
+	}
+	ends := make(chan end, len(procs))
+	for i, proc := range procs {
+		go func() {
+			c := &r.pod.Spec.Containers[i]
+			var mem *memoryWatch
+			if limit := specs[i].Limits.MemoryBytes; limit > 0 && proc.Unenforced() != "" {
+				mem = &memoryWatch{}
+				go mem.run(proc.Identity().PGID, limit, proc.Done())
+			}
+			st := r.follow(ctx, proc)
+			log.Info("pod process ended", "container", c.Name, "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
+			out := exited(st, r.pod, c, started)
+			if mem != nil && mem.exceeded.Load() {
+				out.reason, out.exitCode = "OOMKilled", 137
+				out.message = "the container's resident memory went over its limit of " + process.FormatBytes(specs[i].Limits.MemoryBytes)
+			}
+			ends <- end{i, out}
+		}()
+	}
+	var decisive *outcome
+	for range procs {
+		e := <-ends
+		if len(procs) > 1 && !r.stopped() && ctx.Err() == nil {
+			r.writeStatus(ctx, func(s *corev1.PodStatus) { ended(s, &r.pod.Spec.Containers[e.i], false, e.out) })
+		}
+		if decisive == nil || decisive.succeeded() {
+			decisive = &e.out
+		}
+	}
+	r.finish(ctx, *decisive)
+}
+
+// follow waits for proc to end, stopping it when the Pod is deleted or the
+// agent stops, and returns how it ended.
+func (r *podRun) follow(ctx context.Context, proc *process.Process) process.ExitStatus {
 	select {
 	case <-proc.Done():
 	case <-r.stop:
@@ -112,20 +208,18 @@ func (r *podRun) run(ctx context.Context) {
 	case <-ctx.Done():
 		go killAfter(proc, agentStopGrace)
 	}
-	st := proc.Wait()
-	log.Info("pod process ended", "code", st.Code, "signal", st.Signal, "oom", st.OOMKilled, "timedOut", st.TimedOut)
-	out := exited(st, r.pod, started)
-	if mem != nil && mem.exceeded.Load() {
-		out.reason, out.exitCode = "OOMKilled", 137
-		out.message = "the container's resident memory went over its limit of " + process.FormatBytes(spec.Limits.MemoryBytes)
-	}
-	r.finish(ctx, out)
+	return proc.Wait()
 }
 
 // finish writes the terminal status, or, when the Pod is being deleted,
 // confirms the deletion instead (its status no longer matters). When the
 // agent stops, it writes nothing: the API server may be gone already.
 func (r *podRun) finish(ctx context.Context, out outcome) {
+	r.end(ctx, func(s *corev1.PodStatus) { terminated(s, r.pod, out) })
+}
+
+// end writes the terminal status mutate makes, as finish does.
+func (r *podRun) end(ctx context.Context, mutate func(*corev1.PodStatus)) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -133,25 +227,40 @@ func (r *podRun) finish(ctx context.Context, out outcome) {
 		r.a.confirmDeletion(ctx, r.pod)
 		return
 	}
-	r.writeStatus(ctx, func(s *corev1.PodStatus) { terminated(s, r.pod, out) })
+	r.writeStatus(ctx, mutate)
 }
 
-// processSpec is the host process for the Pod's first container.
-func (r *podRun) processSpec(ctx context.Context) (process.Spec, error) {
+// processSpecs are the host processes of containers cs of the Pod.
+func (r *podRun) processSpecs(ctx context.Context, cs []corev1.Container) ([]process.Spec, error) {
+	specs := make([]process.Spec, 0, len(cs))
+	for i := range cs {
+		spec, err := r.processSpec(ctx, &cs[i])
+		if err != nil {
+			return nil, fmt.Errorf("container %s: %w", cs[i].Name, err)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// processSpec is the host process of container c.
+func (r *podRun) processSpec(ctx context.Context, c *corev1.Container) (process.Spec, error) {
 	pod := r.pod
-	c := pod.Spec.Containers[0]
-	env, err := containerEnv(ctx, r.a.opts.Client, pod, &c, r.a.opts.Env)
+	env, err := containerEnv(ctx, r.a.opts.Client, pod, c, r.a.opts.Env)
 	if err != nil {
 		return process.Spec{}, err
 	}
 	podDir := PodDir(r.a.opts.Dir, pod)
-	if env, err = secretVolumes(ctx, r.a.opts.Client, pod, &c, podDir, env); err != nil {
+	if env, err = secretVolumes(ctx, r.a.opts.Client, pod, c, podDir, env); err != nil {
 		return process.Spec{}, err
 	}
 	vars := envMap(env)
 	var args []string
 	for _, s := range append(append([]string(nil), c.Command...), c.Args...) {
 		args = append(args, expand(s, vars))
+	}
+	if args, err = emptyDirs(pod, c, podDir, args); err != nil {
+		return process.Spec{}, err
 	}
 	var limits process.Limits
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
@@ -195,8 +304,14 @@ func unsupported(pod *corev1.Pod) string {
 		return fmt.Sprintf("the test node agent runs only Pods with restartPolicy Never, not %q", pod.Spec.RestartPolicy)
 	case len(pod.Spec.Containers) == 0:
 		return "the Pod has no container"
-	case len(pod.Spec.Containers[0].Command) == 0:
-		return "the test node agent needs the container's command: it has no image to take an entrypoint from"
+	}
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if len(c.Command) == 0 {
+			return "the test node agent needs the container's command: it has no image to take an entrypoint from"
+		}
+		if c.RestartPolicy != nil {
+			return "the test node agent does not run sidecar init containers (restartPolicy on an init container)"
+		}
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -29,7 +30,7 @@ type outcome struct {
 func (o outcome) succeeded() bool { return o.exitCode == 0 && o.podReason == "" && o.reason == "" }
 
 // exited translates a process's end into the container's terminated state.
-func exited(st process.ExitStatus, pod *corev1.Pod, started metav1.Time) outcome {
+func exited(st process.ExitStatus, pod *corev1.Pod, c *corev1.Container, started metav1.Time) outcome {
 	out := outcome{exitCode: int32(st.Code), started: started, finished: metav1.NewTime(st.Ended)}
 	if st.Ended.IsZero() {
 		out.finished = metav1.Now()
@@ -51,8 +52,7 @@ func exited(st process.ExitStatus, pod *corev1.Pod, started metav1.Time) outcome
 		out.podReason = "DeadlineExceeded"
 		out.podMessage = fmt.Sprintf("Pod was active on the node longer than the specified deadline (%ds)", *pod.Spec.ActiveDeadlineSeconds)
 	}
-	if out.message == "" && out.exitCode != 0 && len(pod.Spec.Containers) > 0 &&
-		pod.Spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+	if out.message == "" && out.exitCode != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
 		out.message = logTail(st.StdoutTail, st.StderrTail)
 	}
 	return out
@@ -65,28 +65,77 @@ func notStarted(pod *corev1.Pod, reason, message string) outcome {
 	return outcome{exitCode: 128, reason: reason, message: message, started: now, finished: now}
 }
 
-// running marks the Pod Running with its first container started at
-// started (pid 0: no process, the noop runner).
-func running(s *corev1.PodStatus, pod *corev1.Pod, started metav1.Time, pid int) {
+// running marks the Pod Running, its containers started at started (pids
+// in their order; 0: no process, the noop runner).
+func running(s *corev1.PodStatus, pod *corev1.Pod, started metav1.Time, pids ...int) {
 	s.Phase = corev1.PodRunning
 	setAddresses(s)
 	s.StartTime = &started
 	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		setCondition(s, t, corev1.ConditionTrue, "", started)
 	}
-	ready := true
-	s.ContainerStatuses = []corev1.ContainerStatus{{
-		Name:        pod.Spec.Containers[0].Name,
-		Image:       pod.Spec.Containers[0].Image,
-		ContainerID: containerID(pid),
-		Ready:       true,
-		Started:     &ready,
-		State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-	}}
+	for i, pid := range pids {
+		c := &pod.Spec.Containers[i]
+		ready := true
+		setContainer(&s.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ContainerID: containerID(pid), Ready: true, Started: &ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		})
+	}
 }
 
-// terminated marks the Pod Succeeded or Failed with its first container's
-// end.
+// ended records that container c (an init container when init) ended
+// with out, keeping its container ID.
+func ended(s *corev1.PodStatus, c *corev1.Container, init bool, out outcome) {
+	list := &s.ContainerStatuses
+	if init {
+		list = &s.InitContainerStatuses
+	}
+	var id string
+	for _, cs := range *list {
+		if cs.Name == c.Name {
+			id = cs.ContainerID
+		}
+	}
+	reason := out.reason
+	if reason == "" {
+		reason = "Completed"
+		if out.exitCode != 0 {
+			reason = "Error"
+		}
+	}
+	started := false
+	setContainer(list, corev1.ContainerStatus{
+		Name:        c.Name,
+		Image:       c.Image,
+		ContainerID: id,
+		Started:     &started,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode:    out.exitCode,
+			Signal:      out.signal,
+			Reason:      reason,
+			Message:     out.message,
+			StartedAt:   out.started,
+			FinishedAt:  out.finished,
+			ContainerID: id,
+		}},
+	})
+}
+
+// setContainer replaces the status of st's container in list, or adds it.
+func setContainer(list *[]corev1.ContainerStatus, st corev1.ContainerStatus) {
+	for i := range *list {
+		if (*list)[i].Name == st.Name {
+			(*list)[i] = st
+			return
+		}
+	}
+	*list = append(*list, st)
+}
+
+// terminated marks the Pod Succeeded or Failed: out is the outcome that
+// decides (the first failure among its containers, else the last end);
+// containers the status does not show ended yet end with out.
 func terminated(s *corev1.PodStatus, pod *corev1.Pod, out outcome) {
 	s.Phase = corev1.PodFailed
 	if out.succeeded() {
@@ -101,33 +150,14 @@ func terminated(s *corev1.PodStatus, pod *corev1.Pod, out outcome) {
 	setCondition(s, corev1.PodInitialized, corev1.ConditionTrue, "", out.finished)
 	setCondition(s, corev1.ContainersReady, corev1.ConditionFalse, "PodCompleted", out.finished)
 	setCondition(s, corev1.PodReady, corev1.ConditionFalse, "PodCompleted", out.finished)
-	reason := out.reason
-	if reason == "" {
-		reason = "Completed"
-		if out.exitCode != 0 {
-			reason = "Error"
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if i := slices.IndexFunc(s.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == c.Name }); i >= 0 &&
+			s.ContainerStatuses[i].State.Terminated != nil {
+			continue
 		}
+		ended(s, c, false, out)
 	}
-	var id string
-	if len(s.ContainerStatuses) > 0 {
-		id = s.ContainerStatuses[0].ContainerID
-	}
-	started := false
-	s.ContainerStatuses = []corev1.ContainerStatus{{
-		Name:        pod.Spec.Containers[0].Name,
-		Image:       pod.Spec.Containers[0].Image,
-		ContainerID: id,
-		Started:     &started,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode:    out.exitCode,
-			Signal:      out.signal,
-			Reason:      reason,
-			Message:     out.message,
-			StartedAt:   out.started,
-			FinishedAt:  out.finished,
-			ContainerID: id,
-		}},
-	}}
 }
 
 func setAddresses(s *corev1.PodStatus) {
@@ -181,4 +211,22 @@ func logTail(stdout, stderr []string) string {
 		msg = msg[len(msg)-2048:]
 	}
 	return msg
+}
+
+// initFailed marks the Pod Failed because init container c ended with
+// out: its containers never started, and say so as a kubelet does.
+func initFailed(s *corev1.PodStatus, pod *corev1.Pod, c *corev1.Container, out outcome) {
+	ended(s, c, true, out)
+	s.Phase = corev1.PodFailed
+	setAddresses(s)
+	if s.StartTime == nil {
+		s.StartTime = &out.started
+	}
+	setCondition(s, corev1.PodInitialized, corev1.ConditionFalse, "PodFailed", out.finished)
+	setCondition(s, corev1.ContainersReady, corev1.ConditionFalse, "PodFailed", out.finished)
+	setCondition(s, corev1.PodReady, corev1.ConditionFalse, "PodFailed", out.finished)
+	for i := range pod.Spec.Containers {
+		setContainer(&s.ContainerStatuses, corev1.ContainerStatus{Name: pod.Spec.Containers[i].Name, Image: pod.Spec.Containers[i].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}})
+	}
 }
