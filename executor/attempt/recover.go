@@ -113,16 +113,36 @@ func (c *Core) seedTraces(ctx context.Context, a *store.Action, ri *runInfo) err
 	if c.opts.Fence() == 0 {
 		return ErrNotWriter
 	}
-	actions := c.state.Store().Actions
+	// A waiting action is planned again and again: the traces seeded at an
+	// earlier plan (or recorded by the parent itself) are skipped without
+	// copying their outputs again.
+	done := map[string]bool{}
+	err := c.eachTrace(ctx, a.RunKey, store.ActionFilter{Parent: a.Name, Types: []store.ActionType{store.ActionTypeTrace}}, func(t *store.Action) error {
+		done[t.Name] = t.RecoveredFrom != "" || t.Phase != phase.Recovered // a seed cut short before its last write is finished below
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	f := store.ActionFilter{Parent: a.Name, Types: []store.ActionType{store.ActionTypeTrace}, Phases: []phase.Phase{phase.Succeeded, phase.Recovered}}
+	return c.eachTrace(ctx, rec.source, f, func(t *store.Action) error {
+		if done[t.Name] {
+			return nil
+		}
+		return c.seedTrace(ctx, a, t, rec)
+	})
+}
+
+// eachTrace calls fn for every action of run that f matches, page by page.
+func (c *Core) eachTrace(ctx context.Context, run store.RunKey, f store.ActionFilter, fn func(*store.Action) error) error {
 	page := store.Page{Limit: store.MaxPageSize}
 	for {
-		traces, next, err := actions.ListActions(ctx, rec.source, f, page)
+		traces, next, err := c.state.Store().Actions.ListActions(ctx, run, f, page)
 		if err != nil {
 			return err
 		}
 		for i := range traces {
-			if err := c.seedTrace(ctx, a, &traces[i], rec); err != nil {
+			if err := fn(&traces[i]); err != nil {
 				return err
 			}
 		}
