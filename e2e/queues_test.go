@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,24 @@ type queueRun struct {
 
 var stepLine = regexp.MustCompile(`^(\S+) most=(\d+) `)
 
+// fanOutOnQueue runs the driver's fan-out of n steps on the queue the
+// driver calls kind, checks that the run succeeded with every step run, and
+// returns the run and how many steps each step saw running at once.
+func fanOutOnQueue(ctx context.Context, t *testing.T, m *manager, kind string, n int) (queueRun, map[string]int) {
+	t.Helper()
+	dir := t.TempDir()
+	var r queueRun
+	driver(t, ctx, &r, "drive_queues.py", "fanout", sdkEndpoint(m), kind, dir, strconv.Itoa(n))
+	if r.Phase != "SUCCEEDED" {
+		t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
+	}
+	seen := stepsSeen(t, dir)
+	if len(seen) != n {
+		t.Errorf("%d steps ran, want %d: %v", len(seen), n, seen)
+	}
+	return r, seen
+}
+
 // stepsSeen is, per step, the most steps sharing dir it saw running at once
 // (wf_queues._occupy).
 func stepsSeen(t *testing.T, dir string) map[string]int {
@@ -73,17 +92,7 @@ func testQueues(t *testing.T, m *manager) {
 
 	// queue= on a task: at most one step of the capacity-1 queue runs at once.
 	t.Run("serial", func(t *testing.T) {
-		const n = 5
-		dir := t.TempDir()
-		var r queueRun
-		driver(t, ctx, &r, "drive_queues.py", "fanout", sdkEndpoint(m), "serial", dir, strconv.Itoa(n))
-		if r.Phase != "SUCCEEDED" {
-			t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
-		}
-		seen := stepsSeen(t, dir)
-		if len(seen) != n {
-			t.Errorf("%d steps ran, want %d: %v", len(seen), n, seen)
-		}
+		r, seen := fanOutOnQueue(ctx, t, m, "serial", 5)
 		for step, most := range seen {
 			if most != 1 {
 				t.Errorf("%s of queue e2e-serial-1 (maxActionConcurrency 1) saw %d steps running at once", step, most)
@@ -99,17 +108,7 @@ func testQueues(t *testing.T, m *manager) {
 	// queue= by task.override: at most three of seven run at once, and
 	// some do run together.
 	t.Run("capacity-3", func(t *testing.T) {
-		const n = 7
-		dir := t.TempDir()
-		var r queueRun
-		driver(t, ctx, &r, "drive_queues.py", "fanout", sdkEndpoint(m), "small", dir, strconv.Itoa(n))
-		if r.Phase != "SUCCEEDED" {
-			t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
-		}
-		seen := stepsSeen(t, dir)
-		if len(seen) != n {
-			t.Errorf("%d steps ran, want %d: %v", len(seen), n, seen)
-		}
+		_, seen := fanOutOnQueue(ctx, t, m, "small", 7)
 		overlapped := 0
 		for step, most := range seen {
 			if most > 3 {
