@@ -290,31 +290,48 @@ func (c *Cache) Run(ctx context.Context) error {
 }
 
 // heartbeat extends or releases each executor reservation by the state of
-// the action that owns it.
+// the action that owns it: one read of the reservations, one of the owners'
+// phases, one write each for the extended and the released ones, however
+// many reservations there are.
 func (c *Cache) heartbeat(ctx context.Context) error {
 	rs, err := c.repo.Reservations(ctx)
 	if err != nil {
 		return err
 	}
+	owners := map[store.ActionKey]string{}
+	keys := make([]store.ActionKey, 0, len(rs))
 	for _, r := range rs {
 		key, ok := actionOf(r.OwnerID)
 		if !ok {
 			continue // an API client's: it heartbeats itself
 		}
-		a, err := c.actions.Get(ctx, key)
-		switch {
-		case errors.Is(err, errs.ErrNotFound) || (err == nil && a.Phase.Terminal()):
-			if err = c.repo.Release(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID); err == nil {
-				c.metrics.released.Inc()
-			}
-		case err == nil && a.Phase.Active():
-			if _, err = c.repo.Reserve(ctx, Scope{r.Org, r.Project, r.Domain}, r.CacheKey, r.OwnerID, 0); err == nil {
-				c.metrics.heartbeats.Inc()
-			}
-		}
-		if err != nil {
-			return err
+		if _, dup := owners[key]; !dup {
+			owners[key] = r.OwnerID
+			keys = append(keys, key)
 		}
 	}
-	return nil
+	if len(keys) == 0 {
+		return nil
+	}
+	phases, err := c.actions.Phases(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var extend, release []string
+	for _, key := range keys {
+		switch p, ok := phases[key]; {
+		case !ok || p.Terminal():
+			release = append(release, owners[key])
+		case p.Active():
+			extend = append(extend, owners[key])
+		}
+	}
+	n, err := c.repo.ExtendOwners(ctx, extend)
+	c.metrics.heartbeats.Add(float64(n))
+	if err != nil {
+		return err
+	}
+	n, err = c.repo.ReleaseOwners(ctx, release)
+	c.metrics.released.Add(float64(n))
+	return err
 }

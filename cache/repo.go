@@ -256,6 +256,30 @@ func (r *Repo) Release(ctx context.Context, s Scope, key, owner string) error {
 	return db.Translate(inScope(r.db.WithContext(ctx), s, key).Where("owner_id = ?", owner).Delete(&Reservation{}).Error)
 }
 
+// ExtendOwners extends, in one statement, the reservations the owners hold
+// by a full heartbeat (the executors' reservations all take the default).
+// A reservation that is gone (released, or swept once expired) is not made
+// again: its owner's next lookup reserves it afresh.
+func (r *Repo) ExtendOwners(ctx context.Context, owners []string) (int, error) {
+	if len(owners) == 0 {
+		return 0, nil
+	}
+	hb := r.Heartbeat(0)
+	now := db.Now()
+	res := r.db.WithContext(ctx).Model(&Reservation{}).Where("owner_id IN ?", owners).
+		Updates(map[string]any{"heartbeat_seconds": int64(hb / time.Second), "expires_at": now.Add(hb * time.Duration(r.lim.Grace)), "updated_at": now})
+	return int(res.RowsAffected), db.Translate(res.Error)
+}
+
+// ReleaseOwners ends, in one statement, every reservation the owners hold.
+func (r *Repo) ReleaseOwners(ctx context.Context, owners []string) (int, error) {
+	if len(owners) == 0 {
+		return 0, nil
+	}
+	res := r.db.WithContext(ctx).Where("owner_id IN ?", owners).Delete(&Reservation{})
+	return int(res.RowsAffected), db.Translate(res.Error)
+}
+
 // ReleaseOwner ends every reservation owner holds.
 func (r *Repo) ReleaseOwner(ctx context.Context, owner string) error {
 	return db.Translate(r.db.WithContext(ctx).Where("owner_id = ?", owner).Delete(&Reservation{}).Error)

@@ -2,8 +2,10 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +89,63 @@ func TestUpkeepHeartbeat(t *testing.T) {
 			if r, ok := after[same]; !ok || !r.ExpiresAt.Equal(before[same]) {
 				t.Errorf("the %s reservation changed: %+v (was until %v)", same, r, before[same])
 			}
+		}
+	})
+}
+
+// The heartbeat's cost does not grow with the number of reservations: one
+// read of them, one of their holders' phases, one write to extend and one
+// to release, for thirty holders in thirty runs as for one.
+func TestUpkeepHeartbeatStatementsFlat(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx := context.Background()
+		st := store.New(g)
+		c := New(config.Default().Cache, g, nil, st.Actions, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		sc := Scope{Project: "p", Domain: "d"}
+		for i := range 30 {
+			key := store.RunKey{Project: "p", Domain: "d", RunName: fmt.Sprintf("r%d", i)}.Action(store.RootName)
+			a, err := st.Actions.CreateRun(ctx, store.NewAction{Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := phase.Running
+			if i%3 == 0 {
+				p = phase.Failed
+			}
+			if a, err = st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: p}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.repo.Reserve(ctx, sc, fmt.Sprintf("k%d", i), ownerOf(a), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var statements atomic.Int64
+		count := func(*gorm.DB) { statements.Add(1) }
+		cb := g.Callback()
+		for _, err := range []error{
+			cb.Query().After("gorm:query").Register("test:count", count),
+			cb.Update().After("gorm:update").Register("test:count", count),
+			cb.Delete().After("gorm:delete").Register("test:count", count),
+			cb.Create().After("gorm:create").Register("test:count", count),
+			cb.Raw().After("gorm:raw").Register("test:count", count),
+			cb.Row().After("gorm:row").Register("test:count", count),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := statements.Load(); n != 4 {
+			t.Errorf("the heartbeat of 30 reservations took %d statements, want 4", n)
+		}
+		rs, err := c.repo.Reservations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 20 {
+			t.Errorf("%d reservations left, want the 20 of running actions", len(rs))
 		}
 	})
 }
