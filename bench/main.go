@@ -270,6 +270,9 @@ func run(ctx context.Context, o options) error {
 			i+1, len(specs), s.group, s.backend, s.label(), s.runs, s.fanout, s.inflight)
 		r, err := e.measure(ctx, s)
 		if err != nil {
+			if len(results) > 0 { // what was measured before is still worth printing
+				report(os.Stdout, o, e, results, load, time.Since(started))
+			}
 			return fmt.Errorf("%s / %s: %w", s.backend, s.label(), err)
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s / %s: %.0f actions/s, p50 %s, p99 %s, peak RSS %s, %.1f statements/action (load average now %s)\n",
