@@ -97,7 +97,7 @@ func table(out io.Writer, group string, rows []result) {
 		}
 		wall := round(r.wall).String()
 		if r.group == groupRealFanout {
-			wall += fmt.Sprintf(" (≤ %s, %.1f× faster than %s)", targetBigFanout, todayBigFanout.Seconds()/r.wall.Seconds(), todayBigFanout)
+			wall += fmt.Sprintf(" (≤ %s; %s before: %.2f× as fast)", targetBigFanout, todayBigFanout, todayBigFanout.Seconds()/r.wall.Seconds())
 		}
 		rss := mb(r.peakRSS)
 		if r.group == groupScale {
@@ -224,7 +224,7 @@ func summary(out io.Writer, results []result) {
 		case r.group == groupRealFanout:
 			lines = append(lines, line{fmt.Sprintf("%s %s: one run, %d real children, wall", r.backend, r.label(), r.fanout),
 				round(r.wall).String(), "≤ " + targetBigFanout.String(), todayBigFanout.String(),
-				fmt.Sprintf("%.1f× faster", todayBigFanout.Seconds()/r.wall.Seconds()), yes(r.wall <= targetBigFanout && r.failedRuns == 0)})
+				fmt.Sprintf("%.2f× as fast", todayBigFanout.Seconds()/r.wall.Seconds()), yes(r.wall <= targetBigFanout && r.failedRuns == 0)})
 		case r.group == groupScale:
 			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, peak RSS", r.backend, r.fanout),
 				mb(r.peakRSS), "≤ " + mb(targetPeakRSS), "—", "—", yes(r.peakRSS > 0 && r.peakRSS <= targetPeakRSS)})
