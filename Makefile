@@ -119,9 +119,14 @@ test-cluster-stop:
 ## bench: actions/s and submit→terminal latency through the public API, on
 ## SQLite and PostgreSQL, with the no-op runner (control plane only), the
 ## real a0 runner and the kubernetes executor on the test cluster (kube: also
-## API writes and PostgreSQL transactions per action); prints figures, asserts
-## nothing. BENCH_FLAGS passes sizes, e.g. BENCH_FLAGS="-runs 200 -fanout 20
-## -runners noop" or BENCH_FLAGS="-runners kube -kube-runs 500" (go run ./bench -h).
+## API writes and PostgreSQL transactions per action); the noop scale series
+## (one run with 100, 1,000 and 10,000 children: wall, peak RSS, statements
+## per action) and curves (actions/s against fan-out width and runs in
+## flight); one run fanning out to 300 real children on SQLite. Every figure
+## beside issue 10's target and its ratio to the figures before; prints
+## figures, asserts nothing. BENCH_FLAGS passes sizes and selections, e.g.
+## BENCH_FLAGS="-runners noop -scale 10000 -curve-fanout '' -curve-inflight ''",
+## BENCH_FLAGS="-warm both" or BENCH_FLAGS="-runners kube -kube-runs 500" (go run ./bench -h).
 .PHONY: bench
 BENCH_FLAGS ?=
 bench: venv envtest-assets

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -201,7 +200,7 @@ func total(m map[string]float64) float64 {
 }
 
 // reportKube prints the kube scenarios' costs per action.
-func reportKube(out *os.File, results []result) {
+func reportKube(out io.Writer, results []result) {
 	row := func(label string, v float64, extra string) {
 		fmt.Fprintf(out, "  %-96s %6.2f%s\n", label+":", v, extra)
 	}
@@ -240,7 +239,7 @@ func reportKube(out *os.File, results []result) {
 }
 
 // printBreakdown prints counts per action, largest first.
-func printBreakdown(out *os.File, m map[string]float64, n float64) {
+func printBreakdown(out io.Writer, m map[string]float64, n float64) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

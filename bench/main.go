@@ -3,7 +3,7 @@
 // fresh PostgreSQL database, submits runs whose root fans out to children
 // with RunService.CreateRun (task spec and inputs inline), follows each with
 // WatchActionDetails, and prints actions per second and the submit →
-// terminal latency of runs (p50, p99), for two runners:
+// terminal latency of runs (p50, p99), for three runners:
 //
 //   - noop: the bench build's no-op runner (FLYTE_MANAGER_BENCH_RUNNER=noop,
 //     see executor/local/noop_bench.go). No process starts; the parent
@@ -29,8 +29,19 @@
 //
 // It prints figures; it asserts nothing about time.
 //
+// Besides that throughput table it measures, on the noop runner: one run
+// with N children (-scale), actions/s against fan-out width (-curve-fanout)
+// and against runs in flight (-curve-inflight); and, on the a0 runner and
+// SQLite, one run whose parent fans out to -big-fanout real children. Every
+// scenario also prints the manager's peak RSS and the SQL statements per
+// action (its flyte_manager_db_statements_total; on PostgreSQL also
+// pg_stat_statements). -warm on|off|both sets executor.local.warmStart for
+// the a0 scenarios. Every figure is printed beside its target and its
+// ratio to the figures issue 10 measured before its work.
+//
 //	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-kube-runs 200 -kube-inflight 20]
-//	    [-backends sqlite,postgres] [-runners noop,a0,kube]
+//	    [-backends sqlite,postgres] [-runners noop,a0,kube] [-scale 100,1000,10000]
+//	    [-curve-fanout 10,100,1000] [-curve-inflight 1,10,100] [-big-fanout 300] [-warm off|on|both]
 package main
 
 import (
@@ -40,26 +51,36 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"fmgr.dev/executor/testcluster"
-	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/internal/pgtest"
+)
+
+// Default sizes, also the warm-up runs' biggest.
+const (
+	defaultFanout     = 20
+	defaultRealFanout = 8
 )
 
 type options struct {
 	runs, fanout         int
 	realRuns, realFanout int
+	bigFanout            int
 	kubeRuns             int
 	kubeInflight         int
 	warmup               int
 	inflight             int
 	parallelism          int
+	scale                []int
+	curveFanout          []int
+	curveInflight        []int
+	curveActions         int
+	curveRuns            int
+	warm                 string
 	backends, runners    []string
 	managerBin           string
 	venv                 string
@@ -68,49 +89,49 @@ type options struct {
 	timeout              time.Duration
 }
 
-// result is one scenario's figures.
-type result struct {
-	backend, runner string
-	runs, fanout    int
-	actions         int // actions that exist (roots + children), from ListActions
-	succeeded       int // of those, SUCCEEDED
-	failedRuns      int // runs that did not end SUCCEEDED, or whose watch failed
-	wall            time.Duration
-	p50, p99        time.Duration
-	firstErr        error
-	inflight        int          // runs in flight at once
-	kube            *kubeFigures // the kube runner's API writes and transactions
-}
-
-func (r result) actionsPerSec() float64 {
-	if r.wall <= 0 {
-		return 0
-	}
-	return float64(r.runs*(1+r.fanout)) / r.wall.Seconds()
-}
+// runnerNames are the -runners values.
+var runnerNames = []string{"noop", "a0", "kube"}
 
 func main() {
 	var o options
-	var backends, runners string
-	flag.IntVar(&o.runs, "runs", 100, "runs per noop scenario")
-	flag.IntVar(&o.fanout, "fanout", 20, "children per run in noop scenarios")
+	var backends, runners, scale, curveFanout, curveInflight string
+	flag.IntVar(&o.runs, "runs", 100, "runs per noop throughput scenario")
+	flag.IntVar(&o.fanout, "fanout", defaultFanout, "children per run in noop throughput and in-flight curve scenarios")
 	flag.IntVar(&o.realRuns, "real-runs", 4, "runs per a0 scenario (each action is a Python process)")
-	flag.IntVar(&o.realFanout, "real-fanout", 8, "children per run in a0 scenarios")
+	flag.IntVar(&o.realFanout, "real-fanout", defaultRealFanout, "children per run in a0 scenarios")
+	flag.IntVar(&o.bigFanout, "big-fanout", 300, "children of the one run of the real fan-out scenario (a0, SQLite; 0: skip it)")
 	flag.IntVar(&o.kubeRuns, "kube-runs", 200, "runs per kube scenario (each a single action, one Pod)")
 	flag.IntVar(&o.kubeInflight, "kube-inflight", 20, "runs in flight at once in kube scenarios (0: submit all at once)")
-	flag.IntVar(&o.warmup, "warmup", 2, "runs submitted (and not measured) before each scenario's measured runs")
-	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once in noop and a0 scenarios (0: submit all at once)")
+	flag.IntVar(&o.warmup, "warmup", 2, "runs submitted (and not measured) before each scenario's measured runs, of at most the default fan-out")
+	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once in noop and a0 throughput scenarios (0: submit all at once)")
 	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: 256 for noop, the manager's default 2 × CPUs for a0)")
+	flag.StringVar(&scale, "scale", "100,1000,10000", "noop scale series: one run with each number of children (\"\": skip)")
+	flag.StringVar(&curveFanout, "curve-fanout", "10,100,1000", "noop curve: fan-out widths, each with about -curve-actions actions in all (\"\": skip)")
+	flag.IntVar(&o.curveActions, "curve-actions", 2000, "actions per point of the fan-out curve (runs = this / (1 + width))")
+	flag.StringVar(&curveInflight, "curve-inflight", "1,10,100", "noop curve: runs in flight, each point max(-curve-runs, in flight) runs of -fanout children (\"\": skip)")
+	flag.IntVar(&o.curveRuns, "curve-runs", 20, "fewest runs per point of the in-flight curve")
+	flag.StringVar(&o.warm, "warm", "off", "executor.local.warmStart for the a0 scenarios: on, off (writes no key: the manager's default), both (each a0 scenario twice)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
-	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: noop, a0, kube")
+	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
-	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex and block profiles of each noop scenario's measured runs to this directory")
+	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop scenario's measured runs to this directory")
 	flag.BoolVar(&o.keep, "keep", false, "keep the managers' homes (logs, databases) instead of removing them")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on a scenario after this long")
 	flag.Parse()
 	o.backends = splitList(backends)
 	o.runners = splitList(runners)
+	var err error
+	for _, l := range []struct {
+		flag string
+		s    string
+		into *[]int
+	}{{"-scale", scale, &o.scale}, {"-curve-fanout", curveFanout, &o.curveFanout}, {"-curve-inflight", curveInflight, &o.curveInflight}} {
+		if *l.into, err = splitInts(l.s); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", l.flag, err)
+			os.Exit(2)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -130,6 +151,20 @@ func splitList(s string) []string {
 	return out
 }
 
+// splitInts reads "100,1000,10000" (empty: none); every number must be
+// positive.
+func splitInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func run(ctx context.Context, o options) error {
 	for _, b := range o.backends {
 		if b != "sqlite" && b != "postgres" {
@@ -137,9 +172,12 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	for _, r := range o.runners {
-		if r != "noop" && r != "a0" && r != "kube" {
-			return fmt.Errorf("-runners: unknown %q (noop, a0, kube)", r)
+		if !slices.Contains(runnerNames, r) {
+			return fmt.Errorf("-runners: unknown %q (%s)", r, strings.Join(runnerNames, ", "))
 		}
+	}
+	if !slices.Contains([]string{"on", "off", "both"}, o.warm) {
+		return fmt.Errorf("-warm: %q, want on, off or both", o.warm)
 	}
 	root, err := repoRoot()
 	if err != nil {
@@ -165,80 +203,84 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	e := &env{o: o, root: root, tmp: tmp}
+	specs := plan(o)
 
-	workloads := map[string]workload{}
-	var venvBin string
-	for _, r := range o.runners {
-		switch r {
-		case "noop":
-			workloads[r] = noopWorkload(o.fanout)
-		case "kube":
-			workloads[r] = kubeWorkload()
-		case "a0":
-			venv := o.venv
-			if venv == "" {
-				venv = os.Getenv("FM_TEST_VENV")
-			}
-			if venv == "" {
-				venv = filepath.Join(root, ".venv")
-			}
-			venvBin = filepath.Join(venv, "bin")
-			for _, exe := range []string{"python", "a0"} {
-				if _, err := os.Stat(filepath.Join(venvBin, exe)); err != nil {
-					return fmt.Errorf("the a0 runner needs the flyte SDK virtualenv (%s): run `make venv`, pass -venv, or -runners noop", filepath.Join(venvBin, exe))
-				}
-			}
-			fmt.Fprintln(os.Stderr, "bench: building the real fan-out task with the SDK")
-			w, err := realWorkload(ctx, root, filepath.Join(venvBin, "python"), filepath.Join(tmp, "realtasks"), o.realFanout)
-			if err != nil {
-				return err
-			}
-			workloads[r] = w
+	if slices.Contains(o.runners, "a0") {
+		venv := o.venv
+		if venv == "" {
+			venv = os.Getenv("FM_TEST_VENV")
 		}
-	}
-
-	var pg *pgtest.Server
-	for _, b := range o.backends {
-		if b == "postgres" {
-			fmt.Fprintln(os.Stderr, "bench: starting a throwaway PostgreSQL")
-			if pg, err = pgtest.Start(); err != nil {
-				return err
-			}
-			defer pg.Stop()
+		if venv == "" {
+			venv = filepath.Join(root, ".venv")
 		}
-	}
-
-	var cluster *testcluster.Cluster
-	if slices.Contains(o.runners, "kube") {
-		fmt.Fprintln(os.Stderr, "bench: starting the test cluster (noop runner)")
-		if cluster, err = startKubeCluster(ctx, filepath.Join(tmp, "cluster"), o.backends); err != nil {
+		e.venvBin = filepath.Join(venv, "bin")
+		for _, exe := range []string{"python", "a0"} {
+			if _, err := os.Stat(filepath.Join(e.venvBin, exe)); err != nil {
+				return fmt.Errorf("the a0 runner needs the flyte SDK virtualenv (%s): run `make venv`, pass -venv, or -runners noop", filepath.Join(e.venvBin, exe))
+			}
+		}
+		fanouts := []int{min(o.realFanout, defaultRealFanout)} // the warm-up's
+		for _, s := range specs {
+			if s.runner == "a0" && !slices.Contains(fanouts, s.fanout) {
+				fanouts = append(fanouts, s.fanout)
+			}
+		}
+		fmt.Fprintln(os.Stderr, "bench: building the real fan-out task with the SDK")
+		if e.real, err = buildRealTasks(ctx, root, filepath.Join(e.venvBin, "python"), filepath.Join(tmp, "realtasks"), fanouts); err != nil {
 			return err
 		}
-		defer cluster.Stop()
+	}
+
+	if slices.Contains(o.backends, "postgres") {
+		fmt.Fprintln(os.Stderr, "bench: starting a throwaway PostgreSQL (with pg_stat_statements)")
+		if e.pg, err = pgtest.StartWith(pgtest.Options{StatStatements: true}); err != nil {
+			return err
+		}
+		defer e.pg.Stop()
+		if e.pgStats, err = openStatStatements(ctx, e.pg); err != nil {
+			return err
+		}
+		if e.pgStats == nil {
+			fmt.Fprintln(os.Stderr, "bench: this PostgreSQL has no pg_stat_statements library: statements are counted by the manager only")
+		} else {
+			defer e.pgStats.Close()
+		}
+	}
+
+	if slices.Contains(o.runners, "kube") {
+		fmt.Fprintln(os.Stderr, "bench: starting the test cluster (noop runner)")
+		if e.cluster, err = startKubeCluster(ctx, filepath.Join(tmp, "cluster"), o.backends); err != nil {
+			return err
+		}
+		defer e.cluster.Stop()
 	}
 
 	load := loadAverage()
+	started := time.Now()
 	var results []result
-	for _, b := range o.backends {
-		for _, r := range o.runners {
-			runs := o.runs
-			switch r {
-			case "a0":
-				runs = o.realRuns
-			case "kube":
-				runs = o.kubeRuns
-			}
-			fmt.Fprintf(os.Stderr, "bench: %s / %s: %d runs × (1 + %d) actions ...\n", b, r, runs, workloads[r].fanout)
-			res, err := scenario(ctx, o, tmp, pg, cluster, b, r, runs, venvBin, workloads[r])
-			if err != nil {
-				return fmt.Errorf("%s / %s: %w", b, r, err)
-			}
-			fmt.Fprintf(os.Stderr, "bench: %s / %s: %.0f actions/s, p50 %s, p99 %s (load average now %s)\n",
-				b, r, res.actionsPerSec(), round(res.p50), round(res.p99), loadAverage())
-			results = append(results, res)
+	measured := map[string]result{}
+	for i, s := range specs {
+		if r, ok := measured[s.key()]; ok {
+			r.group = s.group // the same measurement, printed in another table too
+			results = append(results, r)
+			continue
 		}
+		fmt.Fprintf(os.Stderr, "bench: [%d/%d] %s: %s / %s: %d runs × (1 + %d) actions, %d in flight ...\n",
+			i+1, len(specs), s.group, s.backend, s.label(), s.runs, s.fanout, s.inflight)
+		r, err := e.measure(ctx, s)
+		if err != nil {
+			if len(results) > 0 { // what was measured before is still worth printing
+				report(os.Stdout, o, e, results, load, time.Since(started))
+			}
+			return fmt.Errorf("%s / %s: %w", s.backend, s.label(), err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s / %s: %.0f actions/s, p50 %s, p99 %s, peak RSS %s, %.1f statements/action (load average now %s)\n",
+			s.backend, s.label(), r.actionsPerSec(), round(r.p50), round(r.p99), mb(r.peakRSS), r.perAction(r.stmts), loadAverage())
+		measured[s.key()] = r
+		results = append(results, r)
 	}
-	report(os.Stdout, o, results, load)
+	report(os.Stdout, o, e, results, load, time.Since(started))
 	return nil
 }
 
@@ -254,194 +296,6 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// scenario measures one backend × runner on a manager of its own.
-func scenario(ctx context.Context, o options, tmp string, pg *pgtest.Server, cluster *testcluster.Cluster, backend, runner string, runs int, venvBin string, w workload) (result, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	home := filepath.Join(tmp, backend+"-"+runner)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return result{}, err
-	}
-	dsn, db := "sqlite://"+filepath.Join(home, "fm.db"), "bench_"+runner
-	if backend == "postgres" {
-		var err error
-		if dsn, err = createDatabase(ctx, pg, db); err != nil {
-			return result{}, err
-		}
-	}
-	kube := runner == "kube"
-	env := []string{"FLYTE_MANAGER_BENCH_RUNNER=" + runner}
-	if kube {
-		// The executor is the kubernetes one; the bench build's runner
-		// (a local executor's) is not involved.
-		env = kubeEnv(cluster, backend)
-	}
-	if venvBin != "" {
-		env = append(env, "FLYTE_MANAGER_EXECUTOR_LOCAL_PYTHON="+venvBin)
-	}
-	if par := parallelismFor(o, runner); par > 0 {
-		env = append(env, fmt.Sprintf("FLYTE_MANAGER_EXECUTOR_LOCAL_MAXPARALLELISM=%d", par))
-	}
-	profile := o.pprofDir != "" && runner == "noop"
-	m, err := startManager(ctx, o.managerBin, home, dsn, env, profile)
-	if err != nil {
-		return result{}, err
-	}
-	defer m.Stop()
-	if runner == "noop" {
-		if log, _ := os.ReadFile(m.LogPath); !strings.Contains(string(log), "attempts run no process") {
-			return result{}, fmt.Errorf("%s has no no-op runner: build it with -tags bench", o.managerBin)
-		}
-	}
-	c := newClient(m.URL)
-	var statsDB *pgtest.Server // the database whose transactions are counted
-	if kube && backend == "postgres" {
-		statsDB = pg
-	}
-
-	if o.warmup > 0 {
-		warm, _ := c.submitAll(ctx, w, "warm", o.warmup, 0)
-		for _, r := range warm {
-			if r.err != nil {
-				return result{}, fmt.Errorf("warm-up run: %w (manager log: %s)", r.err, m.LogPath)
-			}
-		}
-	}
-	if profile {
-		if err := m.fetch(ctx, "/debug/bench/cpu/start", os.DevNull); err != nil {
-			return result{}, err
-		}
-	}
-	inflight := o.inflight
-	if kube {
-		inflight = o.kubeInflight
-	}
-	var before kubeCounters
-	if kube {
-		fmt.Fprintf(os.Stderr, "bench: %s / %s: waiting %s for the counters to settle\n", backend, runner, statsFlushWait)
-		if err := sleep(ctx, statsFlushWait); err != nil {
-			return result{}, err
-		}
-		if before, err = snapshotKube(ctx, m, cluster, statsDB, db); err != nil {
-			return result{}, err
-		}
-	}
-	rs, wall := c.submitAll(ctx, w, "run", runs, inflight)
-	if profile {
-		base := filepath.Join(o.pprofDir, backend+"-"+runner)
-		for path, file := range map[string]string{
-			"/debug/bench/cpu/stop": base + ".cpu.pprof",
-			"/debug/pprof/mutex":    base + ".mutex.pprof",
-			"/debug/pprof/block":    base + ".block.pprof",
-		} {
-			if err := m.fetch(ctx, path, file); err != nil {
-				return result{}, fmt.Errorf("profile %s: %w", path, err)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "bench: profiles in %s.{cpu,mutex,block}.pprof (go tool pprof -top %s %s.cpu.pprof)\n", base, o.managerBin, base)
-	}
-
-	res := result{backend: backend, runner: runner, runs: runs, fanout: w.fanout, wall: wall, inflight: inflight}
-	if kube {
-		if err := sleep(ctx, statsFlushWait); err != nil {
-			return result{}, err
-		}
-		after, err := snapshotKube(ctx, m, cluster, statsDB, db)
-		if err != nil {
-			return result{}, err
-		}
-		res.kube = kubeDelta(before, after, runs)
-	}
-	for _, r := range rs {
-		if r.err == nil && r.phase != common.ActionPhase_ACTION_PHASE_SUCCEEDED {
-			r.err = fmt.Errorf("run %s ended %s", r.name, r.phase)
-		}
-		if r.err != nil {
-			res.failedRuns++
-			if res.firstErr == nil {
-				res.firstErr = r.err
-			}
-		}
-	}
-	for _, r := range rs {
-		a, s, err := c.verify(ctx, r.name)
-		if err != nil {
-			return result{}, err
-		}
-		res.actions += a
-		res.succeeded += s
-	}
-	lat := latencies(rs)
-	res.p50, res.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
-	if res.firstErr != nil {
-		fmt.Fprintf(os.Stderr, "bench: %s / %s: %d run(s) failed, first: %v (manager log: %s)\n", backend, runner, res.failedRuns, res.firstErr, m.LogPath)
-	}
-	return res, nil
-}
-
-// noopParallelism is the executor's slot count for no-op attempts unless
-// -parallelism says otherwise: maxParallelism protects the host from too
-// many task processes, and no-op attempts start none, so the control plane
-// is measured without that limit in the way.
-const noopParallelism = 256
-
-// parallelismFor is the executor.local.maxParallelism a scenario runs with
-// (0: the manager's default, 2 × CPUs).
-func parallelismFor(o options, runner string) int {
-	if o.parallelism > 0 {
-		return o.parallelism
-	}
-	if runner == "noop" {
-		return noopParallelism
-	}
-	return 0
-}
-
-// report prints the table and the ratios.
-func report(out *os.File, o options, results []result, load string) {
-	par := fmt.Sprintf("noop %d, a0 its default (2 × CPUs)", noopParallelism)
-	if o.parallelism > 0 {
-		par = fmt.Sprint(o.parallelism)
-	}
-	fmt.Fprintf(out, "\nflyte-manager bench (%s, %d CPUs, load average before: %s; executor.local.maxParallelism: %s)\n\n",
-		time.Now().Format(time.DateOnly), runtime.NumCPU(), load, par)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\trunner\truns\tfan-out\tactions\tsucceeded\twall\tactions/s\tp50\tp99\tfailed runs\t")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%d\t\n", r.backend, r.runner, r.runs, r.fanout,
-			r.actions, r.succeeded, round(r.wall), r.actionsPerSec(), round(r.p50), round(r.p99), r.failedRuns)
-	}
-	tw.Flush()
-	find := func(b, r string) *result {
-		for i := range results {
-			if results[i].backend == b && results[i].runner == r {
-				return &results[i]
-			}
-		}
-		return nil
-	}
-	var lines []string
-	for _, b := range o.backends {
-		if n, a := find(b, "noop"), find(b, "a0"); n != nil && a != nil && a.actionsPerSec() > 0 {
-			lines = append(lines, fmt.Sprintf("  %-8s noop/a0 actions/s: %.1f×  (control plane vs. real task processes)", b, n.actionsPerSec()/a.actionsPerSec()))
-		}
-	}
-	for _, r := range o.runners {
-		if s, p := find("sqlite", r), find("postgres", r); s != nil && p != nil && p.actionsPerSec() > 0 {
-			lines = append(lines, fmt.Sprintf("  %-8s sqlite/postgres actions/s: %.2f×  p50 %s vs %s", r, s.actionsPerSec()/p.actionsPerSec(), round(s.p50), round(p.p50)))
-		}
-	}
-	if len(lines) > 0 {
-		fmt.Fprintln(out, "\nratios:")
-		for _, l := range lines {
-			fmt.Fprintln(out, l)
-		}
-	}
-	reportKube(out, results)
-	fmt.Fprintln(out, "\nactions = roots + children that exist after the runs (ListActions); actions/s = runs × (1 + fan-out) / wall;")
-	fmt.Fprintln(out, "wall = first CreateRun sent → last root seen terminal on WatchActionDetails; p50/p99 = that per run.")
 }
 
 func round(d time.Duration) time.Duration {

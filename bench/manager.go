@@ -51,8 +51,8 @@ type manager struct {
 }
 
 // startManager starts bin on a fresh home and dsn with the given extra
-// environment and waits until it is ready.
-func startManager(ctx context.Context, bin, home, dsn string, env []string, pprof bool) (*manager, error) {
+// environment and configuration files and waits until it is ready.
+func startManager(ctx context.Context, bin, home, dsn string, env, configs []string, pprof bool) (*manager, error) {
 	m := &manager{LogPath: filepath.Join(home, "manager.log")}
 	if pprof {
 		port, err := freePort()
@@ -69,7 +69,7 @@ func startManager(ctx context.Context, bin, home, dsn string, env []string, ppro
 	if m.log, err = os.Create(m.LogPath); err != nil {
 		return nil, err
 	}
-	m.Process, err = mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn, Env: env, Log: m.log})
+	m.Process, err = mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn, Env: env, Config: configs, Log: m.log})
 	if err != nil {
 		m.log.Close()
 		return nil, fmt.Errorf("%w\n(manager log: %s)", err, m.LogPath)

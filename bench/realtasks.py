@@ -1,15 +1,17 @@
 """Build the real tasks of `make bench` (runner a0) with the flyte SDK.
 
-Writes a task module with a fan-out parent and its leaf, packs it into a code
+Writes a task module with a fan-out parent and its leaf (which squares an
+int), packs it into a code
 bundle with the SDK's own packaging, serialises the parent's TaskSpec the way
 a remote run does (translate_task_to_wire with a --tgz code bundle), and
-writes the parent's inputs (n = the fan-out) with the SDK's converters. The
+writes the parent's inputs (n = the fan-out, one file per fan-out asked for)
+with the SDK's converters. The
 Go bench submits that spec and those inputs inline with RunService.CreateRun;
 the parent then runs in `a0` and fans out through the SDK's own controller.
 
-Prints a JSON index on stdout: {"spec": path, "inputs": path}.
+Prints a JSON index on stdout: {"spec": path, "inputs": {"N": path, ...}}.
 
-usage: python realtasks.py --workdir DIR --fanout N
+usage: python realtasks.py --workdir DIR --fanout N[,N...]
 """
 
 import argparse
@@ -28,7 +30,7 @@ env = flyte.TaskEnvironment("bench")
 
 @env.task
 async def leaf(i: int) -> int:
-    return i
+    return i * i
 
 
 @env.task
@@ -40,7 +42,7 @@ async def fanout(n: int) -> int:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--workdir", required=True)
-    p.add_argument("--fanout", type=int, required=True)
+    p.add_argument("--fanout", required=True, help="comma-separated fan-outs, one inputs file each")
     p.add_argument("--project", default="flytesnacks")
     p.add_argument("--domain", default="development")
     a = p.parse_args()
@@ -69,10 +71,13 @@ def main() -> None:
     spec = translate_task_to_wire(benchtasks.fanout, sctx)
     spec_path = work / "fanout.taskspec.pb"
     spec_path.write_bytes(spec.SerializeToString())
-    inputs = asyncio.run(convert.convert_from_native_to_inputs(benchtasks.fanout.native_interface, a.fanout))
-    inputs_path = work / "fanout.inputs.pb"
-    inputs_path.write_bytes(inputs.proto_inputs.SerializeToString())
-    json.dump({"spec": str(spec_path), "inputs": str(inputs_path)}, sys.stdout)
+    index = {}
+    for n in sorted({int(f) for f in a.fanout.split(",") if f.strip()}):
+        inputs = asyncio.run(convert.convert_from_native_to_inputs(benchtasks.fanout.native_interface, n))
+        inputs_path = work / f"fanout-{n}.inputs.pb"
+        inputs_path.write_bytes(inputs.proto_inputs.SerializeToString())
+        index[str(n)] = str(inputs_path)
+    json.dump({"spec": str(spec_path), "inputs": index}, sys.stdout)
 
 
 if __name__ == "__main__":

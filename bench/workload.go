@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,31 +68,62 @@ func noopWorkload(fanout int) workload {
 	}
 }
 
-// realWorkload builds the a0 runner's parent (a Python task that gathers
-// fanout leaf tasks) with the SDK, through bench/realtasks.py.
-func realWorkload(ctx context.Context, root, python, dir string, fanout int) (workload, error) {
+// realTasks is the a0 runner's parent (a Python task that gathers n leaf
+// tasks, each squaring an int) built with the SDK through
+// bench/realtasks.py, and its inputs for each fan-out the bench asked for.
+type realTasks struct {
+	spec   *task.TaskSpec
+	inputs map[int]*task.Inputs
+}
+
+// buildRealTasks runs realtasks.py for the given fan-outs.
+func buildRealTasks(ctx context.Context, root, python, dir string, fanouts []int) (*realTasks, error) {
+	var list []string
+	for _, n := range fanouts {
+		list = append(list, fmt.Sprint(n))
+	}
 	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "bench", "realtasks.py"),
-		"--workdir", dir, "--fanout", fmt.Sprint(fanout), "--project", benchProject, "--domain", benchDomain)
+		"--workdir", dir, "--fanout", strings.Join(list, ","), "--project", benchProject, "--domain", benchDomain)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return workload{}, fmt.Errorf("building the real tasks with the SDK (%s): %w", python, err)
+		return nil, fmt.Errorf("building the real tasks with the SDK (%s): %w", python, err)
 	}
-	var index struct{ Spec, Inputs string }
+	var index struct {
+		Spec   string
+		Inputs map[string]string
+	}
 	if err := json.Unmarshal(out, &index); err != nil {
-		return workload{}, fmt.Errorf("realtasks.py printed %q: %w", out, err)
+		return nil, fmt.Errorf("realtasks.py printed %q: %w", out, err)
 	}
-	w := workload{fanout: fanout, spec: &task.TaskSpec{}, inputs: &task.Inputs{}}
-	for path, m := range map[string]proto.Message{index.Spec: w.spec, index.Inputs: w.inputs} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return workload{}, err
-		}
-		if err := proto.Unmarshal(b, m); err != nil {
-			return workload{}, fmt.Errorf("%s: %w", path, err)
-		}
+	rt := &realTasks{spec: &task.TaskSpec{}, inputs: map[int]*task.Inputs{}}
+	if err := readProto(index.Spec, rt.spec); err != nil {
+		return nil, err
 	}
-	return w, nil
+	for _, n := range fanouts {
+		in := &task.Inputs{}
+		if err := readProto(index.Inputs[fmt.Sprint(n)], in); err != nil {
+			return nil, err
+		}
+		rt.inputs[n] = in
+	}
+	return rt, nil
+}
+
+func readProto(path string, m proto.Message) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// workload is the parent with fanout children (one of the fan-outs built).
+func (rt *realTasks) workload(fanout int) workload {
+	return workload{spec: rt.spec, inputs: rt.inputs[fanout], fanout: fanout}
 }
 
 // runResult is one run as the bench saw it.

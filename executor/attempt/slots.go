@@ -35,6 +35,10 @@ type Slots struct {
 	held     map[store.ActionKey]*hold
 	waiting  []waiter
 	isWait   map[store.ActionKey]bool
+	// waitingChildren counts the waiting actions under each parent, so that
+	// a parent taking a slot while children of its wait stops counting at
+	// once, without a look at every waiter.
+	waitingChildren map[store.ActionKey]int
 }
 
 // Ask is what an attempt asks a slot under: its place in the tree and the
@@ -76,6 +80,8 @@ func NewSlots(max int) *Slots {
 		runsOn:   map[string]int{},
 		held:     map[store.ActionKey]*hold{},
 		isWait:   map[store.ActionKey]bool{},
+
+		waitingChildren: map[store.ActionKey]int{},
 	}
 }
 
@@ -99,6 +105,9 @@ func (s *Slots) Acquire(key store.ActionKey, ask Ask) (ok bool, why string, wake
 	if !s.isWait[key] {
 		s.isWait[key] = true
 		s.waiting = append(s.waiting, waiter{key: key, ask: ask})
+		if ask.Parent != "" {
+			s.waitingChildren[key.Action(ask.Parent)]++
+		}
 	}
 	return false, why, s.wakeLocked()
 }
@@ -155,6 +164,11 @@ func (s *Slots) take(key store.ActionKey, ask Ask) {
 		s.runsOn[h.queue]++
 	}
 	s.held[key] = h
+	if s.waitingChildren[key] > 0 {
+		// A parent whose children wait already: it waits for them (lend).
+		h.counted = false
+		s.uncount(key.RunKey, h.queue)
+	}
 }
 
 // lend stops counting parent's attempt, if it runs: one of its children
@@ -207,32 +221,51 @@ func decrement[K comparable](m map[K]int, k K) {
 	}
 }
 
-// wakeLocked picks waiters in order while simulated capacity remains,
-// after the running parents of waiting children stopped counting (a parent
-// that started after its children began to wait would otherwise hold the
-// slot they wait for).
+// wakeLocked picks waiters in order while simulated capacity remains. The
+// running parents of waiting children no longer count (Acquire lends a
+// waiter's parent, take a parent whose children wait), so capacity here is
+// what the attempts doing work leave.
+//
+// It stops at the first waiter once the global limit is used up (every
+// waiter needs a global slot), so a release with thousands waiting costs
+// what it wakes, not the length of the list; the list is only compacted
+// when a waiter held back by another limit stays in front of one woken.
 func (s *Slots) wakeLocked() []store.ActionKey {
-	for _, w := range s.waiting {
-		s.lend(w.key.RunKey, w.ask.Parent)
-	}
 	if s.used >= s.max || len(s.waiting) == 0 {
 		return nil
 	}
 	var out []store.ActionKey
 	var promised tally
 	kept := s.waiting[:0]
-	for _, w := range s.waiting {
+	i := 0
+	for ; i < len(s.waiting) && s.used+promised.global < s.max; i++ {
+		w := s.waiting[i]
 		if s.blocked(w.key.RunKey, w.ask, promised) == "" {
 			promised.add(w.key.RunKey, w.ask)
 			out = append(out, w.key)
-			delete(s.isWait, w.key)
+			s.unwait(w)
 			continue
 		}
 		kept = append(kept, w)
 	}
-	clear(s.waiting[len(kept):])
-	s.waiting = kept
+	if len(kept) == 0 {
+		// The woken are a prefix: drop it without moving the rest.
+		clear(s.waiting[:i])
+		s.waiting = s.waiting[i:]
+		return out
+	}
+	n := len(kept) + copy(s.waiting[len(kept):], s.waiting[i:])
+	clear(s.waiting[n:])
+	s.waiting = s.waiting[:n]
 	return out
+}
+
+// unwait forgets that w waits (the caller takes it off the list).
+func (s *Slots) unwait(w waiter) {
+	delete(s.isWait, w.key)
+	if w.ask.Parent != "" {
+		decrement(s.waitingChildren, w.key.Action(w.ask.Parent))
+	}
 }
 
 // Forget drops key from the waiting list (it ended or was aborted).
@@ -246,9 +279,9 @@ func (s *Slots) dropWaiting(key store.ActionKey) {
 	if !s.isWait[key] {
 		return
 	}
-	delete(s.isWait, key)
 	for i, w := range s.waiting {
 		if w.key == key {
+			s.unwait(w)
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
 			break
 		}
@@ -284,6 +317,7 @@ func (s *Slots) DropAllWaiting() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.isWait)
+	clear(s.waitingChildren)
 	clear(s.waiting)
 	s.waiting = s.waiting[:0]
 }

@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	"fmgr.dev/internal/store"
@@ -107,5 +108,89 @@ func TestSlotsHold(t *testing.T) {
 	}
 	if ok, _, _ := s.Acquire(b, Ask{RunLimit: 1}); !ok {
 		t.Fatal("b cannot start once a ended")
+	}
+}
+
+// Waking stops where the global capacity ends and keeps every other waiter
+// in arrival order: those a run limit holds back in front of the woken, and
+// those behind that were never looked at.
+func TestSlotsWakeKeepsOrder(t *testing.T) {
+	s := NewSlots(3)
+	limited, l1, l2 := akey("lim", "a0"), akey("lim", "c1"), akey("lim", "c2")
+	free := []store.ActionKey{akey("f1", "a0"), akey("f2", "a0"), akey("f3", "a0"), akey("f4", "a0")}
+	// The limited run's root and first child run (the root lends its slot);
+	// one more attempt fills the global limit.
+	for _, a := range []struct {
+		key store.ActionKey
+		ask Ask
+	}{{limited, Ask{RunLimit: 1}}, {l1, Ask{Parent: "a0", RunLimit: 1}}, {akey("x", "a0"), Ask{}}, {akey("y", "a0"), Ask{}}} {
+		if ok, _, _ := s.Acquire(a.key, a.ask); !ok {
+			t.Fatalf("%v refused", a.key)
+		}
+	}
+	if ok, _, _ := s.Acquire(l2, Ask{Parent: "a0", RunLimit: 1}); ok {
+		t.Fatal("second child of the limited run ran")
+	}
+	for _, k := range free {
+		if ok, _, _ := s.Acquire(k, Ask{}); ok {
+			t.Fatalf("%v ran beyond the global limit", k)
+		}
+	}
+	// Two slots free up: the limited child stays in front, f1 and f2 go.
+	s.Release(akey("x", "a0"))
+	if got := s.Waiting(); got != 4 {
+		t.Fatalf("%d waiting after the first release, want 4", got)
+	}
+	if ok, _, _ := s.Acquire(free[0], Ask{}); !ok {
+		t.Fatal("woken f1 refused")
+	}
+	if wake := s.Release(akey("y", "a0")); !slices.Equal(wake, []store.ActionKey{free[1]}) {
+		t.Fatalf("woke %v, want f2", wake)
+	}
+	if ok, _, _ := s.Acquire(free[1], Ask{}); !ok {
+		t.Fatal("woken f2 refused")
+	}
+	// The limited run's child ends: its sibling goes first, then f3.
+	if wake := s.Release(l1); !slices.Equal(wake, []store.ActionKey{l2}) {
+		t.Fatalf("woke %v, want the limited run's waiting child", wake)
+	}
+	if ok, _, _ := s.Acquire(l2, Ask{Parent: "a0", RunLimit: 1}); !ok {
+		t.Fatal("woken c2 refused")
+	}
+	if wake := s.Release(free[0]); !slices.Equal(wake, []store.ActionKey{free[2]}) {
+		t.Fatalf("woke %v, want f3", wake)
+	}
+	if !s.Waits(free[3]) || s.Waiting() != 1 {
+		t.Fatalf("f4 should be the only one waiting (%d waiting)", s.Waiting())
+	}
+}
+
+// A release with thousands of actions waiting (one run's 10,000 children
+// on 256 slots) costs what it wakes, not the length of the list.
+func BenchmarkSlotsReleaseWithManyWaiting(b *testing.B) {
+	const slots, children = 256, 10000
+	for b.Loop() {
+		s := NewSlots(slots)
+		root := akey("r", "a0")
+		s.Acquire(root, Ask{})
+		var running []store.ActionKey
+		for i := range children {
+			k := akey("r", "c"+strconv.Itoa(i))
+			if ok, _, _ := s.Acquire(k, Ask{Parent: "a0"}); ok {
+				running = append(running, k)
+			}
+		}
+		for len(running) > 0 {
+			k := running[0]
+			running = running[1:]
+			for _, w := range s.Release(k) {
+				if ok, _, _ := s.Acquire(w, Ask{Parent: "a0"}); ok {
+					running = append(running, w)
+				}
+			}
+		}
+		if s.Waiting() != 0 {
+			b.Fatalf("%d still waiting", s.Waiting())
+		}
 	}
 }

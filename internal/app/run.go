@@ -58,6 +58,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return err
 	}
 	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
+	if err := srv.Registry().Register(db.StatementCollector(gdb)); err != nil {
+		return closeAfter(srv, err)
+	}
 	if err := db.Migrate(ctx, gdb); err != nil {
 		return closeAfter(srv, fmt.Errorf("migrating the database: %w", err))
 	}

@@ -69,6 +69,9 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, openError(dsn, err)
 	}
+	if err := gdb.Use(&statementCounter{}); err != nil { // stats.go
+		return nil, openError(dsn, err)
+	}
 	sqlDB, err := gdb.DB()
 	if err != nil {
 		return nil, openError(dsn, err)

@@ -74,3 +74,41 @@ func TestStartListensOnlyOnItsSocket(t *testing.T) {
 		t.Fatalf("listen_addresses = %q, want none (socket only)", listen)
 	}
 }
+
+// A server started with Options.StatStatements has pg_stat_statements
+// loaded: the extension can be created and counts the statements sent.
+func TestStartWithStatStatements(t *testing.T) {
+	s, err := pgtest.StartWith(pgtest.Options{StatStatements: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if !s.StatStatements() {
+		t.Fatal("pg_stat_statements is installed with the server binaries (/usr/lib/postgresql/15/lib), but the server does not preload it")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := conn.Exec(ctx, "SELECT 42 AS pgtest_marker"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls int64
+	err = conn.QueryRow(ctx, "SELECT COALESCE(SUM(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE '%pgtest_marker%' AND query NOT LIKE '%pg_stat_statements%'").Scan(&calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Fatalf("pg_stat_statements counted %d calls of the marker query, want 3", calls)
+	}
+}

@@ -32,6 +32,16 @@ type Server struct {
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
+
+	statStatements bool // started with shared_preload_libraries=pg_stat_statements
+}
+
+// Options are what StartWith can change about a server.
+type Options struct {
+	// StatStatements preloads pg_stat_statements (the bench counts the
+	// manager's statements with it) when the server's library directory has
+	// it; StatStatements on the Server says whether it did.
+	StatStatements bool
 }
 
 // socketPort only names the socket file (.s.PGSQL.5432) inside the
@@ -39,7 +49,10 @@ type Server struct {
 const socketPort = 5432
 
 // Start initializes a data directory and starts a server on it.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(o Options) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -49,7 +62,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir}
+	s := &Server{dir: dir, statStatements: o.StatStatements && hasStatStatements(bin)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -89,6 +102,9 @@ func (s *Server) start(bin, data string, asPostgres bool) error {
 		// Throwaway data: durability only costs time.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
+	if s.statStatements {
+		cmd.Args = append(cmd.Args, "-c", "shared_preload_libraries=pg_stat_statements")
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// If the test binary dies without stopping us, the server goes too
 	// (runuser passes the signal on to postgres).
@@ -139,6 +155,27 @@ func (s *Server) start(bin, data string, asPostgres bool) error {
 func (s *Server) DSN(database string) string {
 	q := url.Values{"host": {s.dir}, "port": {strconv.Itoa(socketPort)}, "sslmode": {"disable"}}
 	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Host: "", Path: "/" + database, RawQuery: q.Encode()}).String()
+}
+
+// StatStatements reports whether the server preloads pg_stat_statements
+// (asked for with Options.StatStatements, and installed): a database then
+// gets the view with CREATE EXTENSION pg_stat_statements.
+func (s *Server) StatStatements() bool { return s.statStatements }
+
+// hasStatStatements reports whether the server binaries in bin come with
+// the pg_stat_statements library (Debian: /usr/lib/postgresql/15/lib,
+// beside bin; else pg_config's pkglibdir).
+func hasStatStatements(bin string) bool {
+	dirs := []string{filepath.Join(filepath.Dir(bin), "lib")}
+	if out, err := exec.Command(filepath.Join(bin, "pg_config"), "--pkglibdir").Output(); err == nil {
+		dirs = append(dirs, strings.TrimSpace(string(out)))
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "pg_stat_statements.so")); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // SocketDir is the directory holding the server's unix socket.

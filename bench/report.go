@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Issue 10's figures: what this machine measured before its work ("today")
+// and what it asks for.
+const (
+	targetNoop       = 500.0 // actions/s, either database
+	targetA0         = 25.0  // actions/s, either database
+	targetBigFanout  = 15 * time.Second
+	todayBigFanout   = 138 * time.Second // 300 real children on SQLite
+	targetPeakRSS    = 300 << 20         // bytes, the 10,000-child run
+	referenceRunsSec = 16.0              // the reference manager, single-action runs on PostgreSQL
+)
+
+// today is issue 10's actions/s before its work, by backend and runner.
+var today = map[string]float64{
+	"sqlite/noop": 168, "postgres/noop": 108,
+	"sqlite/a0": 2.4, "postgres/a0": 1.9,
+}
+
+// throughputTarget is the actions/s a result is held to and today's
+// figure for it (0, 0: none).
+func throughputTarget(r result) (target, was float64) {
+	switch r.runner {
+	case "noop":
+		return targetNoop, today[r.backend+"/noop"]
+	case "a0":
+		if r.group == groupRealFanout {
+			return 0, 0 // held to its wall time instead
+		}
+		return targetA0, today[r.backend+"/a0"]
+	}
+	return 0, 0
+}
+
+// report prints one table per group, the kube figures, the ratios and the
+// summary against the targets.
+func report(out io.Writer, o options, e *env, results []result, load string, took time.Duration) {
+	par := fmt.Sprintf("noop %d, a0 its default (2 × CPUs)", noopParallelism)
+	if o.parallelism > 0 {
+		par = fmt.Sprint(o.parallelism)
+	}
+	fmt.Fprintf(out, "\nflyte-manager bench (%s, %d CPUs, load average before: %s, took %s; executor.local.maxParallelism: %s)\n",
+		time.Now().Format(time.DateOnly), runtime.NumCPU(), load, took.Round(time.Second), par)
+	pgSource := "pg_stat_statements"
+	if e.pg != nil && e.pgStats == nil {
+		pgSource = "not available (no pg_stat_statements library): the manager's counter only"
+	}
+	for _, g := range []string{groupThroughput, groupRealFanout, groupScale, groupFanout, groupInflight} {
+		var rows []result
+		for _, r := range results {
+			if r.group == g {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) > 0 {
+			fmt.Fprintf(out, "\n%s\n", g)
+			table(out, g, rows)
+		}
+	}
+	reportKube(out, results)
+	ratios(out, o, results)
+	summary(out, results)
+	fmt.Fprintln(out, "\nactions = roots + children that exist after the runs (ListActions); actions/s = runs × (1 + fan-out) / wall;")
+	fmt.Fprintln(out, "wall = first CreateRun sent → last root seen terminal on WatchActionDetails; p50/p99 = that per run;")
+	fmt.Fprintln(out, "×today = against issue 10's figure before its work (noop: SQLite 168, PostgreSQL 108; a0: 2.4, 1.9 actions/s;")
+	fmt.Fprintln(out, "300 real children: 138 s); peak RSS = the manager's VmHWM; stmts/action = the manager's")
+	fmt.Fprintln(out, "flyte_manager_db_statements_total over the measured runs (transaction control not counted) / actions;")
+	fmt.Fprintf(out, "pg stmts/action = %s of the run's database, BEGIN/COMMIT/SAVEPOINT included.\n", pgSource)
+}
+
+// table prints one group's results.
+func table(out io.Writer, group string, rows []result) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "backend\trunner\truns\tfan-out\tin flight\tactions\tsucceeded\twall\tactions/s\ttarget\t×today\tp50\tp99\tpeak RSS\tstmts/action\tpg stmts/action\tfailed runs\t"
+	if group == groupScale {
+		head += "stmts vs smallest\t"
+	}
+	fmt.Fprintln(tw, head)
+	smallest := map[string]float64{} // scale: stmts/action of the smallest run, by backend
+	for _, r := range rows {
+		target, ratio := "—", "—"
+		if t, was := throughputTarget(r); t > 0 {
+			target = fmt.Sprintf("≥ %.0f", t)
+			if was > 0 {
+				ratio = fmt.Sprintf("%.2f×", r.actionsPerSec()/was)
+			}
+		}
+		wall := round(r.wall).String()
+		if r.group == groupRealFanout {
+			wall += fmt.Sprintf(" (≤ %s; %s before: %.2f× as fast)", targetBigFanout, todayBigFanout, todayBigFanout.Seconds()/r.wall.Seconds())
+		}
+		rss := mb(r.peakRSS)
+		if r.group == groupScale {
+			rss += fmt.Sprintf(" (≤ %s)", mb(targetPeakRSS))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t", r.backend, r.label(), r.runs, r.fanout, r.inflight,
+			r.actions, r.succeeded, wall, r.actionsPerSec(), target, ratio, round(r.p50), round(r.p99), rss,
+			perActionText(r.perAction(r.stmts)), perActionText(r.perAction(r.pgStmts)), r.failedRuns)
+		if group == groupScale {
+			base, ok := smallest[r.backend]
+			if !ok {
+				base = r.perAction(r.stmts)
+				smallest[r.backend] = base
+			}
+			flat := "—"
+			if base > 0 {
+				flat = fmt.Sprintf("%.2f× (flat: ≈ 1×)", r.perAction(r.stmts)/base)
+			}
+			fmt.Fprintf(tw, "%s\t", flat)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.stmts != nil && r.measuredActions() > 0 {
+			fmt.Fprintf(out, "  %s / %s, %d × (1 + %d): statements per action by kind: %s", r.backend, r.label(), r.runs, r.fanout, byKind(r.stmts, r.measuredActions()))
+			if r.pgStmts != nil {
+				fmt.Fprintf(out, "; pg_stat_statements: %s", byKind(r.pgStmts, r.measuredActions()))
+			}
+			fmt.Fprintln(out)
+		}
+	}
+}
+
+func perActionText(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// byKind is "select 10.2, insert 3.0, ..." per action.
+func byKind(s statements, actions int) string {
+	var parts []string
+	for _, k := range []string{"select", "insert", "update", "delete", "other", kindTx} {
+		if v, ok := s[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, v/float64(actions)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mb prints bytes as MB (MiB).
+func mb(b int64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
+}
+
+// ratios compares runners and backends of the throughput table.
+func ratios(out io.Writer, o options, results []result) {
+	find := func(b, label string) *result {
+		for i := range results {
+			if results[i].group == groupThroughput && results[i].backend == b && results[i].label() == label {
+				return &results[i]
+			}
+		}
+		return nil
+	}
+	var labels []string
+	for _, r := range results {
+		if r.group == groupThroughput && !slices.Contains(labels, r.label()) {
+			labels = append(labels, r.label())
+		}
+	}
+	var lines []string
+	for _, b := range o.backends {
+		for _, l := range labels {
+			if n, a := find(b, "noop"), find(b, l); n != nil && a != nil && l != "noop" && l != "kube" && a.actionsPerSec() > 0 {
+				lines = append(lines, fmt.Sprintf("  %-8s noop/%s actions/s: %.1f×  (control plane vs. real task processes)", b, l, n.actionsPerSec()/a.actionsPerSec()))
+			}
+		}
+	}
+	for _, l := range labels {
+		if s, p := find("sqlite", l), find("postgres", l); s != nil && p != nil && p.actionsPerSec() > 0 {
+			lines = append(lines, fmt.Sprintf("  %-12s sqlite/postgres actions/s: %.2f×  p50 %s vs %s", l, s.actionsPerSec()/p.actionsPerSec(), round(s.p50), round(p.p50)))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(out, "\nratios:")
+		for _, l := range lines {
+			fmt.Fprintln(out, l)
+		}
+	}
+}
+
+// summary is the targets table: each of issue 10's figures measured here,
+// its target, the figure before the issue's work and the ratio to it.
+func summary(out io.Writer, results []result) {
+	type line struct{ figure, measured, target, was, ratio, met string }
+	var lines []line
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "NO"
+	}
+	for _, r := range results {
+		switch {
+		case r.group == groupThroughput && (r.runner == "noop" || r.runner == "a0"):
+			t, was := throughputTarget(r)
+			v := r.actionsPerSec()
+			lines = append(lines, line{fmt.Sprintf("%s %s actions/s (%d × (1 + %d))", r.backend, r.label(), r.runs, r.fanout),
+				fmt.Sprintf("%.1f", v), fmt.Sprintf("≥ %.0f", t), fmt.Sprintf("%.1f", was), fmt.Sprintf("%.2f×", v/was), yes(v >= t && r.failedRuns == 0)})
+			if r.runner == "noop" {
+				lines = append(lines, line{fmt.Sprintf("%s noop actions/s vs the reference's single-action runs/s", r.backend),
+					fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.1f×", v/referenceRunsSec), "—"})
+			}
+		case r.group == groupThroughput && r.runner == "kube":
+			v := r.actionsPerSec()
+			lines = append(lines, line{fmt.Sprintf("%s kube single-action runs/s (%d in flight)", r.backend, r.inflight),
+				fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.2f×", v/referenceRunsSec), "—"})
+		case r.group == groupRealFanout:
+			lines = append(lines, line{fmt.Sprintf("%s %s: one run, %d real children, wall", r.backend, r.label(), r.fanout),
+				round(r.wall).String(), "≤ " + targetBigFanout.String(), todayBigFanout.String(),
+				fmt.Sprintf("%.2f× as fast", todayBigFanout.Seconds()/r.wall.Seconds()), yes(r.wall <= targetBigFanout && r.failedRuns == 0)})
+		case r.group == groupScale:
+			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, peak RSS", r.backend, r.fanout),
+				mb(r.peakRSS), "≤ " + mb(targetPeakRSS), "—", "—", yes(r.peakRSS > 0 && r.peakRSS <= targetPeakRSS)})
+			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, wall (%d of %d actions succeeded)", r.backend, r.fanout, r.succeeded, r.measuredActions()),
+				round(r.wall).String(), "completes", "—", "—", yes(r.failedRuns == 0 && r.succeeded == r.measuredActions())})
+			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, statements/action", r.backend, r.fanout),
+				perActionText(r.perAction(r.stmts)) + pgText(r), "flat", "—", "—", "see scale table"})
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nsummary against issue 10's targets:")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  figure\tmeasured\ttarget\tbefore\tratio\tmet\t")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", l.figure, l.measured, l.target, l.was, l.ratio, l.met)
+	}
+	tw.Flush()
+}
+
+func pgText(r result) string {
+	if r.pgStmts == nil {
+		return ""
+	}
+	return " (pg: " + perActionText(r.perAction(r.pgStmts)) + ")"
+}
