@@ -38,6 +38,7 @@ type Hub struct {
 	listening  atomic.Bool
 	dispatched atomic.Int64 // h.last, for the listener to skip what it saw
 	stats      [numCauses]atomic.Int64
+	offered    atomic.Int64
 
 	mu      sync.Mutex
 	started bool  // last is set: Start ran
@@ -117,9 +118,12 @@ const (
 
 // HubStats counts the changes the hub dispatched by what woke it: a local
 // write's Notify, a notification from the database (another replica's
-// commit), or the fallback poll.
+// commit), or the fallback poll; and Offered, how many times a change was
+// matched against a subscriber (the dispatcher's work: the subscribers of
+// the change's run and the global ones, not every subscriber).
 type HubStats struct {
 	Local, Notified, Polled int64
+	Offered                 int64
 }
 
 // HubOption adjusts a hub.
@@ -150,9 +154,15 @@ func (h *Hub) Notify() {
 	}
 }
 
+// Listening reports whether the hub hears the database's notifications of
+// commits (PostgreSQL, its listener connected): other replicas' changes
+// then reach it at once, not at the next poll.
+func (h *Hub) Listening() bool { return h.listening.Load() }
+
 // Stats reports how many changes the hub dispatched, by cause.
 func (h *Hub) Stats() HubStats {
-	return HubStats{Local: h.stats[causeLocal].Load(), Notified: h.stats[causeNotified].Load(), Polled: h.stats[causePolled].Load()}
+	return HubStats{Local: h.stats[causeLocal].Load(), Notified: h.stats[causeNotified].Load(), Polled: h.stats[causePolled].Load(),
+		Offered: h.offered.Load()}
 }
 
 // Start fixes where dispatching begins: the change log's current version.
@@ -268,18 +278,22 @@ func (h *Hub) dispatch(ctx context.Context) (int, error) {
 			return n, err
 		}
 		h.mu.Lock()
+		offered := 0
 		for _, c := range changes {
+			run := h.byRun[c.Key.RunKey]
+			offered += len(h.global) + len(run)
 			for s := range h.global {
 				if s.filter.match(c) {
 					s.send(c)
 				}
 			}
-			for s := range h.byRun[c.Key.RunKey] {
+			for s := range run {
 				if s.filter.match(c) {
 					s.send(c)
 				}
 			}
 		}
+		h.offered.Add(int64(offered))
 		h.last = changes[len(changes)-1].ResourceVersion
 		h.dispatched.Store(h.last)
 		h.mu.Unlock()
