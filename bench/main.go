@@ -30,7 +30,7 @@
 // It prints figures; it asserts nothing about time.
 //
 //	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-kube-runs 200 -kube-inflight 20]
-//	    [-backends sqlite,postgres] [-runners noop,a0,kube]
+//	    [-backends sqlite,postgres] [-runners noop,a0,kube,replicas]
 package main
 
 import (
@@ -102,7 +102,7 @@ func main() {
 	flag.IntVar(&o.inflight, "inflight", 0, "runs in flight at once in noop and a0 scenarios (0: submit all at once)")
 	flag.IntVar(&o.parallelism, "parallelism", 0, "executor.local.maxParallelism of the manager (0: 256 for noop, the manager's default 2 × CPUs for a0)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
-	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: noop, a0, kube")
+	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas", "runners to measure: noop, a0, kube, replicas (cross-replica watch latency, PostgreSQL)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex and block profiles of each noop scenario's measured runs to this directory")
@@ -137,8 +137,8 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	for _, r := range o.runners {
-		if r != "noop" && r != "a0" && r != "kube" {
-			return fmt.Errorf("-runners: unknown %q (noop, a0, kube)", r)
+		if r != "noop" && r != "a0" && r != "kube" && r != "replicas" {
+			return fmt.Errorf("-runners: unknown %q (noop, a0, kube, replicas)", r)
 		}
 	}
 	root, err := repoRoot()
@@ -198,14 +198,12 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var pg *pgtest.Server
-	for _, b := range o.backends {
-		if b == "postgres" {
-			fmt.Fprintln(os.Stderr, "bench: starting a throwaway PostgreSQL")
-			if pg, err = pgtest.Start(); err != nil {
-				return err
-			}
-			defer pg.Stop()
+	if slices.Contains(o.backends, "postgres") || slices.Contains(o.runners, "replicas") {
+		fmt.Fprintln(os.Stderr, "bench: starting a throwaway PostgreSQL")
+		if pg, err = pgtest.Start(); err != nil {
+			return err
 		}
+		defer pg.Stop()
 	}
 
 	var cluster *testcluster.Cluster
@@ -220,7 +218,7 @@ func run(ctx context.Context, o options) error {
 	load := loadAverage()
 	var results []result
 	for _, b := range o.backends {
-		for _, r := range o.runners {
+		for _, r := range slices.DeleteFunc(slices.Clone(o.runners), func(r string) bool { return r == "replicas" }) {
 			runs := o.runs
 			switch r {
 			case "a0":
@@ -239,6 +237,14 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	report(os.Stdout, o, results, load)
+	if slices.Contains(o.runners, "replicas") {
+		fmt.Fprintf(os.Stderr, "bench: replicas: two managers on one PostgreSQL, %d samples ...\n", o.runs)
+		printReplicas, err := runReplicas(ctx, o, tmp, pg)
+		if err != nil {
+			return fmt.Errorf("replicas: %w", err)
+		}
+		printReplicas(os.Stdout)
+	}
 	return nil
 }
 
