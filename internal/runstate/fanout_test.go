@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"fmgr.dev/gen/go/flyteidl2/workflow"
@@ -249,4 +250,43 @@ func TestOtherReplicaHearsCommitsByNotification(t *testing.T) {
 	}
 	receive("c3") // by the catch-up dispatch, a notification or the one-second poll
 	commit("c4")
+
+	// The same, as the manager's metrics show it.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(hubB)
+	if got := gauge(t, reg, "flyte_manager_hub_listening", ""); got != 1 {
+		t.Fatalf("flyte_manager_hub_listening = %v, want 1", got)
+	}
+	if got, want := gauge(t, reg, "flyte_manager_hub_changes_total", "notification"), hubB.Stats().Notified; got != float64(want) || want == 0 {
+		t.Fatalf("flyte_manager_hub_changes_total{woken_by=notification} = %v, want %d", got, want)
+	}
+	if got := gauge(t, reg, "flyte_manager_hub_subscribers", ""); got != 1 {
+		t.Fatalf("flyte_manager_hub_subscribers = %v, want 1 (the watcher)", got)
+	}
+}
+
+// gauge is the value of metric name in reg (the series whose label
+// woken_by is label, when label is not "").
+func gauge(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label) {
+				continue
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s %s", name, label)
+	return 0
 }
