@@ -259,6 +259,12 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 			var a *store.Action
 			if a, err = s.rowOf(ctx, c); err == nil && ofTask(a) && seen.fresh(a) {
 				err = send([]*workflow.Run{{Action: ActionOf(a)}})
+				if a.Phase.Terminal() {
+					// The rows that follow come from later reads: this
+					// run's entry is not needed to drop an older one, and
+					// a stream open for days must not keep every run.
+					delete(seen, a.ActionKey)
+				}
 			}
 		}
 		sub.Close()
