@@ -40,7 +40,7 @@
 // ratio to the figures issue 10 measured before its work.
 //
 //	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-kube-runs 200 -kube-inflight 20]
-//	    [-backends sqlite,postgres] [-runners noop,a0,kube] [-scale 100,1000,10000]
+//	    [-backends sqlite,postgres] [-runners noop,a0,kube,replicas] [-scale 100,1000,10000]
 //	    [-curve-fanout 10,100,1000] [-curve-inflight 1,10,100] [-big-fanout 300] [-warm off|on|both]
 package main
 
@@ -90,7 +90,7 @@ type options struct {
 }
 
 // runnerNames are the -runners values.
-var runnerNames = []string{"noop", "a0", "kube"}
+var runnerNames = []string{"noop", "a0", "kube", "replicas"}
 
 func main() {
 	var o options
@@ -112,7 +112,7 @@ func main() {
 	flag.IntVar(&o.curveRuns, "curve-runs", 20, "fewest runs per point of the in-flight curve")
 	flag.StringVar(&o.warm, "warm", "off", "executor.local.warmStart for the a0 scenarios: on, off (writes no key: the manager's default), both (each a0 scenario twice)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
-	flag.StringVar(&runners, "runners", "noop,a0,kube", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0)")
+	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0; replicas: cross-replica watch latency, PostgreSQL)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop scenario's measured runs to this directory")
@@ -232,7 +232,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	if slices.Contains(o.backends, "postgres") {
+	if slices.Contains(o.backends, "postgres") || slices.Contains(o.runners, "replicas") {
 		fmt.Fprintln(os.Stderr, "bench: starting a throwaway PostgreSQL (with pg_stat_statements)")
 		if e.pg, err = pgtest.StartWith(pgtest.Options{StatStatements: true}); err != nil {
 			return err
@@ -281,6 +281,14 @@ func run(ctx context.Context, o options) error {
 		results = append(results, r)
 	}
 	report(os.Stdout, o, e, results, load, time.Since(started))
+	if slices.Contains(o.runners, "replicas") {
+		fmt.Fprintf(os.Stderr, "bench: replicas: two managers on one PostgreSQL, %d samples ...\n", o.runs)
+		printReplicas, err := runReplicas(ctx, o, tmp, e.pg)
+		if err != nil {
+			return fmt.Errorf("replicas: %w", err)
+		}
+		printReplicas(os.Stdout)
+	}
 	return nil
 }
 

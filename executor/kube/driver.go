@@ -398,7 +398,11 @@ func (d *Driver) scan(ctx context.Context) error {
 // change log reports them.
 func (d *Driver) followChanges(ctx context.Context) {
 	for ctx.Err() == nil {
-		sub := d.state.Hub().Subscribe(func(c store.Change) bool { return c.Kind == store.KindAction })
+		sub := d.state.Hub().Subscribe(runstate.Matching(func(c store.Change) bool {
+			// An action created terminal (a trace, a cache hit) needs no
+			// TaskAction: the row the change came with says so without a read.
+			return c.Kind == store.KindAction && !(c.Op == store.ChangeAdded && c.Action != nil && c.Action.Phase.Terminal())
+		}))
 		for open := true; open; {
 			select {
 			case <-ctx.Done():

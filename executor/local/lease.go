@@ -120,9 +120,12 @@ func (d *Driver) LeaseStatus() string { return d.lease.Describe() }
 func (d *Driver) followChanges() {
 	defer d.wg.Done()
 	for {
-		sub := d.state.Hub().Subscribe(func(c store.Change) bool {
-			return c.Kind == store.KindAction && (c.Op == store.ChangeAdded || c.Op == store.ChangeModified)
-		})
+		sub := d.state.Hub().Subscribe(runstate.Matching(func(c store.Change) bool {
+			// An action created terminal (a trace, a cache hit) has nothing
+			// to run: the row the change came with says so without a read.
+			created := c.Op == store.ChangeAdded && (c.Action == nil || !c.Action.Phase.Terminal())
+			return c.Kind == store.KindAction && (created || c.Op == store.ChangeModified)
+		}))
 		stopped := d.followSub(sub)
 		sub.Close()
 		if stopped {

@@ -47,6 +47,9 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 	srv.AddWorker("change fan-out", hub.Run)
+	if err := srv.Registry().Register(hub); err != nil {
+		return err
+	}
 	// The services that join the planning of every attempt.
 	var hooks attempt.Hooks
 	outputCache := cache.New(cfg.Cache, d.DB, blobs, st.Actions, d.Log)

@@ -32,12 +32,15 @@ type dialectTypes struct {
 	Bytes string
 	Time  string
 	Now   string // literal: the moment the migration runs
+	// Postgres guards what only PostgreSQL has ({{if .Postgres}}): the
+	// trigger that notifies other replicas of changes (0010).
+	Postgres bool
 }
 
 func typesFor(dialect string) dialectTypes {
 	now := "'" + Now().Format("2006-01-02 15:04:05.999999-07:00") + "'"
 	if dialect == Postgres {
-		return dialectTypes{ID: "BIGSERIAL PRIMARY KEY", Bytes: "BYTEA", Time: "TIMESTAMPTZ", Now: now}
+		return dialectTypes{ID: "BIGSERIAL PRIMARY KEY", Bytes: "BYTEA", Time: "TIMESTAMPTZ", Now: now, Postgres: true}
 	}
 	// SQLite: AUTOINCREMENT keeps ids of deleted rows from coming back (keyset
 	// tokens hold ids); DATETIME is the declared type the driver parses back

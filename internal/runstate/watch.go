@@ -17,8 +17,36 @@ import (
 // subscription: a change committed in between is delivered (maybe twice,
 // never lost). A watcher that falls behind is resynced with a new snapshot.
 
+// Watches use the action row each change comes with (Change.Action, read
+// by the hub once for all its watchers) instead of reading it again. That
+// row may be older than a snapshot the watcher took after the hub read it,
+// so every watch keeps the newest resource version it sent per action and
+// drops what is older.
+
 // errHubClosed ends watches when the manager shuts down.
 var errHubClosed = errors.New("the manager is shutting down")
+
+// rowOf is the action row c came with; it is read again only when the hub
+// had none (the action is gone: the read reports so).
+func (s *Service) rowOf(ctx context.Context, c store.Change) (*store.Action, error) {
+	if c.Action != nil {
+		return c.Action, nil
+	}
+	return s.store.Actions.Get(ctx, c.Key)
+}
+
+// newest remembers the highest resource version seen per action.
+type newest map[store.ActionKey]int64
+
+// fresh reports whether a is newer than every row of it seen before, and
+// remembers it.
+func (n newest) fresh(a *store.Action) bool {
+	if v, ok := n[a.ActionKey]; ok && a.ResourceVersion <= v {
+		return false
+	}
+	n[a.ActionKey] = a.ResourceVersion
+	return true
+}
 
 // next waits for the subscription's next change. resync is true when the
 // subscriber fell behind and must take a new snapshot.
@@ -44,16 +72,28 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 	if _, err := s.Get(ctx, parent); err != nil {
 		return err
 	}
-	sent := map[string]phase.Phase{}
+	type state struct {
+		phase phase.Phase
+		rv    int64
+	}
+	sent := map[string]state{} // by child name: what was sent last
 	deliver := func(a *store.Action) error {
-		if a.ParentName == nil || *a.ParentName != parent.Name || sent[a.Name] == a.Phase {
+		if a.ParentName == nil || *a.ParentName != parent.Name {
+			return nil
+		}
+		prev, ok := sent[a.Name]
+		if ok && a.ResourceVersion <= prev.rv {
+			return nil // older than what was sent
+		}
+		if ok && a.Phase == prev.phase {
+			sent[a.Name] = state{a.Phase, a.ResourceVersion}
 			return nil
 		}
 		out, err := s.resultDir(ctx, a)
 		if err != nil {
 			return err
 		}
-		sent[a.Name] = a.Phase
+		sent[a.Name] = state{a.Phase, a.ResourceVersion}
 		return send(UpdateOf(a, out))
 	}
 	first := true
@@ -74,7 +114,7 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 				continue
 			}
 			var a *store.Action
-			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+			if a, err = s.rowOf(ctx, c); err == nil {
 				err = deliver(a)
 			}
 		}
@@ -155,28 +195,36 @@ func (s *Service) follow(ctx context.Context, key store.ActionKey, emit func(*st
 // An event recorded without a change of the action row (the events
 // service's) also makes a new snapshot: the details show the history.
 func (s *Service) followOnce(ctx context.Context, sub *Subscription, key store.ActionKey, emit func(*store.Action) error) (bool, error) {
-	var last int64
-	newEvent := false
-	for {
-		a, err := s.Get(ctx, key)
-		if err != nil {
-			return false, err
-		}
-		if a.ResourceVersion != last || newEvent {
-			last = a.ResourceVersion
-			if err := emit(a); err != nil {
-				return false, err
-			}
-		}
-		if a.Phase.Terminal() {
-			return true, nil
-		}
+	a, err := s.Get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if err := emit(a); err != nil {
+		return false, err
+	}
+	last := a.ResourceVersion
+	for !a.Phase.Terminal() {
 		c, resync, err := next(ctx, sub)
 		if err != nil || resync {
 			return false, err
 		}
-		newEvent = c.Kind == store.KindEvent
+		newEvent := c.Kind == store.KindEvent
+		row := c.Action
+		if row == nil || (newEvent && row.ResourceVersion < last) {
+			// Gone, or an event to show with a row older than the one
+			// shown: read the action as it is.
+			if row, err = s.Get(ctx, key); err != nil {
+				return false, err
+			}
+		}
+		if row.ResourceVersion > last || newEvent {
+			if err := emit(row); err != nil {
+				return false, err
+			}
+			a, last = row, max(last, row.ResourceVersion)
+		}
 	}
+	return true, nil
 }
 
 // WatchRuns streams the runs of a scope: the newest page first, then every
@@ -191,9 +239,15 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 		return (f.TaskName == "" || a.Task.Name == f.TaskName) && (f.TaskVersion == "" || a.Task.Version == f.TaskVersion)
 	}
 	for {
-		sub := s.hub.Subscribe(match)
-		runs, _, err := s.ListRuns(ctx, f, store.Page{Limit: 100})
+		sub := s.hub.Subscribe(Matching(match))
+		seen := newest{}
+		rows, _, err := s.store.Actions.ListRuns(ctx, f, store.Page{Limit: 100})
 		if err == nil {
+			runs := make([]*workflow.Run, len(rows))
+			for i := range rows {
+				seen.fresh(&rows[i])
+				runs[i] = &workflow.Run{Action: ActionOf(&rows[i])}
+			}
 			err = send(runs)
 		}
 		for err == nil {
@@ -203,8 +257,14 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 				break
 			}
 			var a *store.Action
-			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil && ofTask(a) {
+			if a, err = s.rowOf(ctx, c); err == nil && ofTask(a) && seen.fresh(a) {
 				err = send([]*workflow.Run{{Action: ActionOf(a)}})
+				if a.Phase.Terminal() {
+					// The rows that follow come from later reads: this
+					// run's entry is not needed to drop an older one, and
+					// a stream open for days must not keep every run.
+					delete(seen, a.ActionKey)
+				}
 			}
 		}
 		sub.Close()
@@ -229,6 +289,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 	}
 	for {
 		sub := s.hub.Subscribe(ForRun(run))
+		seen := newest{}
 		page := store.Page{Limit: store.MaxPageSize}
 		for err == nil {
 			var rows []store.Action
@@ -238,6 +299,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 			}
 			batch := make([]*workflow.EnrichedAction, len(rows))
 			for i := range rows {
+				seen.fresh(&rows[i])
 				batch[i] = enrich(&rows[i])
 			}
 			if err = send(batch); err != nil || next == "" {
@@ -252,7 +314,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 				break
 			}
 			var a *store.Action
-			if a, err = s.store.Actions.Get(ctx, c.Key); err == nil {
+			if a, err = s.rowOf(ctx, c); err == nil && seen.fresh(a) {
 				err = send([]*workflow.EnrichedAction{enrich(a)})
 			}
 		}

@@ -17,9 +17,9 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// hubBuffer is how many changes the hub holds for one subscriber
-// (runstate.subscriptionBuffer); the test makes more than that while its
-// watcher is stalled, so the watcher's subscription must overflow.
+// hubBuffer is how many changes the hub holds for one subscriber (the test
+// lowers runstate.subscriptionBuffer to it); the test makes more than that
+// while its watcher is stalled, so the watcher's subscription must overflow.
 const hubBuffer = 4096
 
 // A WatchChildren watcher that stops reading while more changes arrive than
@@ -35,6 +35,7 @@ func TestWatchChildrenSlowWatcherIsResynced(t *testing.T) {
 		const run = "slow"
 		const existing, added = store.MaxPageSize + 100, 1100 // before the watch; while it is stalled
 		runKey := store.RunKey{Project: "p", Domain: "development", RunName: run}
+		runstate.SetSubscriptionLimit(e.state.Hub(), hubBuffer)
 		createRun(t, e, run)
 		tmpl := child(t, e, run, "a0", "template")
 		if err := inParallel(existing, func(i int) error {

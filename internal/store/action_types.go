@@ -134,6 +134,11 @@ type Change struct {
 	Key                   ActionKey `gorm:"embedded"`
 	ObjectResourceVersion int64     // the action's resource version after the change
 	OccurredAt            time.Time
+	// Action is the action's row as the hub read it with the change
+	// (ChangeFeed): at least as new as the change, nil when the action is
+	// gone or the change came from ChangesSince. Shared by every
+	// subscriber: read only.
+	Action *Action `gorm:"-"`
 }
 
 func (Change) TableName() string { return "change_log" }
