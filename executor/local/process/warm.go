@@ -213,7 +213,7 @@ func (w *warmPool) startLocked(env []string) *warmServer {
 	if w.starts.Add(1) > 1 {
 		w.restarts.Add(1)
 	}
-	srv := &warmServer{pool: w, env: keyEnv(env, w.learned), ready: make(chan struct{}), dead: make(chan struct{}),
+	srv := &warmServer{pool: w, env: keyEnv(env, w.learned), trigger: env, ready: make(chan struct{}), dead: make(chan struct{}),
 		replies: map[int]chan warmMsg{}, exits: map[int]chan warmMsg{}}
 	if err := srv.launch(); err != nil {
 		w.failedLocked(fmt.Sprintf("cannot start the warm server: %v", err))
@@ -249,11 +249,14 @@ func (w *warmPool) serverEnded(srv *warmServer, why string, served, relearn bool
 	w.failedLocked(why)
 }
 
-// learn records names a server reported and says whether srv's
-// environment lacked one of them.
+// learn records names a server reported and says whether the attempt
+// that started srv set one of them that srv was not started with (then srv
+// would turn that very attempt, and those like it, away).
 func (w *warmPool) learn(srv *warmServer, names []string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	had := envMap(srv.env)
+	trigger := envMap(srv.trigger)
 	missing := false
 	for _, n := range names {
 		if matchName(n, warmFixedNames) {
@@ -261,7 +264,11 @@ func (w *warmPool) learn(srv *warmServer, names []string) bool {
 		}
 		if !slices.Contains(w.learned, n) {
 			w.learned = append(w.learned, n)
-			missing = true
+		}
+		if _, set := trigger[n]; set {
+			if _, ok := had[n]; !ok {
+				missing = true
+			}
 		}
 	}
 	return missing
@@ -296,6 +303,9 @@ type warmMsg struct {
 type warmServer struct {
 	pool *warmPool
 	env  []string // its environment: the key variables of the attempt that started it
+	// trigger is that attempt's whole environment, until the server is
+	// ready (see learn).
+	trigger []string
 	conn *net.UnixConn
 	cmd  *exec.Cmd
 
@@ -468,9 +478,10 @@ func (s *warmServer) handle(m warmMsg) (stop string) {
 		}
 		s.mu.Lock()
 		s.names = m.Names
+		s.trigger = nil
 		s.mu.Unlock()
 		close(s.ready)
-		s.pool.log.Info("warm server ready", "pid", m.PID, "comparedVariables", len(m.Names))
+		s.pool.log.Info("warm server ready", "pid", m.PID, "comparedVariables", m.Names)
 	case "names":
 		s.pool.learn(s, m.Names)
 		s.mu.Lock()

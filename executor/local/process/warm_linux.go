@@ -14,6 +14,7 @@ import (
 func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, outW, errW *os.File) (Identity, bool) {
 	srv, why := w.serverFor(path, env)
 	if srv == nil {
+		p.log.system("not warm-started: %s", why)
 		w.note("attempt started plainly", "reason", why)
 		return Identity{}, false
 	}

@@ -40,7 +40,7 @@ func waitWarm(t *testing.T, r *Runner, env []string) {
 	var why string
 	eventually(t, "the warm server to be ready", 2*time.Minute, func() bool {
 		var srv *warmServer
-		srv, why = r.warm.serverFor(a0, env)
+		srv, why = r.warm.serverFor(a0, withBinDir(env, r.cfg.BinDir))
 		return srv != nil
 	})
 	_ = why
