@@ -306,8 +306,8 @@ type warmServer struct {
 	// trigger is that attempt's whole environment, until the server is
 	// ready (see learn).
 	trigger []string
-	conn *net.UnixConn
-	cmd  *exec.Cmd
+	conn    *net.UnixConn
+	cmd     *exec.Cmd
 
 	ready     chan struct{} // closed once it announced itself ready
 	dead      chan struct{} // closed once its connection ended
