@@ -4,7 +4,6 @@ import (
 	"bufio"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -79,12 +78,15 @@ var warmSeedNames = []string{"LOG_LEVEL", "USER_LOG_LEVEL", "LOG_FORMAT", "DISAB
 const (
 	warmBackoffMin = time.Second
 	warmBackoffMax = time.Minute
-	// warmStartTimeout bounds one handover (start → started); a server
-	// that does not answer in time is abandoned.
+	// warmStartTimeout bounds one handover (start → started); past it
+	// the attempt starts plainly, and the child the server may still fork
+	// for it is killed.
 	warmStartTimeout = 30 * time.Second
-	// warmSpares is how many forked children wait ready for an attempt.
-	warmSpares = 1
 )
+
+// warmSpares is how many forked children wait, SDK imported, for an
+// attempt (a variable for BenchmarkWarmStart).
+var warmSpares = 1
 
 // WarmStats counts what the warm start did.
 type WarmStats struct {
@@ -214,7 +216,7 @@ func (w *warmPool) startLocked(env []string) *warmServer {
 		w.restarts.Add(1)
 	}
 	srv := &warmServer{pool: w, env: keyEnv(env, w.learned), trigger: env, ready: make(chan struct{}), dead: make(chan struct{}),
-		replies: map[int]chan warmMsg{}, exits: map[int]chan warmMsg{}}
+		replies: map[int]chan warmReply{}, exits: map[int]chan warmMsg{}}
 	if err := srv.launch(); err != nil {
 		w.failedLocked(fmt.Sprintf("cannot start the warm server: %v", err))
 		srv.markDead()
@@ -315,8 +317,8 @@ type warmServer struct {
 	mu        sync.Mutex
 	names     []string // variables its imports read
 	nextID    int
-	replies   map[int]chan warmMsg // handovers waiting for started/failed
-	exits     map[int]chan warmMsg // pid → its exit report
+	replies   map[int]chan warmReply // handovers waiting for started/failed
+	exits     map[int]chan warmMsg   // pid → its exit report
 	served    bool
 	relearn   bool // it ended to be replaced by one started with more variables
 	shutCalls atomic.Bool
@@ -456,7 +458,7 @@ func (s *warmServer) read() {
 	s.markDead()
 	s.mu.Lock()
 	for id, ch := range s.replies {
-		ch <- warmMsg{Op: "failed", Why: "the warm server ended: " + why}
+		ch <- warmReply{m: warmMsg{Op: "failed", Why: "the warm server ended: " + why}}
 		delete(s.replies, id)
 	}
 	served, relearn := s.served, s.relearn
@@ -493,13 +495,23 @@ func (s *warmServer) handle(m warmMsg) (stop string) {
 		s.mu.Lock()
 		ch := s.replies[m.ID]
 		delete(s.replies, m.ID)
+		var exit chan warmMsg
 		if m.Op == "started" {
-			s.exits[m.PID] = make(chan warmMsg, 1)
+			exit = make(chan warmMsg, 1)
+			s.exits[m.PID] = exit
 			s.served = true
 		}
 		s.mu.Unlock()
-		if ch != nil {
-			ch <- m
+		switch {
+		case ch != nil:
+			ch <- warmReply{m: m, exit: exit}
+		case exit != nil:
+			// Its attempt gave up waiting and started plainly: the child
+			// never got the go, so nothing of the task ran.
+			pid := m.PID
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			go s.collect(pid, exit, nil, nil)
 		}
 	case "exited":
 		s.mu.Lock()
@@ -533,7 +545,7 @@ func (s *warmServer) send(m warmMsg, files ...*os.File) error {
 
 // handover asks the server for a child running argv and waits for its pid.
 func (s *warmServer) handover(argv, env []string, dir string, stdout, stderr *os.File) (int, <-chan warmMsg, error) {
-	ch := make(chan warmMsg, 1)
+	ch := make(chan warmReply, 1)
 	s.mu.Lock()
 	s.nextID++
 	id := s.nextID
@@ -547,18 +559,32 @@ func (s *warmServer) handover(argv, env []string, dir string, stdout, stderr *os
 	}
 	select {
 	case m := <-ch:
-		if m.Op != "started" {
-			return 0, nil, fmt.Errorf("the warm server could not start it: %s", m.Why)
-		}
-		s.mu.Lock()
-		exit := s.exits[m.PID]
-		s.mu.Unlock()
-		return m.PID, exit, nil
+		return s.answer(m)
 	case <-time.After(warmStartTimeout):
-		// A server this slow is not worth keeping: its children die with it.
-		s.shutdown()
-		return 0, nil, errors.New("the warm server did not answer in time")
+		s.mu.Lock()
+		_, waiting := s.replies[id]
+		delete(s.replies, id)
+		s.mu.Unlock()
+		if !waiting {
+			// The answer came meanwhile: take it.
+			return s.answer(<-ch)
+		}
+		return 0, nil, fmt.Errorf("the warm server did not answer in %s", warmStartTimeout)
 	}
+}
+
+// warmReply answers a handover: started (with the channel its exit
+// report arrives on) or failed.
+type warmReply struct {
+	m    warmMsg
+	exit chan warmMsg
+}
+
+func (s *warmServer) answer(r warmReply) (int, <-chan warmMsg, error) {
+	if r.m.Op != "started" {
+		return 0, nil, fmt.Errorf("the warm server could not start it: %s", r.m.Why)
+	}
+	return r.m.PID, r.exit, nil
 }
 
 // shutdown ends the server (its children die with it: Pdeathsig).

@@ -228,7 +228,8 @@ class Server:
 
     def top_up(self):
         """Keeps SPARES spares, and one importing per waiting job."""
-        want = max(SPARES - len(self.ready_spares()), len(self.jobs) - len(self.ready_spares()))
+        spares = SPARES if self.names is not None else max(SPARES, 1)  # the first tells what the SDK reads
+        want = max(spares - len(self.ready_spares()), len(self.jobs) - len(self.ready_spares()))
         while self.importing() < want:
             job = self.fork_spare()
             if job is not None:

@@ -417,3 +417,54 @@ func logText(t *testing.T, path string) string {
 	}
 	return b.String()
 }
+
+// BenchmarkWarmStart times one attempt of a0 (to where a task's code would
+// start: the wrapper exits at once), plain and warm with and without a
+// spare child waiting.
+//
+//	FM_TEST_VENV=... go test ./executor/local/process -run '^$' -bench WarmStart -benchtime 20x
+func BenchmarkWarmStart(b *testing.B) {
+	venv := sdktestVenvB(b)
+	for _, mode := range []struct {
+		name   string
+		warm   bool
+		spares int
+	}{{"plain", false, 0}, {"warm-no-spare", true, 0}, {"warm-1-spare", true, 1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			old := warmSpares
+			warmSpares = mode.spares
+			defer func() { warmSpares = old }()
+			r := NewRunner(Config{BinDir: filepath.Join(venv, "bin"), WarmStart: mode.warm, CgroupRoot: "none"})
+			defer r.Close()
+			if mode.warm {
+				deadline := time.Now().Add(3 * time.Minute)
+				for srv, _ := r.warm.serverFor(filepath.Join(venv, "bin", "a0"), withBinDir(warmEnv(), r.cfg.BinDir)); srv == nil; srv, _ = r.warm.serverFor(filepath.Join(venv, "bin", "a0"), withBinDir(warmEnv(), r.cfg.BinDir)) {
+					if time.Now().After(deadline) {
+						b.Fatal("no warm server")
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			base := b.TempDir()
+			b.ResetTimer()
+			for i := range b.N {
+				a := attempt{dir: filepath.Join(base, strconv.Itoa(i), "work"), log: filepath.Join(base, strconv.Itoa(i), "a.log")}
+				p, err := r.Start(warmSpec(a, venv, `exit 0`))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st := p.Wait(); st.Code != 0 || p.Warm() != mode.warm {
+					b.Fatalf("status %+v, warm %v", st, p.Warm())
+				}
+			}
+		})
+	}
+}
+
+func sdktestVenvB(b *testing.B) string {
+	v := os.Getenv("FM_TEST_VENV")
+	if v == "" {
+		b.Skip("FM_TEST_VENV is not set")
+	}
+	return v
+}
