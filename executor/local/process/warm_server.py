@@ -37,6 +37,7 @@ import threading
 SOCK_FD, A0, SPARES = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 MAX_MSG = 1 << 20
 PR_SET_PDEATHSIG = 1
+PR_SET_MM, PR_SET_MM_MAP = 35, 14
 
 # What a0's entry function imports before it runs the task (flyte/_bin/
 # runtime.py), then what a task's run imports on its way (its controller's
@@ -150,6 +151,44 @@ class EnvReads:
         if unknown:
             return names, "the environment is enumerated at import by %s" % ", ".join(sorted(unknown))
         return names, None
+
+
+class _MMMap(ctypes.Structure):
+    # struct prctl_mm_map (linux/prctl.h)
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk",
+        "start_stack", "arg_start", "arg_end", "env_start", "env_end")] + [
+        ("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
+
+
+_kept = []  # the buffers /proc/self/cmdline and environ point into
+
+
+def show_as(argv, env):
+    """Makes /proc/self/cmdline and /proc/self/environ (what ps and other
+    tools read) show the attempt's command and environment, as an exec'd
+    a0's do, instead of the server's (prctl PR_SET_MM_MAP, which needs no
+    privilege). Best effort: an old kernel leaves the server's."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            st = f.read()
+        fields = st[st.rindex(b")") + 2:].split()
+        v = lambda n: int(fields[n - 3])  # field n of proc(5)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.sbrk.restype = ctypes.c_void_p
+        args = b"\0".join(a.encode() for a in argv) + b"\0"
+        envb = b"\0".join(kv.encode() for kv in env) + b"\0"
+        abuf = ctypes.create_string_buffer(args, len(args))
+        ebuf = ctypes.create_string_buffer(envb, len(envb))
+        _kept.extend([abuf, ebuf])
+        a0, e0 = ctypes.addressof(abuf), ctypes.addressof(ebuf)
+        m = _MMMap(start_code=v(26), end_code=v(27), start_data=v(45), end_data=v(46),
+                   start_brk=v(47), brk=libc.sbrk(0), start_stack=v(28),
+                   arg_start=a0, arg_end=a0 + len(args), env_start=e0, env_end=e0 + len(envb),
+                   auxv=None, auxv_size=0, exe_fd=0xFFFFFFFF)
+        libc.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(m), ctypes.sizeof(m), 0)
+    except Exception:
+        pass
 
 
 def threads():
@@ -423,6 +462,7 @@ class Server:
             for fd in fds:
                 os.close(fd)
             sys.argv = [A0] + list(msg["argv"][1:])
+            show_as([sys.executable] + sys.argv, msg["env"])
         except Exception as e:
             send(ch, {"op": "error", "why": str(e)})
             os._exit(127)

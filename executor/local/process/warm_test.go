@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -467,4 +468,48 @@ func sdktestVenvB(b *testing.B) string {
 		b.Skip("FM_TEST_VENV is not set")
 	}
 	return v
+}
+
+// What ps and other tools read of a warm child (/proc/<pid>/environ and
+// cmdline) is the attempt's environment and a0's command line, as for an
+// exec'd a0, not the server's.
+func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
+	venv := sdkVenv(t)
+	r := warmRunner(t, venv)
+	a := newAttempt(t)
+	if err := os.MkdirAll(a.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := withBinDir(warmEnv("FM_MARK=shown"), r.cfg.BinDir)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	srv := r.warm.srv
+	pid, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held before its go: it never runs a0; killed below.
+	defer func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		srv.collect(pid, exit, nil, nil)
+	}()
+	environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Split(strings.TrimSuffix(string(environ), "\x00"), "\x00"); !slices.Equal(got, env) {
+		t.Errorf("/proc/%d/environ = %q, want %q", pid, got, env)
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{r.warm.python, r.warm.a0}, warmArgs[1:]...)
+	if got := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"); !slices.Equal(got, want) {
+		t.Errorf("/proc/%d/cmdline = %q, want %q", pid, got, want)
+	}
 }
