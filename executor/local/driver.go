@@ -276,7 +276,8 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks})
-	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes})
+	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes,
+		WarmStart: d.cfg.WarmStart, Logger: d.log})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
 	} else {
@@ -381,6 +382,9 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 		// The lease is still renewed here, so the attempts' ends are
 		// recorded under it; then it is released for a standby.
 		err = d.stopAttempts(ctx)
+		if err == nil && d.runner != nil {
+			d.runner.Close() // the warm server: its attempts have ended
+		}
 		d.stopLease()
 		d.lease.Release(ctx)
 	} else {

@@ -109,7 +109,7 @@ func (h *harness) driver(tune ...func(*config.LocalExecutor)) *Driver {
 func (h *harness) driverWith(adjust func(*Driver), tune ...func(*config.LocalExecutor)) *Driver {
 	h.t.Helper()
 	cfg := config.Executor{Type: config.ExecutorLocal, Local: config.LocalExecutor{
-		Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 4, SystemRetries: 2,
+		Python: h.binDir, WorkDir: h.workDir, MaxParallelism: 4, SystemRetries: 2, WarmStart: true, // as by default
 	}}
 	for _, f := range tune {
 		f(&cfg.Local)

@@ -163,6 +163,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,
 		Limits:  res,
+		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -191,7 +192,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if abort {
 		proc.Abort("abort requested")
 	}
-	d.metrics.started.Inc()
+	d.metrics.countStart(proc.Warm())
 	d.log.Info("attempt started", "action", key.String(), "attempt", n, "pid", id.PID)
 	if why := proc.Unenforced(); why != "" {
 		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)

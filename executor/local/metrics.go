@@ -11,6 +11,7 @@ import (
 // them to a registry.
 type metrics struct {
 	started   prometheus.Counter
+	starts    *prometheus.CounterVec // by how: warm or plain
 	ended     *prometheus.CounterVec
 	orphans   prometheus.Counter
 	takeovers prometheus.Counter
@@ -23,6 +24,10 @@ func newMetrics(d *Driver) *metrics {
 			Name: "flyte_manager_executor_attempts_started_total",
 			Help: "Attempt processes the local executor started.",
 		}),
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flyte_manager_executor_process_starts_total",
+			Help: "Attempt processes the local executor started, by how: warm (forked by the warm-start server, executor.local.warmStart) or plain (a fresh process).",
+		}, []string{"how"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flyte_manager_executor_attempts_ended_total",
 			Help: "Attempts the local executor recorded as ended, by what followed: succeeded, failed, timed_out, aborted or retried.",
@@ -37,6 +42,18 @@ func newMetrics(d *Driver) *metrics {
 		}),
 	}
 	m.gauges = []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "flyte_manager_executor_warm_server_restarts_total",
+			Help: "Warm-start servers started after an earlier one ended (died, refused to serve, or was replaced).",
+		}, func() float64 {
+			d.life.Lock() // Start sets the runner under it
+			r := d.runner
+			d.life.Unlock()
+			if r == nil {
+				return 0
+			}
+			return float64(r.WarmStats().Restarts)
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flyte_manager_executor_lease_holder",
 			Help: "1 while this manager holds the executor lease (runs attempts), 0 on standby.",
@@ -71,7 +88,7 @@ func newMetrics(d *Driver) *metrics {
 // RegisterMetrics registers the driver's collectors with reg (the server's
 // registry, served on /metrics).
 func (d *Driver) RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range append([]prometheus.Collector{d.metrics.started, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...) {
+	for _, c := range append([]prometheus.Collector{d.metrics.started, d.metrics.starts, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -100,4 +117,14 @@ func (m *metrics) countEnd(dec machine.Decision) {
 	if result != "" {
 		m.ended.WithLabelValues(result).Inc()
 	}
+}
+
+// countStart counts a started attempt process, warm or plain.
+func (m *metrics) countStart(warm bool) {
+	m.started.Inc()
+	how := "plain"
+	if warm {
+		how = "warm"
+	}
+	m.starts.WithLabelValues(how).Inc()
 }

@@ -193,6 +193,12 @@ type LocalExecutor struct {
 	// MaxLogBytes caps each attempt's log: past it the log keeps its head
 	// and a rolling tail with a marker saying how much was dropped.
 	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
+	// WarmStart starts attempts of the SDK's a0 runtime by forking a
+	// pre-started interpreter that has imported the SDK's dependencies,
+	// instead of starting Python afresh for each; attempts it cannot serve
+	// exactly as a fresh a0 would (another command or Python, an
+	// environment that changes what the imports do) start plainly.
+	WarmStart bool `mapstructure:"warmStart" yaml:"warmStart"`
 	// Containers says how raw container tasks (ContainerTask) run.
 	Containers LocalContainers `mapstructure:"containers" yaml:"containers"`
 	// Resources says what the host offers attempts and what becomes of

@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 		"executor.local.systemRetries":     {c.Executor.Local.SystemRetries, 3},
 		"executor.local.leaseTTL":          {c.Executor.Local.LeaseTTL, 15 * time.Second},
 		"executor.local.maxLogBytes":       {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
+		"executor.local.warmStart":         {c.Executor.Local.WarmStart, true},
 		"executor.kubernetes.copilotImage": {c.Executor.Kubernetes.CopilotImage, "flyte-manager:latest"},
 		"projects.autoCreate":              {c.Projects.AutoCreate, true},
 		"projects.seed":                    {c.Projects.Seed, []string{"flytesnacks"}},
@@ -495,5 +496,32 @@ func TestPrepareSigningKey(t *testing.T) {
 	explicit.Storage.SigningKey = "configured"
 	if err := explicit.Prepare(); err != nil || explicit.Storage.SigningKey != "configured" {
 		t.Errorf("configured key replaced: %q, %v", explicit.Storage.SigningKey, err)
+	}
+}
+
+// executor.local.warmStart is on by default (TestDefaults); a file and the
+// environment turn it off, and a value that is not a boolean is an error
+// that names the key.
+func TestWarmStartKey(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	off := writeFile(t, dir, "off.yaml", "executor:\n  local:\n    warmStart: false\n")
+	c, err := Load(Sources{Files: []string{off}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Executor.Local.WarmStart {
+		t.Error("warmStart: false in a file left warm start on")
+	}
+	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_WARM_START", "false")
+	if c, err = Load(Sources{}); err != nil {
+		t.Fatal(err)
+	} else if c.Executor.Local.WarmStart {
+		t.Error("FLYTE_MANAGER_EXECUTOR_LOCAL_WARM_START=false left warm start on")
+	}
+	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_WARM_START", "")
+	bad := writeFile(t, dir, "bad.yaml", "executor:\n  local:\n    warmStart: sometimes\n")
+	if _, err := Load(Sources{Files: []string{bad}}); err == nil || !strings.Contains(err.Error(), "warmStart") {
+		t.Errorf("warmStart: sometimes: err = %v, want an error naming the key", err)
 	}
 }

@@ -76,7 +76,12 @@ func Default() Config {
 				SystemRetries:  3,
 				LeaseTTL:       15 * time.Second,
 				MaxLogBytes:    DefaultMaxLogBytes,
-				Containers:     LocalContainers{Runtime: ContainerRuntimeAuto},
+				// Warm start: a0 attempts fork from an interpreter that has
+				// imported the SDK's dependencies (Python start-up and those
+				// imports cost more than a small task); off falls back to a
+				// fresh interpreter per attempt.
+				WarmStart:  true,
+				Containers: LocalContainers{Runtime: ContainerRuntimeAuto},
 				// wait, as a cluster keeps a Pod that fits no node Pending:
 				// examples written for a cluster (max_queued_time on a GPU
 				// task) behave the same, and the wait says what is missing.

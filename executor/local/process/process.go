@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,12 +68,18 @@ type Config struct {
 	// CgroupRoot is where the cgroup hierarchies are mounted
 	// (/sys/fs/cgroup when empty); "none" runs attempts without cgroups.
 	CgroupRoot string
+	// WarmStart forks a0 attempts from a pre-started interpreter that has
+	// imported the SDK's dependencies (warm.go) instead of exec'ing a0.
+	WarmStart bool
+	// Logger receives what the warm start has to say (nil: discarded).
+	Logger *slog.Logger
 }
 
 // Runner starts attempt processes.
 type Runner struct {
-	cfg Config
-	cg  *cgroupHost
+	cfg  Config
+	cg   *cgroupHost
+	warm *warmPool // nil without WarmStart
 }
 
 // NewRunner returns a Runner; zero Config fields take their defaults.
@@ -89,7 +96,13 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.MaxLogBytes <= 0 {
 		cfg.MaxLogBytes = config.DefaultMaxLogBytes
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	r := &Runner{cfg: cfg}
+	if cfg.WarmStart {
+		r.warm = newWarmPool(cfg.BinDir, cfg.Logger)
+	}
 	switch cfg.CgroupRoot {
 	case "none":
 		r.cg = &cgroupHost{why: "disabled for this runner"}
@@ -127,6 +140,9 @@ type Spec struct {
 	// Limits are the task's resources, enforced through the attempt's
 	// cgroup when the host gives one (else the log says they are not).
 	Limits Limits
+	// Plain starts the process by exec even with warm start on (raw
+	// containers: their command is not the SDK's runtime).
+	Plain bool
 }
 
 // ExitStatus is how the process ended.
@@ -170,7 +186,7 @@ type Process struct {
 	pumps   sync.WaitGroup
 	exited  chan struct{} // the leader exited; not reaped yet
 	reap    chan struct{} // closed by supervise: reap the leader now
-	waitCh  chan error
+	waitCh  chan leaderExit
 	abortCh chan string
 	pauseCh chan bool     // Pause (true) and Resume (false), handled by supervise
 	watched chan struct{} // closed when supervise stops watching the process
@@ -182,6 +198,29 @@ type Process struct {
 	// Unenforced says why the declared limits are not enforced ("" when
 	// they are, or none were declared).
 	unenforced string
+	warm       bool // forked by the warm server
+}
+
+// leaderExit is how the attempt's leader ended, from os/exec or from the
+// warm server's report.
+type leaderExit struct {
+	code   int            // the exit code when signal is 0
+	signal syscall.Signal // the signal that killed it, 0 if it exited
+	err    error          // waiting failed
+}
+
+func execExit(err error) leaderExit {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return leaderExit{}
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return leaderExit{signal: ws.Signal()}
+		}
+		return leaderExit{code: ee.ExitCode()}
+	}
+	return leaderExit{err: err}
 }
 
 // Start launches spec. It returns once the process runs (or failed to
@@ -214,7 +253,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		errTail: &tail{n: r.cfg.TailLines},
 		exited:  make(chan struct{}),
 		reap:    make(chan struct{}),
-		waitCh:  make(chan error, 1),
+		waitCh:  make(chan leaderExit, 1),
 		abortCh: make(chan string, 1),
 		pauseCh: make(chan bool),
 		watched: make(chan struct{}),
@@ -246,6 +285,16 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
 	p.pipes = []*os.File{outR, errR}
+	if r.warm != nil && !spec.Plain {
+		if id, ok := p.startWarm(r.warm, path, spec, env, outW, errW); ok {
+			outW.Close()
+			errW.Close()
+			p.warm = true
+			p.id = id
+			p.begin(outR, errR, "warm-started %s as pid %d in %s", path, spec)
+			return p, nil
+		}
+	}
 	attr := &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
@@ -300,7 +349,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		_ = waitExitedNoReap(pid)
 		close(p.exited)
 		<-p.reap
-		p.waitCh <- cmd.Wait()
+		p.waitCh <- execExit(cmd.Wait())
 	}()
 	st := <-startCh
 	outW.Close()
@@ -314,14 +363,22 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("process: start %s: %w", path, st.err)
 	}
 	p.id = st.id
+	p.begin(outR, errR, "started %s as pid %d in %s", path, spec)
+	return p, nil
+}
+
+// begin logs the start and runs the log pumps and the supervisor.
+func (p *Process) begin(outR, errR *os.File, format, path string, spec Spec) {
 	p.status.Started = time.Now()
-	p.log.system("started %s as pid %d in %s", path, p.id.PID, spec.Dir)
+	p.log.system(format, path, p.id.PID, spec.Dir)
 	p.pumps.Add(2)
 	go func() { defer p.pumps.Done(); pump(outR, Stdout, p.log, p.outTail) }()
 	go func() { defer p.pumps.Done(); pump(errR, Stderr, p.log, p.errTail) }()
 	go p.supervise(spec.Timeout)
-	return p, nil
 }
+
+// Warm reports whether the warm server forked the process (see warm.go).
+func (p *Process) Warm() bool { return p.warm }
 
 // Identity is the process group's identity, for KillOrphan after a restart.
 func (p *Process) Identity() Identity { return p.id }
@@ -359,10 +416,9 @@ func (p *Process) Abort(reason string) {
 
 func (p *Process) supervise(timeout time.Duration) {
 	var (
-		timer   <-chan time.Time
-		grace   <-chan time.Time
-		tree    []Identity
-		waitErr error
+		timer <-chan time.Time
+		grace <-chan time.Time
+		tree  []Identity
 	)
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -415,7 +471,7 @@ wait:
 	p.killLeftovers(tree)
 	untrack(p.id.PID, p.id.PGID)
 	close(p.reap)
-	waitErr = <-p.waitCh
+	exit := <-p.waitCh
 
 	drained := make(chan struct{})
 	go func() { p.pumps.Wait(); close(drained) }()
@@ -433,18 +489,13 @@ wait:
 	}
 
 	p.status.Code = -1
-	var ee *exec.ExitError
 	switch {
-	case waitErr == nil:
-		p.status.Code = 0
-	case errors.As(waitErr, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.status.Signal = ws.Signal().String()
-		} else {
-			p.status.Code = ee.ExitCode()
-		}
+	case exit.err != nil:
+		p.status.Err = exit.err
+	case exit.signal != 0:
+		p.status.Signal = exit.signal.String()
 	default:
-		p.status.Err = waitErr
+		p.status.Code = exit.code
 	}
 	p.status.StdoutTail = p.outTail.get()
 	p.status.StderrTail = p.errTail.get()

@@ -61,12 +61,7 @@ func TestRealSDKRuntime(t *testing.T) {
 		t.Fatalf("index %q: %v", out, err)
 	}
 
-	h := &sdkHarness{
-		root:     root,
-		runner:   NewRunner(Config{BinDir: filepath.Join(venv, "bin"), KillGrace: 2 * time.Second}),
-		endpoint: "localhost:" + strconv.Itoa(unusedPort(t)), // nothing listens: these tasks never fan out
-		runStart: time.Now(),
-	}
+	var tasks []sdkTask
 	for name, e := range index.Tasks {
 		b, err := os.ReadFile(e.Spec)
 		if err != nil {
@@ -76,8 +71,32 @@ func TestRealSDKRuntime(t *testing.T) {
 		if err := proto.Unmarshal(b, spec); err != nil {
 			t.Fatal(err)
 		}
-		h.tasks = append(h.tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
+		tasks = append(tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
 	}
+	endpoint := "localhost:" + strconv.Itoa(unusedPort(t)) // nothing listens: these tasks never fan out
+	// The same tasks, started plainly and by the warm server: the outcome
+	// must not tell them apart.
+	for _, warm := range []bool{false, true} {
+		mode := map[bool]string{false: "plain", true: "warm"}[warm]
+		t.Run(mode, func(t *testing.T) {
+			h := &sdkHarness{
+				root:     filepath.Join(root, mode),
+				runner:   NewRunner(Config{BinDir: filepath.Join(venv, "bin"), KillGrace: 2 * time.Second, WarmStart: warm}),
+				endpoint: endpoint,
+				runStart: time.Now(),
+				tasks:    tasks,
+				warm:     warm,
+			}
+			t.Cleanup(h.runner.Close)
+			if warm {
+				waitWarm(t, h.runner, h.env(t, "ready", tasks[0], false, nil).Environ())
+			}
+			runSDKCases(t, h)
+		})
+	}
+}
+
+func runSDKCases(t *testing.T, h *sdkHarness) {
 
 	cases := []struct {
 		name, task string
@@ -153,7 +172,13 @@ func TestRealSDKRuntime(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.check(t, h.run(t, fmt.Sprintf("r%d", i), tc.task, tc.child, tc.drop))
+			r := h.run(t, fmt.Sprintf("r%d", i), tc.task, tc.child, tc.drop)
+			// Without FSSPEC_FILE the imports would have configured fsspec
+			// differently: that attempt starts plainly.
+			if want := h.warm && !slices.Contains(tc.drop, contract.EnvFSSpecFile); r.warm != want {
+				t.Errorf("warm-started = %v, want %v", r.warm, want)
+			}
+			tc.check(t, r)
 		})
 	}
 }
@@ -170,6 +195,7 @@ type sdkHarness struct {
 	endpoint string
 	runStart time.Time
 	tasks    []sdkTask
+	warm     bool // the runner warm-starts a0
 }
 
 type sdkResult struct {
@@ -177,6 +203,7 @@ type sdkResult struct {
 	st     ExitStatus
 	res    contract.Result
 	outDir string
+	warm   bool
 }
 
 func (r sdkResult) exitedZero(t *testing.T) {
@@ -199,37 +226,8 @@ func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, dro
 	if tk.spec == nil {
 		t.Fatalf("no task %s", taskName)
 	}
-	tmpl := tk.spec.GetTaskTemplate()
-	inputURI := tk.inputDir
-	if child {
-		inputURI = filepath.Join(tk.inputDir, contract.InputsFile)
-	}
-	runBase := filepath.Join(h.root, "data", "p", "d", runName)
-	const action, attemptNo = "a0", 1
-	values := contract.ValuesFor(inputURI, runBase, "", runName, action, attemptNo, h.runStart)
-	args := contract.RenderArgs(tmpl.GetContainer().GetArgs(), values)
-	env, err := contract.BuildEnv(contract.EnvSpec{
-		Host:       os.Environ(),
-		TaskEnv:    tmpl.GetContainer().GetEnv(),
-		Org:        "", // what the SDK sends from localhost: becomes "local"
-		Project:    "p",
-		Domain:     "d",
-		RunName:    runName,
-		ActionName: action,
-		Attempt:    attemptNo,
-		RunBase:    runBase,
-		Endpoint:   h.endpoint,
-		TaskID:     tmpl.GetId(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept contract.Env
-	for _, kv := range env {
-		if !slices.Contains(drop, kv.Key) {
-			kept = append(kept, kv)
-		}
-	}
+	args, values := h.args(tk, runName, child)
+	kept := h.env(t, runName, tk, child, drop)
 	t.Logf("argv: %q", args)
 	t.Logf("env: %s", kept)
 
@@ -263,5 +261,48 @@ func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, dro
 			t.Errorf("bundle not extracted into the working dir: %v", err)
 		}
 	}
-	return sdkResult{spec: tk.spec, st: st, res: res, outDir: values.OutputPrefix}
+	return sdkResult{spec: tk.spec, st: st, res: res, outDir: values.OutputPrefix, warm: p.Warm()}
+}
+
+const sdkAction, sdkAttempt = "a0", 1
+
+// args renders the task's argv for attempt 1 of action a0 of run runName.
+func (h *sdkHarness) args(tk sdkTask, runName string, child bool) ([]string, contract.Values) {
+	inputURI := tk.inputDir
+	if child {
+		inputURI = filepath.Join(tk.inputDir, contract.InputsFile)
+	}
+	runBase := filepath.Join(h.root, "data", "p", "d", runName)
+	values := contract.ValuesFor(inputURI, runBase, "", runName, sdkAction, sdkAttempt, h.runStart)
+	return contract.RenderArgs(tk.spec.GetTaskTemplate().GetContainer().GetArgs(), values), values
+}
+
+// env is the contract's environment for that attempt, without drop.
+func (h *sdkHarness) env(t *testing.T, runName string, tk sdkTask, child bool, drop []string) contract.Env {
+	t.Helper()
+	tmpl := tk.spec.GetTaskTemplate()
+	runBase := filepath.Join(h.root, "data", "p", "d", runName)
+	env, err := contract.BuildEnv(contract.EnvSpec{
+		Host:       os.Environ(),
+		TaskEnv:    tmpl.GetContainer().GetEnv(),
+		Org:        "", // what the SDK sends from localhost: becomes "local"
+		Project:    "p",
+		Domain:     "d",
+		RunName:    runName,
+		ActionName: sdkAction,
+		Attempt:    sdkAttempt,
+		RunBase:    runBase,
+		Endpoint:   h.endpoint,
+		TaskID:     tmpl.GetId(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept contract.Env
+	for _, kv := range env {
+		if !slices.Contains(drop, kv.Key) {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
 }

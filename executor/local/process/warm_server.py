@@ -1,0 +1,519 @@
+# The warm-start server of the local executor (see warm.go). The manager
+# runs it as `python -c <this file> <socket fd> <a0 path> <spares>` with the
+# interpreter named by a0's #! line, in an environment that holds only the
+# variables that can change what imports do.
+#
+# It imports the third-party modules the SDK's `a0` runtime loads (found by
+# a probe child, so nothing here names SDK internals it must keep up with),
+# refuses to serve if that started a thread (fork copies only the forking
+# thread), and then forks one child per attempt. A child ("spare") imports
+# the SDK itself (which starts the SDK's background-loop thread: harmless
+# once forked), waits for an attempt, takes on its environment, working
+# directory and stdout/stderr, waits for the manager's go (it has moved the
+# child into the attempt's cgroup by then) and returns to the top level of
+# this script, which runs a0's entry function exactly as the a0 script does.
+#
+# Protocol: one JSON object per SOCK_SEQPACKET message, both ways; file
+# descriptors ride along with SCM_RIGHTS.
+#   manager -> server: start {id, argv, env, dir} + [stdout, stderr]
+#                      go {pid}      the child may run the task now
+#                      reap {pid}    collect the exit the server reported
+#   server -> manager: ready {pid, names, modules} | refuse {why}
+#                      started {id, pid} | failed {id, why}
+#                      exited {pid, code, signal}
+# The server reaps an attempt's child only when told: until then its
+# zombie keeps the pid (and so the process group's number) from reuse.
+
+import ctypes
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+
+SOCK_FD, A0, SPARES = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+MAX_MSG = 1 << 20
+PR_SET_PDEATHSIG = 1
+PR_SET_MM, PR_SET_MM_MAP = 35, 14
+
+# What a0's entry function imports before it runs the task (flyte/_bin/
+# runtime.py), then what a task's run imports on its way (its controller's
+# client, the resolver; measured with PYTHONPROFILEIMPORTTIME on a real
+# task). Only used to warm up: a name that no longer exists is skipped, and
+# the task's own run imports whatever it needs.
+A0_IMPORTS = [
+    "flyte._bin.runtime",
+    "flyte",
+    "flyte._utils",
+    "flyte.errors",
+    "flyte.storage",
+    "flyte._initialize",
+    "flyte._internal.controllers",
+    "flyte._internal.controllers.remote",
+    "flyte._internal.image_cache",
+    "flyte._internal.runtime.entrypoints",
+    "flyte._logging",
+    "flyte.models",
+    # imported lazily during a run
+    "flyte.remote._client.controlplane",
+    "flyte.remote._client.auth._interceptors.default_metadata",
+    "flyte.remote._client.auth._interceptors.retry",
+    "flyte._internal.controllers.remote._client",
+    "flyte._internal.resolvers._task_module",
+    "flyte._internal.resolvers.common",
+    "flyte.git",
+    "flyte._utils.asyncify",
+    "pyqwest._glue",
+    "sniffio",
+    "opentelemetry.metrics",
+    "opentelemetry.propagate",
+    "httpcore",
+]
+
+# Modules that read the whole environment at import, and the prefix of the
+# names they use (the manager compares those names by pattern).
+ENUMERATORS = {"fsspec/config.py": "FSSPEC_"}
+
+# As when the interpreter runs the a0 script: its directory comes first.
+sys.path[0] = os.path.dirname(A0)
+
+
+def log(msg):
+    sys.stderr.write("warm server: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def send(sock, obj, fds=()):
+    data = json.dumps(obj).encode()
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.send(data)
+
+
+def recv(sock):
+    """One message and its fds; (None, []) at EOF."""
+    data, fds, flags, _ = socket.recv_fds(sock, MAX_MSG, 4)
+    if flags & socket.MSG_TRUNC:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("message too long")
+    if not data:
+        return None, []
+    return json.loads(data), fds
+
+
+class EnvReads:
+    """Records which environment variables imports read, through os.environ."""
+
+    def __init__(self):
+        self.names, self.enumerated = set(), set()
+
+    def _caller(self):
+        f = sys._getframe(2)
+        while f is not None and (f.f_code.co_filename.endswith(("os.py", "_collections_abc.py", "<frozen os>", "<frozen _collections_abc>"))):
+            f = f.f_back
+        return f.f_code.co_filename if f is not None else "?"
+
+    def __enter__(self):
+        cls = type(os.environ)
+        self._get, self._iter = cls.__getitem__, cls.__iter__
+        rec = self
+
+        def getitem(env, key):
+            rec.names.add((key if isinstance(key, str) else key.decode(), rec._caller()))
+            return rec._get(env, key)
+
+        def iterate(env):
+            rec.enumerated.add(rec._caller())
+            return rec._iter(env)
+
+        cls.__getitem__, cls.__iter__ = getitem, iterate
+        return self
+
+    def __exit__(self, *exc):
+        cls = type(os.environ)
+        cls.__getitem__, cls.__iter__ = self._get, self._iter
+
+    def result(self):
+        """The names read, and an error for an unknown module that enumerated the environment."""
+        known, unknown = set(), []
+        for f in self.enumerated:
+            m = [k for k in ENUMERATORS if f.endswith(k)]
+            if m:
+                known.add(f)
+            else:
+                unknown.append(f)
+        names = sorted({n for n, f in self.names if f not in known})
+        if unknown:
+            return names, "the environment is enumerated at import by %s" % ", ".join(sorted(unknown))
+        return names, None
+
+
+class _MMMap(ctypes.Structure):
+    # struct prctl_mm_map (linux/prctl.h)
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk",
+        "start_stack", "arg_start", "arg_end", "env_start", "env_end")] + [
+        ("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
+
+
+_kept = []  # the buffers /proc/self/cmdline and environ point into
+
+
+def show_as(argv, env):
+    """Makes /proc/self/cmdline and /proc/self/environ (what ps and other
+    tools read) show the attempt's command and environment, as an exec'd
+    a0's do, instead of the server's (prctl PR_SET_MM_MAP, which needs no
+    privilege). Best effort: an old kernel leaves the server's."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            st = f.read()
+        fields = st[st.rindex(b")") + 2:].split()
+        v = lambda n: int(fields[n - 3])  # field n of proc(5)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.sbrk.restype = ctypes.c_void_p
+        args = b"\0".join(a.encode() for a in argv) + b"\0"
+        envb = b"\0".join(kv.encode() for kv in env) + b"\0"
+        abuf = ctypes.create_string_buffer(args, len(args))
+        ebuf = ctypes.create_string_buffer(envb, len(envb))
+        _kept.extend([abuf, ebuf])
+        a0, e0 = ctypes.addressof(abuf), ctypes.addressof(ebuf)
+        m = _MMMap(start_code=v(26), end_code=v(27), start_data=v(45), end_data=v(46),
+                   start_brk=v(47), brk=libc.sbrk(0), start_stack=v(28),
+                   arg_start=a0, arg_end=a0 + len(args), env_start=e0, env_end=e0 + len(envb),
+                   auxv=None, auxv_size=0, exe_fd=0xFFFFFFFF)
+        libc.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(m), ctypes.sizeof(m), 0)
+    except Exception:
+        pass
+
+
+def threads():
+    return max(threading.active_count(), len(os.listdir("/proc/self/task")))
+
+
+def probe_modules():
+    """The non-SDK modules a0's imports load, found in a child that imports them."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        before = set(sys.modules)
+        for m in A0_IMPORTS:
+            try:
+                importlib.import_module(m)
+            except Exception:
+                pass
+        mods = [m for m in sys.modules if m not in before and m != "flyte" and not m.startswith("flyte.")]
+        with os.fdopen(w, "w") as f:
+            json.dump(mods, f)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else []
+
+
+class Child:
+    def __init__(self, pid, ch):
+        self.pid, self.ch = pid, ch
+        self.state = "importing"  # -> ready -> assigned -> prepared -> running
+        self.job = None
+
+
+class Server:
+    def __init__(self, sock):
+        self.sock = sock
+        self.children = {}  # pid -> Child (spares and attempts)
+        self.jobs = []  # (msg, fds) waiting for a ready spare
+        self.reported = set()  # attempt pids whose exit the manager has
+        self.names = None  # base_names and the first spare's, once it is ready
+        self.base_names = set()
+        self.announced = False
+        self.spare_failures = 0
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    # --- in the parent
+
+    def fork_spare(self):
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            parent_end.detach()
+            return child_end
+        child_end.close()
+        try:
+            os.setpgid(pid, pid)  # also done in the child: whichever runs first
+        except OSError:
+            pass
+        self.children[pid] = Child(pid, parent_end)
+        return None
+
+    def importing(self):
+        return sum(1 for c in self.children.values() if c.state == "importing")
+
+    def ready_spares(self):
+        return [c for c in self.children.values() if c.state == "ready"]
+
+    def top_up(self):
+        """Keeps SPARES spares, and one importing per waiting job."""
+        spares = SPARES if self.names is not None else max(SPARES, 1)  # the first tells what the SDK reads
+        want = max(spares - len(self.ready_spares()), len(self.jobs) - len(self.ready_spares()))
+        while self.importing() < want:
+            job = self.fork_spare()
+            if job is not None:
+                return job
+        return None
+
+    def assign(self):
+        while self.jobs:
+            spares = self.ready_spares()
+            if not spares:
+                return
+            msg, fds = self.jobs.pop(0)
+            c = spares[0]
+            try:
+                send(c.ch, msg, fds)
+            except OSError as e:
+                send(self.sock, {"op": "failed", "id": msg["id"], "why": "handing over to the child: %s" % e})
+                continue
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            c.state, c.job = "assigned", msg["id"]
+
+    def on_child_msg(self, c):
+        try:
+            msg, fds = recv(c.ch)
+        except OSError:
+            msg, fds = None, []
+        for fd in fds:
+            os.close(fd)
+        if msg is None:
+            self.drop_channel(c)
+            return
+        op = msg.get("op")
+        if op == "ready" and c.state == "importing":
+            c.state = "ready"
+            self.spare_failures = 0
+            names = set(msg.get("names", []))
+            if self.names is not None and not names <= self.names:
+                # A later spare read more: tell the manager before it is used.
+                self.names |= names
+                send(self.sock, {"op": "names", "names": sorted(self.names)})
+            elif self.names is None:
+                self.names = self.base_names | names
+        elif op == "prepared" and c.state == "assigned":
+            c.state = "prepared"
+            send(self.sock, {"op": "started", "id": c.job, "pid": c.pid})
+        elif op == "error" and c.state == "assigned":
+            send(self.sock, {"op": "failed", "id": c.job, "why": msg.get("why", "")})
+            c.state = "failed"
+
+    def drop_channel(self, c):
+        if c.ch is not None:
+            c.ch.close()
+            c.ch = None
+
+    def on_manager_msg(self):
+        msg, fds = recv(self.sock)
+        if msg is None:
+            return False
+        op = msg.get("op")
+        if op == "start":
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                send(self.sock, {"op": "failed", "id": msg.get("id"), "why": "expected stdout and stderr"})
+            else:
+                self.jobs.append((msg, fds))
+        else:
+            for fd in fds:
+                os.close(fd)
+            c = self.children.get(msg.get("pid"))
+            if op == "go" and c is not None and c.state == "prepared":
+                if c.ch is not None:
+                    try:
+                        c.ch.send(b'{"op": "go"}')
+                    except OSError:
+                        pass  # it died: its exit is reported
+                self.drop_channel(c)
+                c.state = "running"
+            elif op == "reap" and c is not None and c.pid in self.reported:
+                os.waitpid(c.pid, 0)
+                self.reported.discard(c.pid)
+                del self.children[c.pid]
+        return True
+
+    def on_sigchld(self):
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+        for c in list(self.children.values()):
+            if c.pid in self.reported:
+                continue
+            try:
+                info = os.waitid(os.P_PID, c.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                info = None
+            if info is None:
+                continue
+            if c.state in ("prepared", "running"):
+                # The manager knows this pid: report, keep the zombie.
+                self.reported.add(c.pid)
+                killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+                send(self.sock, {"op": "exited", "pid": c.pid,
+                                 "code": -1 if killed else info.si_status,
+                                 "signal": info.si_status if killed else 0})
+                self.drop_channel(c)
+                continue
+            os.waitpid(c.pid, 0)
+            self.drop_channel(c)
+            del self.children[c.pid]
+            if c.state == "importing":
+                self.spare_failures += 1
+                log("a spare child died before it was ready (status %d)" % info.si_status)
+            elif c.state == "assigned":
+                send(self.sock, {"op": "failed", "id": c.job, "why": "the child died before it was ready"})
+
+    def serve(self):
+        """The loop; returns the channel in a forked child, None when done."""
+        while True:
+            job = self.top_up()
+            if job is not None:
+                return job
+            if self.spare_failures >= 3:
+                send(self.sock, {"op": "refuse", "why": "spare children keep dying before they are ready"})
+                return None
+            if self.names is not None and not self.announced:
+                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names)})
+                self.announced = True
+            self.assign()
+            fds = [self.sock, self.wake_r] + [c.ch for c in self.children.values() if c.ch is not None]
+            try:
+                readable, _, _ = select.select(fds, [], [])
+            except InterruptedError:
+                continue
+            for r in readable:
+                if r is self.sock:
+                    if not self.on_manager_msg():
+                        return None
+                elif r == self.wake_r:
+                    self.on_sigchld()
+                else:
+                    c = next((c for c in self.children.values() if c.ch is r), None)
+                    if c is not None:
+                        self.on_child_msg(c)
+            self.on_sigchld()
+
+    # --- in a forked child
+
+    def become_spare(self, ch):
+        """Turns this fork into an attempt's process; returns once it may run."""
+        server = os.getppid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
+            os._exit(1)
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        self.sock.detach()
+        for c in self.children.values():
+            if c.ch is not None:
+                c.ch.detach()
+        os.closerange(3, ch.fileno())
+        os.closerange(ch.fileno() + 1, 1 << 16)
+        reads = EnvReads()
+        with reads:
+            for m in A0_IMPORTS:
+                try:
+                    importlib.import_module(m)
+                except Exception:
+                    pass
+        names, err = reads.result()
+        if err:
+            log(err)
+            os._exit(1)
+        send(ch, {"op": "ready", "names": names})
+        msg, fds = recv(ch)
+        if msg is None:
+            os._exit(0)
+        try:
+            os.chdir(msg["dir"])
+            env = dict(kv.split("=", 1) for kv in msg["env"])
+            os.environ.clear()
+            os.environ.update(env)
+            os.dup2(fds[0], 1)
+            os.dup2(fds[1], 2)
+            for fd in fds:
+                os.close(fd)
+            sys.argv = [A0] + list(msg["argv"][1:])
+            show_as([sys.executable] + sys.argv, msg["env"])
+        except Exception as e:
+            send(ch, {"op": "error", "why": str(e)})
+            os._exit(127)
+        send(ch, {"op": "prepared"})
+        go, _ = recv(ch)
+        if go is None:
+            os._exit(1)
+        ch.close()
+
+
+def startup(sock):
+    if threads() != 1:
+        send(sock, {"op": "refuse", "why": "the interpreter started with %d threads" % threads()})
+        return None
+    mods = probe_modules()
+    reads = EnvReads()
+    loaded = 0
+    with reads:
+        for m in mods:
+            try:
+                importlib.import_module(m)
+                loaded += 1
+            except Exception:
+                pass
+    names, err = reads.result()
+    if err:
+        send(sock, {"op": "refuse", "why": err})
+        return None
+    if threads() != 1:
+        send(sock, {"op": "refuse", "why": "importing the SDK's dependencies started %d threads" % (threads() - 1)})
+        return None
+    log("imported %d modules; serving" % loaded)
+    srv = Server(sock)
+    srv.base_names = set(names)
+    return srv
+
+
+def main():
+    sock = socket.socket(fileno=SOCK_FD)
+    srv = startup(sock)
+    if srv is None:
+        return None
+    ch = srv.serve()
+    if ch is None:
+        return None
+    srv.become_spare(ch)
+    return True
+
+
+if main():
+    # The attempt's process, as the a0 script runs it.
+    from flyte._bin.runtime import main as a0_main
+
+    sys.exit(a0_main())
