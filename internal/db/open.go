@@ -60,10 +60,10 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(sqlitePath(target)), 0o750); err != nil {
 			return nil, fmt.Errorf("create database directory for %s: %w", redact(dsn), err)
 		}
+		// Its connections keep their compiled statements themselves
+		// (stmtcache.go), inside transactions too, which gorm's
+		// PrepareStmt does not.
 		dialector = sqliteDialector{dsn: target}
-		// modernc.org/sqlite keeps a prepared statement per connection, so
-		// preparing once saves compiling the same SQL on every call.
-		cfg.PrepareStmt = true
 	}
 	gdb, err := gorm.Open(dialector, cfg)
 	if err != nil {
