@@ -154,6 +154,11 @@ func sqliteTarget(rest, dsn string) (string, string, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// Temporary files in memory: above all the statement journal of the
+	// savepoints that group commit takes per writer, which otherwise
+	// spills to a temporary file (open, write, close) in every batch of
+	// more than a few writers.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	// BEGIN IMMEDIATE takes the write lock up front, so concurrent writers
 	// wait for each other (busy_timeout) instead of failing with SQLITE_BUSY
 	// when a read transaction tries to upgrade.

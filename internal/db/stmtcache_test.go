@@ -145,3 +145,13 @@ func TestSQLiteStatementCacheSameQueryWhileReading(t *testing.T) {
 		t.Fatalf("outer read %v, want [1 2 3]", got)
 	}
 }
+
+// SQLite keeps temporary files in memory: group commit takes a savepoint
+// per writer, whose statement journal would otherwise spill to a file in
+// every batch of more than a few writers.
+func TestSQLiteTemporaryFilesInMemory(t *testing.T) {
+	g := open(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"))
+	if got := scalar[int](t, g, "PRAGMA temp_store"); got != 2 {
+		t.Fatalf("temp_store = %d, want 2 (MEMORY)", got)
+	}
+}
