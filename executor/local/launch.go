@@ -133,7 +133,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			d.mu.Unlock()
 			d.q.add(key)
 		}()
-		d.markRunning(ctx, key, e)
+		d.markRunning(ctx, a, e)
 		return nil
 	}
 	env, err := deliverSecrets(dir, l)
@@ -197,7 +197,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if why := proc.Unenforced(); why != "" {
 		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
 	}
-	d.markRunning(ctx, key, e)
+	d.markRunning(ctx, a, e)
 	return nil
 }
 
@@ -218,18 +218,23 @@ func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.
 
 // markRunning records RUNNING with the log info once the process runs. A
 // failure here is not fatal: the attempt's end is recorded from
-// INITIALIZING just as well.
-func (d *Driver) markRunning(ctx context.Context, key store.ActionKey, e *ownAttempt) {
+// INITIALIZING just as well. a is the action as this driver last wrote it
+// (the claim): it is read again only when it changed meanwhile (an abort
+// was requested, say).
+func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt) {
+	key := a.ActionKey
 	for try := 0; try < 5; try++ {
-		a, err := d.state.Store().Actions.Get(ctx, key)
-		if err != nil {
-			d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
-			return
+		if try > 0 {
+			var err error
+			if a, err = d.state.Store().Actions.Get(ctx, key); err != nil {
+				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
+				return
+			}
 		}
 		if a.Attempts != e.n || a.Phase != phase.Initializing {
 			return
 		}
-		_, _, err = d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)}, attempt.Record{Logs: true})
+		_, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)}, attempt.Record{Logs: true})
 		if !errors.Is(err, errs.ErrConflict) {
 			if err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)

@@ -60,10 +60,10 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(sqlitePath(target)), 0o750); err != nil {
 			return nil, fmt.Errorf("create database directory for %s: %w", redact(dsn), err)
 		}
+		// Its connections keep their compiled statements themselves
+		// (stmtcache.go), inside transactions too, which gorm's
+		// PrepareStmt does not.
 		dialector = sqliteDialector{dsn: target}
-		// modernc.org/sqlite keeps a prepared statement per connection, so
-		// preparing once saves compiling the same SQL on every call.
-		cfg.PrepareStmt = true
 	}
 	gdb, err := gorm.Open(dialector, cfg)
 	if err != nil {
@@ -157,6 +157,11 @@ func sqliteTarget(rest, dsn string) (string, string, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// Temporary files in memory: above all the statement journal of the
+	// savepoints that group commit takes per writer, which otherwise
+	// spills to a temporary file (open, write, close) in every batch of
+	// more than a few writers.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	// BEGIN IMMEDIATE takes the write lock up front, so concurrent writers
 	// wait for each other (busy_timeout) instead of failing with SQLITE_BUSY
 	// when a read transaction tries to upgrade.

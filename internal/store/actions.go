@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +16,20 @@ import (
 
 // Actions is the repository of runs and actions, their attempts, event
 // history and change log.
-type Actions struct{ db *gorm.DB }
+type Actions struct {
+	db *gorm.DB
+	w  writes
+}
+
+// q is the handle for a read made with ctx. Inside a batch (InTx) it is
+// the batch's transaction as it is: a caller giving up must not cancel a
+// statement of a transaction others share.
+func (r *Actions) q(ctx context.Context) *gorm.DB {
+	if r.w.in != nil {
+		return r.db
+	}
+	return r.db.WithContext(ctx)
+}
 
 // NewAction describes an action to create.
 type NewAction struct {
@@ -116,21 +128,18 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 	}
 	var out *Action
 	created := false
-	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
-		existing, err := getAction(tx, n.Key)
-		if err == nil {
+	err := r.w.run(ctx, func(w *writeTx) error {
+		tx := w.tx
+		existing, parentFound, err := getForCreate(tx, n.Key, n.ParentName)
+		if err != nil {
+			return err
+		}
+		if existing != nil {
 			out = existing
 			return onExisting(&n, existing)
 		}
-		if !errors.Is(err, errs.ErrNotFound) {
-			return err
-		}
-		if n.ParentName != "" {
-			if _, err := getAction(tx, n.Key.RunKey.Action(n.ParentName)); errors.Is(err, errs.ErrNotFound) {
-				return errs.NotFoundf("parent action %s of %s", n.ParentName, n.Key)
-			} else if err != nil {
-				return err
-			}
+		if n.ParentName != "" && !parentFound {
+			return errs.NotFoundf("parent action %s of %s", n.ParentName, n.Key)
 		}
 		if err := admitToQueue(tx, n.Queue, n.MaxDepth); err != nil {
 			return err
@@ -140,10 +149,7 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 				return err
 			}
 		}
-		rv, err := nextVersion(tx)
-		if err != nil {
-			return err
-		}
+		rv := w.version()
 		a := n.row(rv)
 		q := tx.Clauses(clause.OnConflict{DoNothing: true})
 		if a.SpecDigest == "" {
@@ -153,7 +159,7 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 		if res.Error != nil {
 			return fmt.Errorf("create action %s: %w", n.Key, db.Translate(res.Error))
 		}
-		if res.RowsAffected == 0 { // lost a race to an identical key
+		if res.RowsAffected == 0 { // lost a race to an identical key (another manager's batch)
 			existing, err := getAction(tx, n.Key)
 			if err != nil {
 				return err
@@ -165,7 +171,8 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 		if err := tx.Create(&attempt).Error; err != nil {
 			return fmt.Errorf("create action %s: attempt: %w", n.Key, db.Translate(err))
 		}
-		first := Event{Attempt: 1, Phase: a.Phase, Version: NextVersion, OccurredAt: a.CreatedAt}
+		// A new action has no events yet: its first is version 0.
+		first := Event{Attempt: 1, Phase: a.Phase, Version: 0, OccurredAt: a.CreatedAt}
 		if _, err := recordEvents(tx, a, []Event{first}); err != nil {
 			return err
 		}
@@ -179,6 +186,30 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 		return nil, false, err
 	}
 	return out, created, nil
+}
+
+// getForCreate reads, in one query, the action key if it exists and
+// whether its parent (if it names one) does.
+func getForCreate(tx *gorm.DB, key ActionKey, parent string) (existing *Action, parentFound bool, err error) {
+	names := []string{key.Name}
+	if parent != "" {
+		names = append(names, parent)
+	}
+	var rows []Action
+	err = tx.Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND name IN ?",
+		key.Org, key.Project, key.Domain, key.RunName, names).Find(&rows).Error
+	if err != nil {
+		return nil, false, fmt.Errorf("action %s: %w", key, db.Translate(err))
+	}
+	for i := range rows {
+		switch rows[i].Name {
+		case key.Name:
+			existing = &rows[i]
+		case parent:
+			parentFound = true
+		}
+	}
+	return existing, parentFound, nil
 }
 
 // row is the actions row for n at resource version rv.
@@ -225,7 +256,7 @@ func (n *NewAction) row(rv int64) *Action {
 
 // Get returns one action (a run: RunKey.Action(RootName)).
 func (r *Actions) Get(ctx context.Context, key ActionKey) (*Action, error) {
-	return getAction(r.db.WithContext(ctx), key)
+	return getAction(r.q(ctx), key)
 }
 
 func getAction(tx *gorm.DB, key ActionKey) (*Action, error) {
@@ -238,9 +269,44 @@ func getAction(tx *gorm.DB, key ActionKey) (*Action, error) {
 	return &a, nil
 }
 
+// currentAttempt is what a write needs of an action's current attempt.
+type currentAttempt struct {
+	Phase   phase.Phase
+	EndedAt *time.Time
+}
+
+// actionWithAttempt is an action row and its current attempt's, as one
+// query reads them.
+type actionWithAttempt struct {
+	Action
+	AttemptPhase   phase.Phase
+	AttemptEndedAt *time.Time
+}
+
+// getWithAttempt reads the action key and its current attempt in one query.
+func getWithAttempt(tx *gorm.DB, key ActionKey) (*Action, currentAttempt, error) {
+	var rows []actionWithAttempt
+	err := tx.Raw(`SELECT actions.*, action_attempts.phase AS attempt_phase, action_attempts.ended_at AS attempt_ended_at
+FROM actions JOIN action_attempts ON action_attempts.action_id = actions.id AND action_attempts.attempt = actions.attempts
+WHERE actions.org = ? AND actions.project = ? AND actions.domain = ? AND actions.run_name = ? AND actions.name = ?`,
+		key.Org, key.Project, key.Domain, key.RunName, key.Name).Scan(&rows).Error
+	if err != nil {
+		return nil, currentAttempt{}, fmt.Errorf("action %s: %w", key, db.Translate(err))
+	}
+	if len(rows) == 0 {
+		a, err := getAction(tx, key) // missing, or (never seen) without its current attempt
+		if err != nil {
+			return nil, currentAttempt{}, err
+		}
+		return nil, currentAttempt{}, fmt.Errorf("action %s: attempt %d: %w", key, a.Attempts, errs.ErrNotFound)
+	}
+	r := rows[0]
+	return &r.Action, currentAttempt{Phase: r.AttemptPhase, EndedAt: r.AttemptEndedAt}, nil
+}
+
 // Attempts returns the action's attempts, first to last.
 func (r *Actions) Attempts(ctx context.Context, key ActionKey) ([]Attempt, error) {
-	q := r.db.WithContext(ctx)
+	q := r.q(ctx)
 	a, err := getAction(q, key)
 	if err != nil {
 		return nil, err

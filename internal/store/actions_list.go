@@ -37,7 +37,7 @@ func (r *Actions) ListRuns(ctx context.Context, f RunFilter, page Page) ([]Actio
 		return nil, "", err
 	}
 	// The literal predicate matches the partial indexes on root actions.
-	q := r.db.WithContext(ctx).Where("parent_name IS NULL").Where("org = ?", f.Org)
+	q := r.q(ctx).Where("parent_name IS NULL").Where("org = ?", f.Org)
 	q = whereSet(q, "project", f.Project)
 	q = whereSet(q, "domain", f.Domain)
 	q = whereSet(q, "task_name", f.TaskName)
@@ -78,7 +78,7 @@ func (r *Actions) ListActions(ctx context.Context, run RunKey, f ActionFilter, p
 	if err != nil {
 		return nil, "", err
 	}
-	q := r.db.WithContext(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ?",
+	q := r.q(ctx).Where("org = ? AND project = ? AND domain = ? AND run_name = ?",
 		run.Org, run.Project, run.Domain, run.RunName)
 	q = whereSet(q, "parent_name", f.Parent)
 	if len(f.Phases) > 0 {
@@ -115,7 +115,7 @@ func (r *Actions) ListNonTerminal(ctx context.Context, page Page) ([]Action, str
 	if err != nil {
 		return nil, "", err
 	}
-	q := r.db.WithContext(ctx).Where(activePredicate)
+	q := r.q(ctx).Where(activePredicate)
 	if c != nil {
 		q = q.Where("id > ?", c.ID)
 	}

@@ -68,9 +68,9 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 		return nil, errs.Invalidf("action %s: a retry cannot start in a terminal phase", key)
 	}
 	var out *Action
-	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+	err := r.w.run(ctx, func(w *writeTx) error {
 		var err error
-		out, err = update(tx, key, expected, u)
+		out, err = update(w, key, expected, u)
 		return err
 	})
 	if err != nil {
@@ -79,17 +79,17 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 	return out, nil
 }
 
-func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, error) {
-	rv, err := nextVersion(tx) // first: every action writer locks in this order
-	if err != nil {
-		return nil, err
-	}
+// update is one action write: one read (the action with its current
+// attempt), the attempt's row if it changes, the action's row, the change
+// log and one statement per event; the version and the fence are the
+// batch's.
+func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error) {
 	if u.Fence != 0 {
-		if err := checkFence(tx, u.Fence); err != nil {
+		if err := w.checkFence(u.Fence); err != nil {
 			return nil, fmt.Errorf("action %s: %w", key, err)
 		}
 	}
-	a, err := getAction(tx, key)
+	a, cur, err := getWithAttempt(w.tx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -103,17 +103,29 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if !u.At.IsZero() {
 		at = db.Time(u.At)
 	}
+	to := a.Phase
+	if u.Phase != phase.Unspecified {
+		to = u.Phase
+	}
+	attempts := a.Attempts
+	if u.Retry {
+		attempts++
+	}
+	// Every event names an attempt the action has once this write is done:
+	// checked before anything is written.
+	for _, e := range u.Events {
+		if err := checkEvent(a.ActionKey, attempts, e); err != nil {
+			return nil, err
+		}
+	}
 	var history []Event
-	if ev, err := updateAttempt(tx, a, &u, at); err != nil {
+	if ev, err := updateAttempt(w.tx, a, cur, &u, at); err != nil {
 		return nil, err
 	} else if ev != nil {
 		history = append(history, *ev)
 	}
 
-	to := a.Phase
-	if u.Phase != phase.Unspecified {
-		to = u.Phase
-	}
+	rv := w.version()
 	f := map[string]any{"updated_at": db.Now(), "resource_version": rv}
 	if to != a.Phase {
 		f["phase"] = to
@@ -125,12 +137,11 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 		f["ended_at"] = at
 	}
 	if u.Retry {
-		next := a.Attempts + 1
-		f["attempts"] = next
-		if err := tx.Create(&Attempt{ActionID: a.ID, Attempt: next, Phase: to, StartedAt: at}).Error; err != nil {
-			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, next, db.Translate(err))
+		f["attempts"] = attempts
+		if err := w.tx.Create(&Attempt{ActionID: a.ID, Attempt: attempts, Phase: to, StartedAt: at}).Error; err != nil {
+			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, attempts, db.Translate(err))
 		}
-		history = append(history, u.takeEvent(next, to, at))
+		history = append(history, u.takeEvent(attempts, to, at))
 	}
 	if u.ErrorInfo != nil {
 		f["error_info"] = u.ErrorInfo
@@ -147,16 +158,16 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 	if u.AbortRequested && a.AbortRequestedAt == nil {
 		f["abort_requested_at"] = at
 	}
-	// The version condition is belt and braces: the resource version lock
-	// taken above already serializes action writers.
-	res := tx.Model(&Action{}).Where("id = ? AND resource_version = ?", a.ID, a.ResourceVersion).Updates(f)
+	// The version condition is belt and braces: the batch's hold on the
+	// resource version row already serializes action writers.
+	res := w.tx.Model(&Action{}).Where("id = ? AND resource_version = ?", a.ID, a.ResourceVersion).Updates(f)
 	if res.Error != nil {
 		return nil, fmt.Errorf("update action %s: %w", key, db.Translate(res.Error))
 	}
 	if res.RowsAffected != 1 {
 		return nil, fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
 	}
-	if err := appendChange(tx, rv, ChangeModified, key, db.Now()); err != nil {
+	if err := appendChange(w.tx, rv, ChangeModified, key, db.Now()); err != nil {
 		return nil, err
 	}
 	applyFields(a, f)
@@ -164,7 +175,7 @@ func update(tx *gorm.DB, key ActionKey, expected int64, u Update) (*Action, erro
 		e.Version = NextVersion
 		history = append(history, e)
 	}
-	if _, err := recordEvents(tx, a, history); err != nil {
+	if _, err := recordEvents(w.tx, a, history); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -207,13 +218,9 @@ func applyFields(a *Action, f map[string]any) {
 	}
 }
 
-// updateAttempt applies u to the action's current attempt and returns the
-// event of the phase it enters, if it enters one.
-func updateAttempt(tx *gorm.DB, a *Action, u *Update, at time.Time) (*Event, error) {
-	var cur Attempt
-	if err := tx.Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Take(&cur).Error; err != nil {
-		return nil, fmt.Errorf("action %s: attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
-	}
+// updateAttempt applies u to the action's current attempt cur and returns
+// the event of the phase it enters, if it enters one.
+func updateAttempt(tx *gorm.DB, a *Action, cur currentAttempt, u *Update, at time.Time) (*Event, error) {
 	to := u.AttemptPhase
 	if to == phase.Unspecified && !u.Retry {
 		to = u.Phase
@@ -222,7 +229,7 @@ func updateAttempt(tx *gorm.DB, a *Action, u *Update, at time.Time) (*Event, err
 	var entered *Event
 	if to != phase.Unspecified && to != cur.Phase {
 		f["phase"] = to
-		ev := u.takeEvent(cur.Attempt, to, at)
+		ev := u.takeEvent(a.Attempts, to, at)
 		entered = &ev
 	}
 	if cur.EndedAt == nil && (to.Terminal() || u.Retry) {
@@ -246,9 +253,9 @@ func updateAttempt(tx *gorm.DB, a *Action, u *Update, at time.Time) (*Event, err
 	if len(f) == 0 {
 		return nil, nil
 	}
-	err := tx.Model(&Attempt{}).Where("action_id = ? AND attempt = ?", a.ID, cur.Attempt).Updates(f).Error
+	err := tx.Model(&Attempt{}).Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Updates(f).Error
 	if err != nil {
-		return nil, fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, cur.Attempt, db.Translate(err))
+		return nil, fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
 	}
 	return entered, nil
 }
@@ -259,7 +266,8 @@ func updateAttempt(tx *gorm.DB, a *Action, u *Update, at time.Time) (*Event, err
 // ended ones are left alone).
 func (r *Actions) RequestAbort(ctx context.Context, key ActionKey, abortInfo []byte) ([]Action, error) {
 	var marked []Action
-	err := db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
+	err := r.w.run(ctx, func(w *writeTx) error {
+		tx := w.tx
 		if _, err := getAction(tx, key); err != nil {
 			return err
 		}
@@ -286,7 +294,7 @@ func (r *Actions) RequestAbort(ctx context.Context, key ActionKey, abortInfo []b
 			if a.Phase.Terminal() || a.AbortRequestedAt != nil {
 				continue
 			}
-			updated, err := update(tx, key.RunKey.Action(a.Name), AnyVersion, Update{AbortRequested: true, AbortInfo: abortInfo})
+			updated, err := update(w, key.RunKey.Action(a.Name), AnyVersion, Update{AbortRequested: true, AbortInfo: abortInfo})
 			if err != nil {
 				return err
 			}

@@ -8,26 +8,12 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
-	"fmgr.dev/internal/errs"
 )
 
-// nextVersion takes the next global resource version inside tx. The
-// UPDATE holds the counter row's lock until tx ends, so versions commit in
-// the order they are handed out: once a reader sees version N, every
-// version below N is either visible or was rolled back. Every action write
-// takes it before touching actions, so writers lock in one order.
-func nextVersion(tx *gorm.DB) (int64, error) {
-	var v int64
-	err := tx.Raw("UPDATE resource_version SET value = value + 1 WHERE id = 1 RETURNING value").Scan(&v).Error
-	if err != nil {
-		return 0, fmt.Errorf("take resource version: %w", db.Translate(err))
-	}
-	if v == 0 {
-		return 0, fmt.Errorf("take resource version: counter row missing: %w", errs.ErrPrecondition)
-	}
-	return v, nil
-}
-
+// appendChange records that key changed at resource version rv (taken
+// from the batch, see batch.go: versions commit in the order they are
+// handed out, so once a reader sees version N, every version below N is
+// either visible or was rolled back).
 func appendChange(tx *gorm.DB, rv int64, op string, key ActionKey, at time.Time) error {
 	c := Change{ResourceVersion: rv, Kind: KindAction, Op: op, Key: key, ObjectResourceVersion: rv, OccurredAt: at}
 	if err := tx.Create(&c).Error; err != nil {

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/errs"
@@ -48,9 +46,6 @@ const NextVersion int32 = -1
 // details wake up for it; its object version is the action's unchanged one.
 const KindEvent = "event"
 
-// errNothingNew rolls back a RecordEvents whose events were all known.
-var errNothingNew = errors.New("no new events")
-
 // RecordEvents records events reported about the attempts of key, leaving
 // the action row as it is (its phase is its executor's to write). Events
 // already recorded under the same (attempt, phase, version) are ignored, so
@@ -64,69 +59,68 @@ func (r *Actions) RecordEvents(ctx context.Context, key ActionKey, evs []Event) 
 			return 0, errs.Invalidf("event of %s attempt %d: a version is required", key, e.Attempt)
 		}
 	}
-	err = db.WithTx(ctx, r.db, func(tx *gorm.DB) error {
-		rv, err := nextVersion(tx) // first: every action writer locks in this order
+	err = r.w.run(ctx, func(w *writeTx) error {
+		a, err := getAction(w.tx, key)
 		if err != nil {
 			return err
 		}
-		a, err := getAction(tx, key)
-		if err != nil {
-			return err
+		if recorded, err = recordEvents(w.tx, a, evs); err != nil || recorded == 0 {
+			return err // nothing new: no version taken, no change
 		}
-		if recorded, err = recordEvents(tx, a, evs); err != nil {
-			return err
-		}
-		if recorded == 0 {
-			return errNothingNew // hand the resource version back
-		}
+		rv := w.version()
 		c := Change{ResourceVersion: rv, Kind: KindEvent, Op: ChangeModified, Key: key,
 			ObjectResourceVersion: a.ResourceVersion, OccurredAt: db.Now()}
-		if err := tx.Create(&c).Error; err != nil {
+		if err := w.tx.Create(&c).Error; err != nil {
 			return fmt.Errorf("append change %d: %w", rv, db.Translate(err))
 		}
 		return nil
 	})
-	if errors.Is(err, errNothingNew) {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}
 	return recorded, nil
 }
 
+// checkEvent is what every event of an action with attempts attempts must
+// satisfy.
+func checkEvent(key ActionKey, attempts int32, e Event) error {
+	if e.Attempt < 1 || e.Attempt > attempts {
+		return errs.NotFoundf("attempt %d of action %s (it has %d)", e.Attempt, key, attempts)
+	}
+	if e.Phase == phase.Unspecified {
+		return errs.Invalidf("event of %s attempt %d: a phase is required", key, e.Attempt)
+	}
+	return nil
+}
+
 // recordEvents is the one way events enter the history, for the
 // executors' writes (Update, create) and the events service alike. It
-// returns how many were new.
+// returns how many were new. Each event is one INSERT: one the store
+// numbers (NextVersion) takes the next free version of its attempt and
+// phase in the same statement.
 func recordEvents(tx *gorm.DB, a *Action, evs []Event) (int, error) {
+	for _, e := range evs { // all checked before any is written
+		if err := checkEvent(a.ActionKey, a.Attempts, e); err != nil {
+			return 0, err
+		}
+	}
 	recorded := 0
 	now := db.Now()
 	for _, e := range evs {
-		if e.Attempt < 1 || e.Attempt > a.Attempts {
-			return 0, errs.NotFoundf("attempt %d of action %s (it has %d)", e.Attempt, a.ActionKey, a.Attempts)
+		at := now
+		if !e.OccurredAt.IsZero() {
+			at = db.Time(e.OccurredAt)
 		}
-		if e.Phase == phase.Unspecified {
-			return 0, errs.Invalidf("event of %s attempt %d: a phase is required", a.ActionKey, e.Attempt)
-		}
-		e.ID, e.ActionID, e.RecordedAt = 0, a.ID, now
-		if e.OccurredAt.IsZero() {
-			e.OccurredAt = now
-		} else {
-			e.OccurredAt = db.Time(e.OccurredAt)
-		}
+		var res *gorm.DB
 		if e.Version == NextVersion {
-			var last *int32
-			err := tx.Model(&Event{}).Select("MAX(version)").
-				Where("action_id = ? AND attempt = ? AND phase = ?", a.ID, e.Attempt, e.Phase).Scan(&last).Error
-			if err != nil {
-				return 0, fmt.Errorf("action %s: event version: %w", a.ActionKey, db.Translate(err))
-			}
-			e.Version = 0
-			if last != nil {
-				e.Version = *last + 1
-			}
+			res = tx.Exec(`INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
+SELECT ?, ?, ?, COALESCE(MAX(version) + 1, 0), ?, ?, ?, ? FROM action_events WHERE action_id = ? AND attempt = ? AND phase = ?`,
+				a.ID, e.Attempt, e.Phase, at, now, e.Reason, e.Info, a.ID, e.Attempt, e.Phase)
+		} else {
+			res = tx.Exec(`INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (action_id, attempt, phase, version) DO NOTHING`,
+				a.ID, e.Attempt, e.Phase, e.Version, at, now, e.Reason, e.Info)
 		}
-		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
 		if res.Error != nil {
 			return 0, fmt.Errorf("action %s: record event: %w", a.ActionKey, db.Translate(res.Error))
 		}
@@ -138,7 +132,7 @@ func recordEvents(tx *gorm.DB, a *Action, evs []Event) (int, error) {
 // Events returns the history of key: every event of every attempt, by
 // attempt, then in the order they happened.
 func (r *Actions) Events(ctx context.Context, key ActionKey) ([]Event, error) {
-	q := r.db.WithContext(ctx)
+	q := r.q(ctx)
 	a, err := getAction(q, key)
 	if err != nil {
 		return nil, err

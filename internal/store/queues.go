@@ -59,7 +59,7 @@ func (r *Actions) QueueCounts(ctx context.Context) (map[string]QueueCounts, erro
 		Phase phase.Phase
 		N     int64
 	}
-	err := r.db.WithContext(ctx).Model(&Action{}).Select("queue, phase, COUNT(*) AS n").
+	err := r.q(ctx).Model(&Action{}).Select("queue, phase, COUNT(*) AS n").
 		Where("queue <> '' AND " + activePredicate).Group("queue, phase").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("queue counts: %w", db.Translate(err))

@@ -1,0 +1,94 @@
+package store_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/store"
+)
+
+// countStatements counts the SQL statements run through g from now on
+// (BEGIN and COMMIT aside, which gorm does not see as statements).
+func countStatements(t *testing.T, g *gorm.DB) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	inc := func(*gorm.DB) { n.Add(1) }
+	cb := g.Callback()
+	for _, err := range []error{
+		cb.Create().After("gorm:create").Register("test:count", inc),
+		cb.Query().After("gorm:query").Register("test:count", inc),
+		cb.Update().After("gorm:update").Register("test:count", inc),
+		cb.Delete().After("gorm:delete").Register("test:count", inc),
+		cb.Row().After("gorm:row").Register("test:count", inc),
+		cb.Raw().After("gorm:raw").Register("test:count", inc),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &n
+}
+
+// An executor's write costs seven statements alone (the version, the
+// fence, the action with its attempt, the attempt, the action, the change
+// log, the event), and in a batch six per write plus three per batch: the
+// version and the fence are the batch's. Creating a child costs seven.
+func TestStatementsPerWrite(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		runs := createRuns(t, s, 9)
+		free := must[*store.Lease](t)(s.Leases.Get(ctx, store.LocalExecutorLease))
+		lease := must[*store.Lease](t)(s.Leases.Acquire(ctx, *free, store.Claimant{Holder: "h"}, time.Hour))
+		n := countStatements(t, g)
+
+		before := n.Load()
+		must[*store.Action](t)(s.Actions.Update(ctx, runs[8].ActionKey, runs[8].ResourceVersion,
+			store.Update{Phase: phase.Initializing, Fence: lease.Token, Owner: lease.Token}))
+		if got := n.Load() - before; got > 7 {
+			t.Errorf("a lone Update ran %d statements, want at most 7", got)
+		} else {
+			t.Logf("a lone Update: %d statements", got)
+		}
+
+		before = n.Load()
+		if _, _, err := s.Actions.CreateChild(ctx, child(runs[8].RunKey, "c1", store.RootName)); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Load() - before; got > 7 {
+			t.Errorf("a lone CreateChild ran %d statements, want at most 7", got)
+		} else {
+			t.Logf("a lone CreateChild: %d statements", got)
+		}
+
+		release := holdCommitter(t, s)
+		var pending []<-chan error
+		for _, a := range runs[:8] {
+			pending = append(pending, async(func() error {
+				_, err := s.Actions.Update(ctx, a.ActionKey, a.ResourceVersion,
+					store.Update{Phase: phase.Initializing, Fence: lease.Token, Owner: lease.Token})
+				return err
+			}))
+		}
+		waitQueued(t, s, len(pending))
+		before = n.Load()
+		release()
+		for _, c := range pending {
+			if err := <-c; err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 1: the holding write's version handed back; then per batch the
+		// version taken and written back and the fence, and per write a
+		// savepoint and five statements.
+		if got, want := n.Load()-before, int64(1+3+8*6); got > want {
+			t.Errorf("8 Updates in one batch ran %d statements, want at most %d", got, want)
+		} else {
+			t.Logf("8 Updates in one batch: %d statements", got)
+		}
+	})
+}
