@@ -218,9 +218,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-t.C:
 			cause = causePolled
 		}
-		n, err := h.dispatch(ctx)
-		h.stats[cause].Add(int64(n))
-		if err != nil && ctx.Err() == nil {
+		if err := h.dispatch(ctx, cause); err != nil && ctx.Err() == nil {
 			h.log.Warn("reading the change log", "err", err)
 		}
 	}
@@ -265,23 +263,23 @@ func (h *Hub) notified(payload string) {
 	}
 }
 
-// dispatch hands every change after h.last to its subscribers and returns
-// how many changes it read.
-func (h *Hub) dispatch(ctx context.Context) (int, error) {
-	n := 0
+// dispatch hands every change after h.last to its subscribers, counting
+// them under what woke the hub (before handing them over, so a watcher
+// that got a change sees it counted).
+func (h *Hub) dispatch(ctx context.Context, cause int) error {
 	for {
 		h.mu.Lock()
 		last := h.last
 		h.mu.Unlock()
 		changes, err := h.actions.ChangeFeed(ctx, last, store.MaxPageSize)
 		if err != nil || len(changes) == 0 {
-			return n, err
+			return err
 		}
+		h.stats[cause].Add(int64(len(changes)))
 		h.mu.Lock()
-		offered := 0
 		for _, c := range changes {
 			run := h.byRun[c.Key.RunKey]
-			offered += len(h.global) + len(run)
+			h.offered.Add(int64(len(h.global) + len(run)))
 			for s := range h.global {
 				if s.filter.match(c) {
 					s.send(c)
@@ -293,11 +291,9 @@ func (h *Hub) dispatch(ctx context.Context) (int, error) {
 				}
 			}
 		}
-		h.offered.Add(int64(offered))
 		h.last = changes[len(changes)-1].ResourceVersion
 		h.dispatched.Store(h.last)
 		h.mu.Unlock()
-		n += len(changes)
 	}
 }
 
