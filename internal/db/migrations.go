@@ -33,7 +33,7 @@ type dialectTypes struct {
 	Time  string
 	Now   string // literal: the moment the migration runs
 	// Postgres guards what only PostgreSQL has ({{if .Postgres}}): the
-	// trigger that notifies other replicas of changes (0010).
+	// trigger that notifies other replicas of changes (0009).
 	Postgres bool
 }
 

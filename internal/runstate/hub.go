@@ -18,7 +18,7 @@ import (
 // hands each change to the subscribers that want it, so watchers neither
 // query the log nor read the action again. It wakes on a local write's
 // Notify, on a PostgreSQL notification of another replica's commit
-// (migration 0010), and on a poll that is the fallback for both.
+// (migration 0009), and on a poll that is the fallback for both.
 //
 // Subscribers are indexed by run: a change is offered to the subscribers of
 // its run and to the few global ones (executors, run lists), so its cost

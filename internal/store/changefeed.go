@@ -9,7 +9,7 @@ import (
 )
 
 // ChangesChannel is the PostgreSQL notification channel a commit of
-// change_log rows notifies (migration 0010); its payload is the highest
+// change_log rows notifies (migration 0009); its payload is the highest
 // resource version the statement appended.
 const ChangesChannel = "fmgr_changes"
 

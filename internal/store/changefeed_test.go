@@ -64,7 +64,7 @@ func TestChangeFeedCarriesTheRow(t *testing.T) {
 }
 
 // On PostgreSQL a committed change notifies every listener with its
-// resource version (migration 0010's trigger); SQLite has no notifications.
+// resource version (migration 0009's trigger); SQLite has no notifications.
 func TestListenHearsCommittedChanges(t *testing.T) {
 	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

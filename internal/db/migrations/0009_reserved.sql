@@ -1,3 +1,0 @@
--- Reserved for the group-commit work of issue 10 (the migration numbers
--- were handed out per helper). Empty: it only keeps the history without a
--- gap below 0010. Replace it with that branch's 0009 when merging.
