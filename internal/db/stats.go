@@ -85,6 +85,17 @@ func StatementCounts(db *gorm.DB) map[string]uint64 {
 	return out
 }
 
+// StatementTotal is how many statements db has sent, all kinds together
+// (0 when db was not opened by Open). Tests take it before and after a call
+// to see what the call costs.
+func StatementTotal(db *gorm.DB) uint64 {
+	var n uint64
+	for _, v := range StatementCounts(db) {
+		n += v
+	}
+	return n
+}
+
 func counterOf(db *gorm.DB) *statementCounter {
 	c, _ := db.Config.Plugins[statementCounterName].(*statementCounter)
 	return c
