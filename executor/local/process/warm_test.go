@@ -513,3 +513,55 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 		t.Errorf("/proc/%d/cmdline = %q, want %q", pid, got, want)
 	}
 }
+
+// A warm child ends as the interpreter's exit would end an exec'd a0,
+// without tearing the inherited heap down: it waits for the task's
+// non-daemon threads, runs its atexit functions, flushes the files it left
+// open, and exits with a0's code.
+func TestWarmChildExitsAsTheInterpreterWould(t *testing.T) {
+	venv := sdkVenv(t)
+	fake := t.TempDir()
+	runtime := `import atexit, os, sys, threading, time
+def main():
+    out = os.environ["OUT"]
+    global kept
+    kept = open(os.path.join(out, "buffered"), "w")  # never closed or flushed
+    kept.write("left open")
+    atexit.register(lambda: open(os.path.join(out, "atexit"), "w").write("ran"))
+    def late():
+        time.sleep(0.5)
+        open(os.path.join(out, "thread"), "w").write("done")
+    threading.Thread(target=late).start()
+    return 5
+`
+	for path, body := range map[string]string{
+		"flyte/__init__.py":      "",
+		"flyte/_bin/__init__.py": "",
+		"flyte/_bin/runtime.py":  runtime,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(fake, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(fake, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := newWarmRunner(t, venv, "none")
+	out := t.TempDir()
+	env := warmEnv("PYTHONPATH="+fake, "OUT="+out)
+	waitWarm(t, r, env)
+	a := newAttempt(t)
+	p := start(t, r, Spec{Args: warmArgs, Env: env, Dir: a.dir, LogPath: a.log})
+	st := p.Wait()
+	if !p.Warm() {
+		t.Fatalf("not warm-started:\n%s", logText(t, a.log))
+	}
+	if st.Code != 5 || st.Signal != "" {
+		t.Errorf("status %+v, want a0's exit code 5", st)
+	}
+	for file, want := range map[string]string{"buffered": "left open", "atexit": "ran", "thread": "done"} {
+		if got, err := os.ReadFile(filepath.Join(out, file)); err != nil || string(got) != want {
+			t.Errorf("%s: %q %v, want %q", file, got, err, want)
+		}
+	}
+}
