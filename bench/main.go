@@ -97,7 +97,7 @@ func main() {
 	var backends, runners, scale, curveFanout, curveInflight string
 	flag.IntVar(&o.runs, "runs", 100, "runs per noop throughput scenario")
 	flag.IntVar(&o.fanout, "fanout", defaultFanout, "children per run in noop throughput and in-flight curve scenarios")
-	flag.IntVar(&o.realRuns, "real-runs", 4, "runs per a0 scenario (each action is a Python process)")
+	flag.IntVar(&o.realRuns, "real-runs", 4, "runs per a0 throughput scenario (each action is a Python process; 0: skip it, e.g. to run only the real fan-out)")
 	flag.IntVar(&o.realFanout, "real-fanout", defaultRealFanout, "children per run in a0 scenarios")
 	flag.IntVar(&o.bigFanout, "big-fanout", 300, "children of the one run of the real fan-out scenario (a0, SQLite; 0: skip it)")
 	flag.IntVar(&o.kubeRuns, "kube-runs", 200, "runs per kube scenario (each a single action, one Pod)")

@@ -63,6 +63,9 @@ func plan(o options) []spec {
 			case "noop":
 				add(spec{group: groupThroughput, backend: b, runner: r, runs: o.runs, fanout: o.fanout, inflight: o.inflight})
 			case "a0":
+				if o.realRuns <= 0 { // -real-runs 0: only the real fan-out
+					continue
+				}
 				for _, w := range warmModes(o.warm) {
 					add(spec{group: groupThroughput, backend: b, runner: r, runs: o.realRuns, fanout: o.realFanout, inflight: o.inflight, warm: w})
 				}
