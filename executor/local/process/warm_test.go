@@ -3,6 +3,7 @@ package process
 import (
 	"bytes"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -330,26 +331,33 @@ func TestWarmStartBypassed(t *testing.T) {
 	}
 }
 
+// standInSDK writes a stand-in `flyte` package whose a0 entry point
+// (flyte._bin.runtime.main) is runtime, plus extra modules, and returns the
+// directory to put on PYTHONPATH.
+func standInSDK(t *testing.T, runtime string, extra map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{"flyte/__init__.py": "", "flyte/_bin/__init__.py": "", "flyte/_bin/runtime.py": runtime}
+	maps.Copy(files, extra)
+	for path, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // A server whose imports start a thread refuses to serve (fork would copy
 // only one thread): attempts start plainly, and the runner says why.
 func TestWarmServerRefusesWhenImportsStartThreads(t *testing.T) {
 	venv := sdkVenv(t)
 	// A stand-in SDK on PYTHONPATH (so the server is started with it):
 	// its runtime imports a module that starts a thread.
-	fake := t.TempDir()
-	for path, body := range map[string]string{
-		"flyte/__init__.py":      "",
-		"flyte/_bin/__init__.py": "",
-		"flyte/_bin/runtime.py":  "import threadstarter\ndef main():\n    print('fake runtime ran')\n    return 0\n",
-		"threadstarter.py":       "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
-	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(fake, path)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(fake, path), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake := standInSDK(t, "import threadstarter\ndef main():\n    print('fake runtime ran')\n    return 0\n",
+		map[string]string{"threadstarter.py": "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"})
 	r, lb := newWarmRunner(t, venv, "none")
 	env := warmEnv("PYTHONPATH=" + fake)
 	a := newAttempt(t)
@@ -520,7 +528,6 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 // open, and exits with a0's code.
 func TestWarmChildExitsAsTheInterpreterWould(t *testing.T) {
 	venv := sdkVenv(t)
-	fake := t.TempDir()
 	runtime := `import atexit, os, sys, threading, time
 def main():
     out = os.environ["OUT"]
@@ -534,18 +541,7 @@ def main():
     threading.Thread(target=late).start()
     return 5
 `
-	for path, body := range map[string]string{
-		"flyte/__init__.py":      "",
-		"flyte/_bin/__init__.py": "",
-		"flyte/_bin/runtime.py":  runtime,
-	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(fake, path)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(fake, path), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake := standInSDK(t, runtime, nil)
 	r, _ := newWarmRunner(t, venv, "none")
 	out := t.TempDir()
 	env := warmEnv("PYTHONPATH="+fake, "OUT="+out)
