@@ -72,28 +72,20 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 	if _, err := s.Get(ctx, parent); err != nil {
 		return err
 	}
-	type state struct {
-		phase phase.Phase
-		rv    int64
-	}
-	sent := map[string]state{} // by child name: what was sent last
+	seen := newest{}
+	sent := map[string]phase.Phase{} // by child name: the phase sent last
 	deliver := func(a *store.Action) error {
-		if a.ParentName == nil || *a.ParentName != parent.Name {
+		if a.ParentName == nil || *a.ParentName != parent.Name || !seen.fresh(a) {
 			return nil
 		}
-		prev, ok := sent[a.Name]
-		if ok && a.ResourceVersion <= prev.rv {
-			return nil // older than what was sent
-		}
-		if ok && a.Phase == prev.phase {
-			sent[a.Name] = state{a.Phase, a.ResourceVersion}
+		if p, ok := sent[a.Name]; ok && p == a.Phase {
 			return nil
 		}
 		out, err := s.resultDir(ctx, a)
 		if err != nil {
 			return err
 		}
-		sent[a.Name] = state{a.Phase, a.ResourceVersion}
+		sent[a.Name] = a.Phase
 		return send(UpdateOf(a, out))
 	}
 	first := true
