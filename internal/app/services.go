@@ -8,6 +8,7 @@ import (
 	"fmgr.dev/actions"
 	appsvc "fmgr.dev/app"
 	"fmgr.dev/cache"
+	"fmgr.dev/console"
 	"fmgr.dev/dataproxy"
 	"fmgr.dev/events"
 	"fmgr.dev/executor/attempt"
@@ -79,6 +80,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return appsvc.Setup(srv) },
+		func() error { return console.Setup(srv) },
 		func() error { return setupUnimplemented(srv) },
 	} {
 		if err := step(); err != nil {

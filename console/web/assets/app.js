@@ -1,0 +1,65 @@
+// The console's entry point: the layout, the theme switch and the route table.
+import { h, replace } from "./lib/dom.js";
+import { route, match, start, navigate } from "./lib/router.js";
+import { errorBox } from "./lib/ui.js";
+
+const P = "/v2/domain/:domain/project/:project";
+route("/v2", () => Promise.resolve({ default: () => navigate("/v2/projects", { replace: true }) }));
+route("/v2/projects", () => import("./views/projects.js"));
+route(P + "/runs", () => import("./views/runs.js"));
+route(P + "/runs/:run", () => import("./views/run.js"));
+route(P + "/tasks", () => import("./views/tasks.js"));
+route(P + "/tasks/:task", () => import("./views/task.js"));
+route(P + "/tasks/:task/:version", () => import("./views/task.js"));
+
+const main = document.getElementById("main");
+const crumbs = document.getElementById("crumbs");
+let current = null; // the AbortController of the view on screen
+
+/** Breadcrumbs: [[label, href], ..., [label]] (the last one is the page). */
+function setCrumbs(items) {
+  replace(crumbs, h("ol", null, items.map(([label, href], i) =>
+    h("li", null, href && i < items.length - 1 ? h("a", { href }, label) : h("span", { "aria-current": "page" }, label)))));
+  document.title = [...items.map(([l]) => l)].reverse().concat("Flyte").join(" · ");
+}
+
+async function show(path) {
+  current?.abort();
+  const ctrl = new AbortController();
+  current = ctrl;
+  const m = match(path);
+  if (!m) {
+    setCrumbs([["Projects", "/v2/projects"], ["Not found"]]);
+    replace(main, h("h1", null, "Not found"), h("p", null, "No page at ", h("code", null, path), "."));
+    return;
+  }
+  try {
+    const view = await m.load();
+    if (ctrl.signal.aborted) return;
+    replace(main);
+    await view.default(main, m.params, { signal: ctrl.signal, setCrumbs, navigate });
+  } catch (e) {
+    if (ctrl.signal.aborted || e.name === "AbortError") return;
+    replace(main, errorBox(e));
+  }
+}
+
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+
+applyTheme(localStorage.getItem("theme"));
+document.getElementById("theme").addEventListener("click", () => {
+  const dark = document.documentElement.dataset.theme
+    ? document.documentElement.dataset.theme === "dark"
+    : matchMedia("(prefers-color-scheme: dark)").matches;
+  const next = dark ? "light" : "dark";
+  localStorage.setItem("theme", next);
+  applyTheme(next);
+});
+
+start((path) => {
+  show(path);
+  main.focus({ preventScroll: true });
+});
