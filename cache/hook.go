@@ -133,27 +133,8 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 	miss, result := core.CatalogCacheStatus_CACHE_MISS, "miss"
 	if q.Overwrite {
 		miss, result = core.CatalogCacheStatus_CACHE_SKIPPED, "skipped"
-	} else {
-		e, err := c.lookup(ctx, sc, key, q.Scope, md.GetCacheMaxAge().AsDuration())
-		if err != nil {
-			return attempt.CacheCheck{}, err
-		}
-		if e != nil {
-			dir, err := c.copyOutputs(ctx, a, e)
-			switch {
-			case err == nil:
-				c.metrics.lookups.WithLabelValues("hit").Inc()
-				return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, nil
-			case errors.Is(err, errs.ErrNotFound):
-				// The outputs are gone from storage: the entry is useless.
-				c.log.WarnContext(ctx, "cached outputs are gone; computing them again", "action", a.ActionKey.String(), "outputs", e.OutputURI)
-				if err := c.repo.Delete(ctx, e.Scope(), e.CacheKey); err != nil && !errors.Is(err, errs.ErrNotFound) {
-					return attempt.CacheCheck{}, err
-				}
-			default:
-				return attempt.CacheCheck{}, err
-			}
-		}
+	} else if hit, ok, err := c.hit(ctx, a, sc, key, q); err != nil || ok {
+		return hit, err
 	}
 	if !md.GetCacheSerializable() {
 		c.metrics.lookups.WithLabelValues(result).Inc()
@@ -171,8 +152,45 @@ func (c *Cache) Check(ctx context.Context, q attempt.CacheQuery) (attempt.CacheC
 			Wait: fmt.Sprintf("waiting for the cached outputs: %s computes them (serialized cache, reservation held until %s)",
 				holder, r.ExpiresAt.Format(time.RFC3339))}, nil
 	}
+	// Look again now that the reservation is ours: a holder puts its
+	// outputs before it releases, so one that finished between the first
+	// lookup and the Reserve left an entry behind, and computing again
+	// would break the serialized cache's promise of one computation.
+	if !q.Overwrite {
+		if hit, ok, err := c.hit(ctx, a, sc, key, q); err != nil || ok {
+			if rerr := c.repo.ReleaseOwner(ctx, owner); rerr != nil {
+				c.log.WarnContext(ctx, "releasing a cache reservation", "action", a.ActionKey.String(), "err", rerr)
+			}
+			return hit, err
+		}
+	}
 	c.metrics.lookups.WithLabelValues(result).Inc()
 	return attempt.CacheCheck{Status: miss}, nil
+}
+
+// hit looks key up and, when a live entry has outputs, copies them for a:
+// ok says the check is a hit. An entry whose outputs are gone from storage
+// is deleted and counts as a miss.
+func (c *Cache) hit(ctx context.Context, a *store.Action, sc Scope, key string, q attempt.CacheQuery) (attempt.CacheCheck, bool, error) {
+	e, err := c.lookup(ctx, sc, key, q.Scope, q.Spec.GetTaskTemplate().GetMetadata().GetCacheMaxAge().AsDuration())
+	if err != nil || e == nil {
+		return attempt.CacheCheck{}, false, err
+	}
+	dir, err := c.copyOutputs(ctx, a, e)
+	switch {
+	case err == nil:
+		c.metrics.lookups.WithLabelValues("hit").Inc()
+		return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, true, nil
+	case errors.Is(err, errs.ErrNotFound):
+		// The outputs are gone from storage: the entry is useless.
+		c.log.WarnContext(ctx, "cached outputs are gone; computing them again", "action", a.ActionKey.String(), "outputs", e.OutputURI)
+		if err := c.repo.Delete(ctx, e.Scope(), e.CacheKey); err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return attempt.CacheCheck{}, false, err
+		}
+		return attempt.CacheCheck{}, false, nil
+	default:
+		return attempt.CacheCheck{}, false, err
+	}
 }
 
 // copyOutputs copies the cached outputs of e into the directory of a's
