@@ -204,7 +204,9 @@ func noneOf(lt *core.LiteralType) *core.Literal {
 	return nil
 }
 
-func scalar(s *core.Scalar) *core.Literal { return &core.Literal{Value: &core.Literal_Scalar{Scalar: s}} }
+func scalar(s *core.Scalar) *core.Literal {
+	return &core.Literal{Value: &core.Literal_Scalar{Scalar: s}}
+}
 
 func primitive(p *core.Primitive) *core.Literal {
 	return scalar(&core.Scalar{Value: &core.Scalar_Primitive{Primitive: p}})
