@@ -225,7 +225,9 @@ func consoleCalls(t *testing.T, b browser) {
 		func(m proto.Message) bool { return len(m.(*workflow.WatchActionsResponse).GetEnrichedActions()) == 1 })
 	b.stream("flyteidl2.workflow.RunService/WatchActionDetails", &workflow.WatchActionDetailsRequest{ActionId: actionID},
 		func() proto.Message { return &workflow.WatchActionDetailsResponse{} },
-		func(m proto.Message) bool { return m.(*workflow.WatchActionDetailsResponse).GetDetails().GetId().GetName() == "a0" })
+		func(m proto.Message) bool {
+			return m.(*workflow.WatchActionDetailsResponse).GetDetails().GetId().GetName() == "a0"
+		})
 	b.stream("flyteidl2.workflow.RunService/WatchGroups", &workflow.WatchGroupsRequest{
 		ScopeBy: &workflow.WatchGroupsRequest_ProjectId{ProjectId: scope}, StartDate: timestamppb.New(time.Now().Add(-time.Hour))},
 		func() proto.Message { return &workflow.WatchGroupsResponse{} },
