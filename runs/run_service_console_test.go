@@ -72,9 +72,9 @@ func TestWatchGroups(t *testing.T) {
 			"filter": {ScopeBy: &workflow.WatchGroupsRequest_ProjectId{ProjectId: project},
 				Request: &common.ListRequest{Filters: []*common.Filter{{Field: "phase", Function: common.Filter_EQUAL, Values: []string{"FAILED"}}}}},
 		} {
-			s := open(t, h.runs.WatchGroups, req)
-			rpctest.WantCode(t, s.end(t), connect.CodeInvalidArgument)
-			_ = name
+			t.Run(name, func(t *testing.T) {
+				rpctest.WantCode(t, open(t, h.runs.WatchGroups, req).end(t), connect.CodeInvalidArgument)
+			})
 		}
 	})
 }

@@ -253,6 +253,11 @@ func consoleCalls(t *testing.T, b browser) {
 	if d := filled.GetJson().GetFields()["properties"].GetStructValue().GetFields()["name"].GetStructValue().GetFields()["default"].GetStringValue(); d != "World" {
 		t.Fatalf("relaunch form: %v", filled.GetJson())
 	}
+	fromForm := &workflow.LaunchFormJsonToLiteralsResponse{}
+	b.must("flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals", &workflow.LaunchFormJsonToLiteralsRequest{Json: filled.GetJson()}, fromForm)
+	if got := fromForm.GetLiterals(); len(got) != 1 || !proto.Equal(got[0], values.GetLiterals()[0]) {
+		t.Fatalf("the filled form's literals %v, want %v", got, values.GetLiterals())
+	}
 	b.stream("flyteidl2.dataproxy.DataProxyService/TailLogs", &dataproxy.TailLogsRequest{ActionId: actionID, Attempt: 1},
 		func() proto.Message { return &dataproxy.TailLogsResponse{} },
 		func(m proto.Message) bool { return len(m.(*dataproxy.TailLogsResponse).GetLogs()) > 0 })
