@@ -122,3 +122,39 @@ func explain(t *testing.T, g *gorm.DB, pg bool, sql string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Every statement of a page of task groups reads the index of root
+// actions by task, on both databases: the aggregates walk it once (only the
+// few groups are sorted after), each group's details and newest runs are
+// index ranges.
+func TestTaskGroupsUseAnIndex(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		for i := 0; i < 30; i++ {
+			n := newRun(store.RunKey{Project: "flytesnacks", Domain: "development", RunName: fmt.Sprintf("r%02d", i)})
+			n.Task.Name = fmt.Sprintf("wf.t%d", i%3)
+			if _, err := s.Actions.CreateRun(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec := &statements{Interface: logger.Discard}
+		traced := store.New(g.Session(&gorm.Session{Logger: rec}))
+		groups, _, err := traced.Actions.ListTaskGroups(ctx, store.GroupFilter{Project: "flytesnacks", Domain: "development"}, store.Page{})
+		if err != nil || len(groups) != 3 {
+			t.Fatal(groups, err)
+		}
+		rec.mu.Lock()
+		sqls := append([]string(nil), rec.sql...)
+		rec.mu.Unlock()
+		pg := db.Dialect(g) == db.Postgres
+		for _, sql := range sqls {
+			if !strings.HasPrefix(sql, "SELECT") {
+				continue // the snapshot's transaction control
+			}
+			plan := explain(t, g, pg, sql)
+			if !strings.Contains(plan, "actions_runs") {
+				t.Errorf("a task group statement reads no index of runs:\n%s\n%s", sql, plan)
+			}
+		}
+	})
+}
