@@ -120,10 +120,7 @@ func (r *Actions) readSnapshot(ctx context.Context, fn func(*Actions) error) err
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(&Actions{db: tx})
 	}, opts)
-	if err != nil {
-		return fmt.Errorf("task groups: %w", db.Translate(err))
-	}
-	return nil
+	return db.Translate(err) // fn's errors say what they read; begin and commit are the rest
 }
 
 // groupRuns is the root actions of f (of one task if task is set).
