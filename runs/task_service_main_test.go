@@ -37,7 +37,8 @@ type harness struct {
 	projects *runs.ProjectService
 	srv      *httptest.Server
 
-	runs workflowconnect.RunServiceClient
+	runs       workflowconnect.RunServiceClient
+	translator workflowconnect.TranslatorServiceClient
 
 	tasks    taskconnect.TaskServiceClient
 	project  projectconnect.ProjectServiceClient
@@ -65,6 +66,7 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
 		runs.NewTaskService(st, cfg, log).Handler,
 		runs.NewRunService(h.state).Handler,
+		runs.NewTranslatorService(h.state).Handler,
 		h.projects.Handler,
 	} {
 		path, handler := mount(opts...)
@@ -80,6 +82,7 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 
 	c := h.srv.Client()
 	h.runs = workflowconnect.NewRunServiceClient(c, h.srv.URL)
+	h.translator = workflowconnect.NewTranslatorServiceClient(c, h.srv.URL)
 	h.tasks = taskconnect.NewTaskServiceClient(c, h.srv.URL)
 	h.project = projectconnect.NewProjectServiceClient(c, h.srv.URL)
 	h.identity = authconnect.NewIdentityServiceClient(c, h.srv.URL)
