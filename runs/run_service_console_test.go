@@ -52,10 +52,20 @@ func TestWatchGroups(t *testing.T) {
 		h.state.Changed()
 		for {
 			m := w.next(t)
-			if m.GetSentinel() || len(m.GetTaskGroups()) != 1 || m.GetTaskGroups()[0].GetTaskName() != "env.a" {
-				t.Fatalf("update %v, want env.a alone", m)
+			if m.GetSentinel() || len(m.GetTaskGroups()) != 1 {
+				t.Fatalf("update %v, want one group", m)
 			}
 			g := m.GetTaskGroups()[0]
+			switch g.GetTaskName() {
+			case "env.a":
+			case "env.b":
+				// The creations before the watch may still be on their way
+				// to the hub (PostgreSQL notifies after the commit): their
+				// group is sent again, recomputed. Still a group of p.
+				continue
+			default:
+				t.Fatalf("update %v, want a group of project p", m)
+			}
 			if g.GetErrorCounts().GetUserError() == 1 {
 				if g.GetAverageFailureRate() != 1 || g.GetLatestFinishedTime() == nil {
 					t.Fatalf("failed group %v", g)
