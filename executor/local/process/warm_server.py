@@ -3,12 +3,25 @@
 # interpreter named by a0's #! line, in an environment that holds only the
 # variables that can change what imports do.
 #
-# It imports the third-party modules the SDK's `a0` runtime loads (found by
-# a probe child, so nothing here names SDK internals it must keep up with),
-# refuses to serve if that started a thread (fork copies only the forking
-# thread), and then forks one child per attempt. A child ("spare") imports
-# the SDK itself (which starts the SDK's background-loop thread: harmless
-# once forked), waits for an attempt, takes on its environment, working
+# It imports what the SDK's `a0` runtime imports, the SDK included, and
+# then forks one child per attempt. Fork copies only the forking thread, so
+# the server starts none: the SDK's imports create background event loops
+# (flyte.syncify's _BackgroundLoop: an asyncio loop and a daemon thread that
+# runs it), and while the server imports, Thread.start only records the
+# threads it is asked to start. If every recorded thread is such a loop's
+# (and the loop looks as expected), the server closes those loops (so no
+# child inherits a loop's epoll or self-pipe) and each forked child, before
+# anything else runs in it, gives every loop a new asyncio loop and a new
+# thread like the recorded one (fork marks every Thread object but the
+# forking one stopped) and starts it: the child then holds what an a0 that
+# imported the SDK itself holds. A probe child tries all that first; if
+# anything else would start a thread, or the SDK is not shaped as expected,
+# the server imports only the SDK's third-party dependencies and each spare
+# child imports the SDK itself (mode "dependencies", with the reason, in the
+# ready message). Either way the server refuses to serve, and says so, if
+# an import started a thread after all.
+#
+# A child ("spare") waits for an attempt, takes on its environment, working
 # directory and stdout/stderr, waits for the manager's go (it has moved the
 # child into the attempt's cgroup by then) and returns to the top level of
 # this script, which runs a0's entry function exactly as the a0 script does.
@@ -18,7 +31,8 @@
 #   manager -> server: start {id, argv, env, dir} + [stdout, stderr]
 #                      go {pid}      the child may run the task now
 #                      reap {pid}    collect the exit the server reported
-#   server -> manager: ready {pid, names, modules} | refuse {why}
+#   server -> manager: ready {pid, names, mode, why} | refuse {why}
+#                      names {names}  (a later spare read more variables)
 #                      started {id, pid} | failed {id, why}
 #                      exited {pid, code, signal}
 # The server reaps an attempt's child only when told: until then its
@@ -195,27 +209,97 @@ def threads():
     return max(threading.active_count(), len(os.listdir("/proc/self/task")))
 
 
-def probe_modules():
-    """The non-SDK modules a0's imports load, found in a child that imports them."""
+class DeferredThreads:
+    """While the server imports, records the threads the imports start
+    instead of starting them (fork would copy only the forking thread)."""
+
+    def __enter__(self):
+        self.threads = []
+        self._start = threading.Thread.start
+        rec = self
+
+        def start(thread):
+            rec.threads.append(thread)
+
+        threading.Thread.start = start
+        return self
+
+    def __exit__(self, *exc):
+        threading.Thread.start = self._start
+
+
+def background_loops(deferred):
+    """The SDK's background loops whose threads are all that deferred
+    recorded, or None and why they cannot be started in a child instead."""
+    api = sys.modules.get("flyte.syncify._api")
+    cls = getattr(api, "_BackgroundLoop", None)
+    if not isinstance(cls, type) or not callable(getattr(cls, "_run", None)):
+        return None, "the SDK has no flyte.syncify._api._BackgroundLoop._run"
+    loops = []
+    for t in deferred:
+        owner = getattr(getattr(t, "_target", None), "__self__", None)
+        if type(owner) is not cls or getattr(t._target, "__func__", None) is not cls._run:
+            return None, "an import starts a thread that is not the SDK's background loop: %r (target %r)" % (
+                t, getattr(t, "_target", None))
+        loop = getattr(owner, "loop", None)
+        if not all(hasattr(t, a) for a in ("_args", "_kwargs")):
+            return None, "threading.Thread has no _args or _kwargs to make a loop's thread anew with"
+        if getattr(owner, "thread", None) is not t:
+            return None, "a _BackgroundLoop's thread is not its .thread"
+        if not isinstance(loop, asyncio_module().AbstractEventLoop) or loop.is_running() or loop.is_closed():
+            return None, "a _BackgroundLoop's .loop is not a new asyncio event loop"
+        loops.append(owner)
+    return loops, None
+
+
+def asyncio_module():
+    import asyncio  # imported by the SDK anyway: not before it is needed
+
+    return asyncio
+
+
+def import_a0():
+    """Imports A0_IMPORTS; returns why the first import failed other than
+    for being absent (None if none did)."""
+    err = None
+    for m in A0_IMPORTS:
+        try:
+            importlib.import_module(m)
+        except ModuleNotFoundError as e:
+            if err is None and (e.name is None or not (m == e.name or m.startswith(e.name + "."))):
+                err = "importing %s: %s" % (m, e)
+        except Exception as e:
+            err = err or "importing %s: %s: %s" % (m, type(e).__name__, e)
+    return err
+
+
+def probe():
+    """In a child: the non-SDK modules a0's imports load, and why the SDK
+    itself cannot be imported by the server ("" if it can)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        signal.alarm(300)  # an import that waits for a thread it started would hang
         before = set(sys.modules)
-        for m in A0_IMPORTS:
-            try:
-                importlib.import_module(m)
-            except Exception:
-                pass
+        with DeferredThreads() as deferred:
+            err = import_a0()
+        if err is None:
+            _, err = background_loops(deferred.threads)
+        if err is None and threads() != 1:
+            err = "importing the SDK started %d threads" % (threads() - 1)
         mods = [m for m in sys.modules if m not in before and m != "flyte" and not m.startswith("flyte.")]
         with os.fdopen(w, "w") as f:
-            json.dump(mods, f)
+            json.dump({"modules": mods, "sdk": err or ""}, f)
         os._exit(0)
     os.close(w)
     with os.fdopen(r) as f:
         data = f.read()
     os.waitpid(pid, 0)
-    return json.loads(data) if data else []
+    if not data:
+        return [], "the probe child died"
+    got = json.loads(data)
+    return got["modules"], got["sdk"]
 
 
 class Child:
@@ -235,6 +319,8 @@ class Server:
         self.base_names = set()
         self.announced = False
         self.spare_failures = 0
+        self.mode, self.why = "dependencies", ""  # see startup
+        self.loops = []  # the SDK's background loops, in mode "sdk"
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -398,7 +484,8 @@ class Server:
                 send(self.sock, {"op": "refuse", "why": "spare children keep dying before they are ready"})
                 return None
             if self.names is not None and not self.announced:
-                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names)})
+                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names),
+                                 "mode": self.mode, "why": self.why})
                 self.announced = True
             self.assign()
             fds = [self.sock, self.wake_r] + [c.ch for c in self.children.values() if c.ch is not None]
@@ -437,14 +524,23 @@ class Server:
                 c.ch.detach()
         os.closerange(3, ch.fileno())
         os.closerange(ch.fileno() + 1, 1 << 16)
-        reads = EnvReads()
-        with reads:
-            for m in A0_IMPORTS:
-                try:
-                    importlib.import_module(m)
-                except Exception:
-                    pass
-        names, err = reads.result()
+        if self.mode == "sdk":
+            asyncio = asyncio_module()
+            for bl in self.loops:
+                # A new Thread too: fork marked the recorded one stopped
+                # (threading's after-fork hook stops every thread but the
+                # forking one), so it would never say it is alive.
+                old = bl.thread
+                bl.loop = asyncio.new_event_loop()
+                bl.thread = threading.Thread(name=old.name, target=old._target, args=old._args,
+                                             kwargs=old._kwargs, daemon=old.daemon)
+                bl.thread.start()
+            names, err = [], None
+        else:
+            reads = EnvReads()
+            with reads:
+                import_a0()
+            names, err = reads.result()
         if err:
             log(err)
             os._exit(1)
@@ -477,16 +573,27 @@ def startup(sock):
     if threads() != 1:
         send(sock, {"op": "refuse", "why": "the interpreter started with %d threads" % threads()})
         return None
-    mods = probe_modules()
+    mods, why_not_sdk = probe()
     reads = EnvReads()
-    loaded = 0
+    loops = None
     with reads:
-        for m in mods:
-            try:
-                importlib.import_module(m)
-                loaded += 1
-            except Exception:
-                pass
+        if not why_not_sdk:
+            with DeferredThreads() as deferred:
+                import_a0()
+            loops, err = background_loops(deferred.threads)
+            if err is not None:
+                # The probe child found otherwise: nothing to fall back on
+                # in this process.
+                send(sock, {"op": "refuse", "why": "importing the SDK: " + err})
+                return None
+            for bl in loops:
+                bl.loop.close()  # its epoll and self-pipe: each child makes its own
+        else:
+            for m in mods:
+                try:
+                    importlib.import_module(m)
+                except Exception:
+                    pass
     names, err = reads.result()
     if err:
         send(sock, {"op": "refuse", "why": err})
@@ -494,9 +601,14 @@ def startup(sock):
     if threads() != 1:
         send(sock, {"op": "refuse", "why": "importing the SDK's dependencies started %d threads" % (threads() - 1)})
         return None
-    log("imported %d modules; serving" % loaded)
     srv = Server(sock)
     srv.base_names = set(names)
+    if loops is not None:
+        srv.mode, srv.loops = "sdk", loops
+        log("imported the SDK (%d background loops started in each child); serving" % len(loops))
+    else:
+        srv.mode, srv.why = "dependencies", why_not_sdk
+        log("imported %d of the SDK's dependencies, not the SDK itself (%s); serving" % (len(mods), why_not_sdk))
     return srv
 
 
@@ -560,3 +672,9 @@ if main():
     except SystemExit as e:
         exit_code = e.code
     exit_attempt(exit_code)
+else:
+    # The server is done. It skips the interpreter's exit: the atexit
+    # functions of the SDK's background loops would try to stop loops that
+    # it closed and threads that it never started.
+    sys.stderr.flush()
+    os._exit(0)
