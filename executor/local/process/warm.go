@@ -46,8 +46,15 @@ import (
 // Everything else in the environment (FLYTE_*, secrets, the task's own
 // variables) is simply set in the child before the task's code runs.
 
+// warmServerSource is the server's program: warm_prepare.py (what it
+// prepares before forking) and then warm_server.py (the server, which runs).
+var warmServerSource = warmPrepareSource + "\n" + warmServerMain
+
+//go:embed warm_prepare.py
+var warmPrepareSource string
+
 //go:embed warm_server.py
-var warmServerSource string
+var warmServerMain string
 
 // warmFixedNames change what the interpreter or native libraries do at
 // start-up or load, before any Python code could record the read:

@@ -1,7 +1,7 @@
 # The warm-start server of the local executor (see warm.go). The manager
-# runs it as `python -c <this file> <socket fd> <a0 path> <spares>` with the
-# interpreter named by a0's #! line, in an environment that holds only the
-# variables that can change what imports do.
+# runs it as `python -c <warm_prepare.py, this file> <socket fd> <a0 path>
+# <spares>` with the interpreter named by a0's #! line, in an environment
+# that holds only the variables that can change what imports do.
 #
 # It imports what the SDK's `a0` runtime imports, the SDK included, and
 # then forks one child per attempt. Fork copies only the forking thread, so
@@ -39,6 +39,7 @@
 # zombie keeps the pid (and so the process group's number) from reuse.
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -209,99 +210,6 @@ def threads():
     return max(threading.active_count(), len(os.listdir("/proc/self/task")))
 
 
-class DeferredThreads:
-    """While the server imports, records the threads the imports start
-    instead of starting them (fork would copy only the forking thread)."""
-
-    def __enter__(self):
-        self.threads = []
-        self._start = threading.Thread.start
-        rec = self
-
-        def start(thread):
-            rec.threads.append(thread)
-
-        threading.Thread.start = start
-        return self
-
-    def __exit__(self, *exc):
-        threading.Thread.start = self._start
-
-
-def background_loops(deferred):
-    """The SDK's background loops whose threads are all that deferred
-    recorded, or None and why they cannot be started in a child instead."""
-    api = sys.modules.get("flyte.syncify._api")
-    cls = getattr(api, "_BackgroundLoop", None)
-    if not isinstance(cls, type) or not callable(getattr(cls, "_run", None)):
-        return None, "the SDK has no flyte.syncify._api._BackgroundLoop._run"
-    loops = []
-    for t in deferred:
-        owner = getattr(getattr(t, "_target", None), "__self__", None)
-        if type(owner) is not cls or getattr(t._target, "__func__", None) is not cls._run:
-            return None, "an import starts a thread that is not the SDK's background loop: %r (target %r)" % (
-                t, getattr(t, "_target", None))
-        loop = getattr(owner, "loop", None)
-        if not all(hasattr(t, a) for a in ("_args", "_kwargs")):
-            return None, "threading.Thread has no _args or _kwargs to make a loop's thread anew with"
-        if getattr(owner, "thread", None) is not t:
-            return None, "a _BackgroundLoop's thread is not its .thread"
-        if not isinstance(loop, asyncio_module().AbstractEventLoop) or loop.is_running() or loop.is_closed():
-            return None, "a _BackgroundLoop's .loop is not a new asyncio event loop"
-        loops.append(owner)
-    return loops, None
-
-
-def asyncio_module():
-    import asyncio  # imported by the SDK anyway: not before it is needed
-
-    return asyncio
-
-
-def import_a0():
-    """Imports A0_IMPORTS; returns why the first import failed other than
-    for being absent (None if none did)."""
-    err = None
-    for m in A0_IMPORTS:
-        try:
-            importlib.import_module(m)
-        except ModuleNotFoundError as e:
-            if err is None and (e.name is None or not (m == e.name or m.startswith(e.name + "."))):
-                err = "importing %s: %s" % (m, e)
-        except Exception as e:
-            err = err or "importing %s: %s: %s" % (m, type(e).__name__, e)
-    return err
-
-
-def probe():
-    """In a child: the non-SDK modules a0's imports load, and why the SDK
-    itself cannot be imported by the server ("" if it can)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        signal.alarm(300)  # an import that waits for a thread it started would hang
-        before = set(sys.modules)
-        with DeferredThreads() as deferred:
-            err = import_a0()
-        if err is None:
-            _, err = background_loops(deferred.threads)
-        if err is None and threads() != 1:
-            err = "importing the SDK started %d threads" % (threads() - 1)
-        mods = [m for m in sys.modules if m not in before and m != "flyte" and not m.startswith("flyte.")]
-        with os.fdopen(w, "w") as f:
-            json.dump({"modules": mods, "sdk": err or ""}, f)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    if not data:
-        return [], "the probe child died"
-    got = json.loads(data)
-    return got["modules"], got["sdk"]
-
-
 class Child:
     def __init__(self, pid, ch):
         self.pid, self.ch = pid, ch
@@ -333,6 +241,12 @@ class Server:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
+        # What the server holds moves out of the collector's reach: the
+        # child's collections and its exit's scan for open files
+        # (exit_attempt) then never walk the inherited heap, which would
+        # copy every page of it and took a good part of a small task's
+        # exit.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             parent_end.detach()
@@ -603,6 +517,7 @@ def startup(sock):
         return None
     srv = Server(sock)
     srv.base_names = set(names)
+    TLSContexts()
     if loops is not None:
         srv.mode, srv.loops = "sdk", loops
         log("imported the SDK (%d background loops started in each child); serving" % len(loops))
