@@ -19,7 +19,9 @@
 # the server imports only the SDK's third-party dependencies and each spare
 # child imports the SDK itself (mode "dependencies", with the reason, in the
 # ready message). Either way the server refuses to serve, and says so, if
-# an import started a thread after all.
+# an import started a thread after all. It also makes TLS contexts ahead
+# for the children (TLSContexts) and freezes its objects before each fork
+# (gc.freeze: the child's collector never walks the inherited heap).
 #
 # A child ("spare") waits for an attempt, takes on its environment, working
 # directory and stdout/stderr, waits for the manager's go (it has moved the
