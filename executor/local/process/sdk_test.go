@@ -90,6 +90,9 @@ func TestRealSDKRuntime(t *testing.T) {
 			t.Cleanup(h.runner.Close)
 			if warm {
 				waitWarm(t, h.runner, h.env(t, "ready", tasks[0], false, nil).Environ())
+				if got := h.runner.WarmStats().Preimports; got != warmModeSDK {
+					t.Errorf("the warm server pre-imported %q, want the SDK itself", got)
+				}
 			}
 			runSDKCases(t, h)
 		})
@@ -150,6 +153,28 @@ func runSDKCases(t *testing.T, h *sdkHarness) {
 			_, d, err := machine.Transition(machine.State{Phase: phase.Running, Attempt: 1}, r.res.Event(1), p)
 			if term, ok := d.(*machine.Terminal); err != nil || !ok || term.Phase != phase.Failed {
 				t.Errorf("decision %v (%v), want FAILED despite retries=2", d, err)
+			}
+		}},
+		// The SDK's background loop (which a warm server imports but does
+		// not start) is the attempt's own and runs.
+		{"background loop", "loopcheck", false, nil, func(t *testing.T, r sdkResult) {
+			r.exitedZero(t)
+			if r.res.Outcome != contract.Succeeded {
+				t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
+			}
+			b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var outs task.Outputs
+			if err := proto.Unmarshal(b, &outs); err != nil {
+				t.Fatal(err)
+			}
+			if len(outs.GetLiterals()) != 1 {
+				t.Fatalf("outputs %v, want one", &outs)
+			}
+			if got := outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetStringValue(); got != "ok" {
+				t.Errorf("the task's check of its background loop: %q", got)
 			}
 		}},
 		// What the runtime requires: without _U_RUN_BASE click stops with a

@@ -15,8 +15,9 @@ import (
 
 // Warm start: starting Python and importing the SDK costs far more than a
 // small task itself, so the runner keeps a pre-started interpreter (the warm
-// server, warm_server.py) that has imported the SDK's dependencies and forks
-// one child per attempt. The child becomes the attempt's process exactly as
+// server, warm_server.py) that has imported the SDK (its background loops'
+// threads deferred to each child; only its dependencies when that cannot be
+// done faithfully, see warmModeSDK) and forks one child per attempt. The child becomes the attempt's process exactly as
 // an exec'd a0 would: its own process group, the attempt's working
 // directory, complete environment and stdout/stderr (the pipes' write ends
 // travel by SCM_RIGHTS, so the log pumps do not know the difference),
@@ -45,8 +46,15 @@ import (
 // Everything else in the environment (FLYTE_*, secrets, the task's own
 // variables) is simply set in the child before the task's code runs.
 
+// warmServerSource is the server's program: warm_prepare.py (what it
+// prepares before forking) and then warm_server.py (the server, which runs).
+var warmServerSource = warmPrepareSource + "\n" + warmServerMain
+
+//go:embed warm_prepare.py
+var warmPrepareSource string
+
 //go:embed warm_server.py
-var warmServerSource string
+var warmServerMain string
 
 // warmFixedNames change what the interpreter or native libraries do at
 // start-up or load, before any Python code could record the read:
@@ -81,11 +89,24 @@ const (
 // attempt (a variable for BenchmarkWarmStart).
 var warmSpares = 1
 
+// What a ready warm server pre-imported (its ready message's mode):
+// warmModeSDK, the SDK itself (its background loops are started afresh
+// in each child), or warmModeDependencies, only the SDK's third-party
+// dependencies (each child imports the SDK: the server found a thread it
+// could not defer, or the SDK is not shaped as it expects; it says why).
+const (
+	warmModeSDK          = "sdk"
+	warmModeDependencies = "dependencies"
+)
+
 // WarmStats counts what the warm start did.
 type WarmStats struct {
 	// ServerStarts counts warm servers started; Restarts those started
 	// after an earlier one died or refused.
 	ServerStarts, Restarts int64
+	// Preimports is what the last server that became ready pre-imported
+	// (warmModeSDK or warmModeDependencies), "" before any did.
+	Preimports string
 }
 
 // warmPool owns the runner's warm server: at most one, started lazily.
@@ -105,6 +126,7 @@ type warmPool struct {
 	relearns int
 
 	starts, restarts atomic.Int64
+	mode             atomic.Pointer[string] // the last ready server's pre-imports
 }
 
 func newWarmPool(binDir string, log *slog.Logger) *warmPool {
@@ -293,5 +315,9 @@ func (r *Runner) WarmStats() WarmStats {
 	if r.warm == nil {
 		return WarmStats{}
 	}
-	return WarmStats{ServerStarts: r.warm.starts.Load(), Restarts: r.warm.restarts.Load()}
+	st := WarmStats{ServerStarts: r.warm.starts.Load(), Restarts: r.warm.restarts.Load()}
+	if m := r.warm.mode.Load(); m != nil {
+		st.Preimports = *m
+	}
+	return st
 }

@@ -29,6 +29,7 @@ type warmMsg struct {
 	Env    []string `json:"env,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
 	Names  []string `json:"names,omitempty"`
+	Mode   string   `json:"mode,omitempty"` // ready: what it pre-imported (see warmModeSDK)
 	Why    string   `json:"why,omitempty"`
 	Code   int      `json:"code,omitempty"`
 	Signal int      `json:"signal,omitempty"`
@@ -215,8 +216,13 @@ func (s *warmServer) handle(m warmMsg) (stop string) {
 		s.names = m.Names
 		s.trigger = nil
 		s.mu.Unlock()
+		s.pool.mode.Store(&m.Mode)
 		close(s.ready)
-		s.pool.log.Info("warm server ready", "pid", m.PID, "comparedVariables", m.Names)
+		s.pool.log.Info("warm server ready", "pid", m.PID, "preimports", m.Mode, "comparedVariables", m.Names)
+		if m.Mode != warmModeSDK {
+			s.pool.log.Warn("the warm server could not import the SDK: it imported the SDK's dependencies, and each attempt imports the SDK itself",
+				"pid", m.PID, "preimports", m.Mode, "reason", m.Why)
+		}
 	case "names":
 		s.pool.learn(s, m.Names)
 		s.mu.Lock()

@@ -1,14 +1,29 @@
 # The warm-start server of the local executor (see warm.go). The manager
-# runs it as `python -c <this file> <socket fd> <a0 path> <spares>` with the
-# interpreter named by a0's #! line, in an environment that holds only the
-# variables that can change what imports do.
+# runs it as `python -c <warm_prepare.py, this file> <socket fd> <a0 path>
+# <spares>` with the interpreter named by a0's #! line, in an environment
+# that holds only the variables that can change what imports do.
 #
-# It imports the third-party modules the SDK's `a0` runtime loads (found by
-# a probe child, so nothing here names SDK internals it must keep up with),
-# refuses to serve if that started a thread (fork copies only the forking
-# thread), and then forks one child per attempt. A child ("spare") imports
-# the SDK itself (which starts the SDK's background-loop thread: harmless
-# once forked), waits for an attempt, takes on its environment, working
+# It imports what the SDK's `a0` runtime imports, the SDK included, and
+# then forks one child per attempt. Fork copies only the forking thread, so
+# the server starts none: the SDK's imports create background event loops
+# (flyte.syncify's _BackgroundLoop: an asyncio loop and a daemon thread that
+# runs it), and while the server imports, Thread.start only records the
+# threads it is asked to start. If every recorded thread is such a loop's
+# (and the loop looks as expected), the server closes those loops (so no
+# child inherits a loop's epoll or self-pipe) and each forked child, before
+# anything else runs in it, gives every loop a new asyncio loop and a new
+# thread like the recorded one (fork marks every Thread object but the
+# forking one stopped) and starts it: the child then holds what an a0 that
+# imported the SDK itself holds. A probe child tries all that first; if
+# anything else would start a thread, or the SDK is not shaped as expected,
+# the server imports only the SDK's third-party dependencies and each spare
+# child imports the SDK itself (mode "dependencies", with the reason, in the
+# ready message). Either way the server refuses to serve, and says so, if
+# an import started a thread after all. It also makes TLS contexts ahead
+# for the children (TLSContexts) and freezes its objects before each fork
+# (gc.freeze: the child's collector never walks the inherited heap).
+#
+# A child ("spare") waits for an attempt, takes on its environment, working
 # directory and stdout/stderr, waits for the manager's go (it has moved the
 # child into the attempt's cgroup by then) and returns to the top level of
 # this script, which runs a0's entry function exactly as the a0 script does.
@@ -18,13 +33,15 @@
 #   manager -> server: start {id, argv, env, dir} + [stdout, stderr]
 #                      go {pid}      the child may run the task now
 #                      reap {pid}    collect the exit the server reported
-#   server -> manager: ready {pid, names, modules} | refuse {why}
+#   server -> manager: ready {pid, names, mode, why} | refuse {why}
+#                      names {names}  (a later spare read more variables)
 #                      started {id, pid} | failed {id, why}
 #                      exited {pid, code, signal}
 # The server reaps an attempt's child only when told: until then its
 # zombie keeps the pid (and so the process group's number) from reuse.
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -195,29 +212,6 @@ def threads():
     return max(threading.active_count(), len(os.listdir("/proc/self/task")))
 
 
-def probe_modules():
-    """The non-SDK modules a0's imports load, found in a child that imports them."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        before = set(sys.modules)
-        for m in A0_IMPORTS:
-            try:
-                importlib.import_module(m)
-            except Exception:
-                pass
-        mods = [m for m in sys.modules if m not in before and m != "flyte" and not m.startswith("flyte.")]
-        with os.fdopen(w, "w") as f:
-            json.dump(mods, f)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(data) if data else []
-
-
 class Child:
     def __init__(self, pid, ch):
         self.pid, self.ch = pid, ch
@@ -235,6 +229,8 @@ class Server:
         self.base_names = set()
         self.announced = False
         self.spare_failures = 0
+        self.mode, self.why = "dependencies", ""  # see startup
+        self.loops = []  # the SDK's background loops, in mode "sdk"
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -247,6 +243,12 @@ class Server:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
+        # What the server holds moves out of the collector's reach: the
+        # child's collections and its exit's scan for open files
+        # (exit_attempt) then never walk the inherited heap, which would
+        # copy every page of it and took a good part of a small task's
+        # exit.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             parent_end.detach()
@@ -398,7 +400,8 @@ class Server:
                 send(self.sock, {"op": "refuse", "why": "spare children keep dying before they are ready"})
                 return None
             if self.names is not None and not self.announced:
-                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names)})
+                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names),
+                                 "mode": self.mode, "why": self.why})
                 self.announced = True
             self.assign()
             fds = [self.sock, self.wake_r] + [c.ch for c in self.children.values() if c.ch is not None]
@@ -437,14 +440,23 @@ class Server:
                 c.ch.detach()
         os.closerange(3, ch.fileno())
         os.closerange(ch.fileno() + 1, 1 << 16)
-        reads = EnvReads()
-        with reads:
-            for m in A0_IMPORTS:
-                try:
-                    importlib.import_module(m)
-                except Exception:
-                    pass
-        names, err = reads.result()
+        if self.mode == "sdk":
+            asyncio = asyncio_module()
+            for bl in self.loops:
+                # A new Thread too: fork marked the recorded one stopped
+                # (threading's after-fork hook stops every thread but the
+                # forking one), so it would never say it is alive.
+                old = bl.thread
+                bl.loop = asyncio.new_event_loop()
+                bl.thread = threading.Thread(name=old.name, target=old._target, args=old._args,
+                                             kwargs=old._kwargs, daemon=old.daemon)
+                bl.thread.start()
+            names, err = [], None
+        else:
+            reads = EnvReads()
+            with reads:
+                import_a0()
+            names, err = reads.result()
         if err:
             log(err)
             os._exit(1)
@@ -477,16 +489,27 @@ def startup(sock):
     if threads() != 1:
         send(sock, {"op": "refuse", "why": "the interpreter started with %d threads" % threads()})
         return None
-    mods = probe_modules()
+    mods, why_not_sdk = probe()
     reads = EnvReads()
-    loaded = 0
+    loops = None
     with reads:
-        for m in mods:
-            try:
-                importlib.import_module(m)
-                loaded += 1
-            except Exception:
-                pass
+        if not why_not_sdk:
+            with DeferredThreads() as deferred:
+                import_a0()
+            loops, err = background_loops(deferred.threads)
+            if err is not None:
+                # The probe child found otherwise: nothing to fall back on
+                # in this process.
+                send(sock, {"op": "refuse", "why": "importing the SDK: " + err})
+                return None
+            for bl in loops:
+                bl.loop.close()  # its epoll and self-pipe: each child makes its own
+        else:
+            for m in mods:
+                try:
+                    importlib.import_module(m)
+                except Exception:
+                    pass
     names, err = reads.result()
     if err:
         send(sock, {"op": "refuse", "why": err})
@@ -494,9 +517,15 @@ def startup(sock):
     if threads() != 1:
         send(sock, {"op": "refuse", "why": "importing the SDK's dependencies started %d threads" % (threads() - 1)})
         return None
-    log("imported %d modules; serving" % loaded)
     srv = Server(sock)
     srv.base_names = set(names)
+    TLSContexts()
+    if loops is not None:
+        srv.mode, srv.loops = "sdk", loops
+        log("imported the SDK (%d background loops started in each child); serving" % len(loops))
+    else:
+        srv.mode, srv.why = "dependencies", why_not_sdk
+        log("imported %d of the SDK's dependencies, not the SDK itself (%s); serving" % (len(mods), why_not_sdk))
     return srv
 
 
@@ -560,3 +589,9 @@ if main():
     except SystemExit as e:
         exit_code = e.code
     exit_attempt(exit_code)
+else:
+    # The server is done. It skips the interpreter's exit: the atexit
+    # functions of the SDK's background loops would try to stop loops that
+    # it closed and threads that it never started.
+    sys.stderr.flush()
+    os._exit(0)

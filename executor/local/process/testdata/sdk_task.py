@@ -34,9 +34,56 @@ def boom(x: int, y: int) -> int:
 @env.task(retries=2)
 def fatal(x: int, y: int) -> int:
     raise flyte.errors.NonRecoverableError("cannot recover from this")
+
+
+@env.task
+def loopcheck(x: int, y: int) -> str:
+    """"ok" if the SDK's background loop is this process's own and runs:
+    its thread is alive, a syncified call runs on it, and neither its
+    self-pipe nor its epoll is a descriptor the parent process holds (a warm
+    child's parent is the warm server)."""
+    import asyncio
+    import ctypes
+    import os
+    import threading
+
+    from flyte.syncify import syncify
+
+    bg = syncify._bg_loop
+    if not bg.thread.is_alive() or not bg.loop.is_running():
+        return "the background loop's thread is not running it"
+
+    @syncify
+    async def on_loop() -> bool:
+        return threading.current_thread() is bg.thread and asyncio.get_running_loop() is bg.loop
+
+    if not on_loop():
+        return "a syncified call did not run on the background loop"
+    parent = os.getppid()
+    links = {}
+    for fd in os.listdir("/proc/%d/fd" % parent):
+        try:
+            links[int(fd)] = os.readlink("/proc/%d/fd/%s" % (parent, fd))
+        except OSError:
+            pass
+    own = {fd: os.readlink("/proc/self/fd/%d" % fd) for fd in (bg.loop._ssock.fileno(), bg.loop._csock.fileno())}
+    shared = [link for link in own.values() if link in links.values()]
+    if shared:
+        return "the loop's self-pipe %s is open in the parent" % shared
+    epfd = bg.loop._selector.fileno()
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_kcmp, KCMP_FILE = 312, 0  # x86_64
+    for pfd, link in links.items():
+        if link == "anon_inode:[eventpoll]":
+            same = libc.syscall(SYS_kcmp, os.getpid(), parent, KCMP_FILE, epfd, pfd)
+            if same == 0:
+                return "the loop's epoll is the parent's fd %d" % pfd
+            if same < 0:
+                return "kcmp: %s" % os.strerror(ctypes.get_errno())
+    return "ok"
 '''
 
-TASKS = ("add", "boom", "fatal")
+TASKS = ("add", "boom", "fatal", "loopcheck")
 
 
 def main() -> None:
