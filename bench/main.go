@@ -87,6 +87,7 @@ type options struct {
 	pprofDir             string
 	keep                 bool
 	timeout              time.Duration
+	listRuns             int
 }
 
 // runnerNames are the -runners values.
@@ -118,6 +119,7 @@ func main() {
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop scenario's measured runs to this directory")
 	flag.BoolVar(&o.keep, "keep", false, "keep the managers' homes (logs, databases) instead of removing them")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on a scenario after this long")
+	flag.IntVar(&o.listRuns, "list-runs", 0, "measure only ListRuns paging over this many runs created through the store, e.g. 100000 (listruns.go; 0: the other scenarios)")
 	flag.Parse()
 	o.backends = splitList(backends)
 	o.runners = splitList(runners)
@@ -191,6 +193,9 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintln(os.Stderr, "bench: keeping everything in", tmp)
 	} else {
 		defer os.RemoveAll(tmp)
+	}
+	if o.listRuns > 0 {
+		return runListRuns(ctx, o, tmp)
 	}
 	if o.managerBin == "" {
 		fmt.Fprintln(os.Stderr, "bench: building flyte-manager -tags bench")

@@ -29,7 +29,6 @@ var unbuiltServices = []string{
 	"flyteidl2.app.AppService",
 	"flyteidl2.trigger.TriggerService",
 	"flyteidl2.workflow.InternalRunService",
-	"flyteidl2.workflow.TranslatorService",
 }
 
 // emptyRequestCode is, for every procedure of the built services, what an
@@ -105,8 +104,14 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.workflow.RunService/AbortAction":         codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/WatchClusterEvents":  codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/SignalEvent":         codeUnimplemented,
-	"/flyteidl2.workflow.RunService/WatchGroups":         codeUnimplemented,
-	"/flyteidl2.workflow.RunService/GetActionLogContext": codeUnimplemented,
+	"/flyteidl2.workflow.RunService/WatchGroups":         codeInvalidArgument,
+	"/flyteidl2.workflow.RunService/GetActionLogContext": codeInvalidArgument,
+
+	// An empty spec or form is refused; no literals or variables is an empty answer.
+	"/flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": codeInvalidArgument,
+	"/flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": codeInvalidArgument,
+	"/flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": codeOK,
+	"/flyteidl2.workflow.TranslatorService/JsonValuesToLiterals":     codeOK,
 
 	"/flyteidl2.workflow.StateService/Put":   codeUnimplemented,
 	"/flyteidl2.workflow.StateService/Get":   codeUnimplemented,

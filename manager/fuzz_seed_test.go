@@ -186,7 +186,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.RunService/GetActionData":       {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/GetActionDataURIs":   {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/GetActionDetails":    {`{"actionId":` + fxRoot + `}`, "ok"},
-	"flyteidl2.workflow.RunService/GetActionLogContext": unimplemented,
+	"flyteidl2.workflow.RunService/GetActionLogContext": {`{"actionId":` + fxRoot + `,"attempt":1}`, "ok"},
 	"flyteidl2.workflow.RunService/GetRunDetails":       {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/ListActions":         {`{"runId":` + fxRun + `,"request":{"limit":10}}`, "ok"},
 	"flyteidl2.workflow.RunService/ListRuns":            {`{"projectId":` + fxProjID + `,"request":{"limit":10,"sortBy":{"key":"created_at","direction":"DESCENDING"}}}`, "ok"},
@@ -194,7 +194,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.RunService/WatchActionDetails":  {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchActions":        {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchClusterEvents":  {`{"id":` + fxRoot + `,"attempt":1}`, "ok"},
-	"flyteidl2.workflow.RunService/WatchGroups":         unimplemented,
+	"flyteidl2.workflow.RunService/WatchGroups":         {`{"projectId":` + fxProjID + `,"request":{"limit":10}}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchRunDetails":     {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchRuns":           {`{"projectId":` + fxProjID + `}`, "ok"},
 
@@ -203,10 +203,10 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.StateService/Put":   unimplemented,
 	"flyteidl2.workflow.StateService/Watch": {`{"parentActionId":` + fxRoot + `}`, "ok"},
 
-	"flyteidl2.workflow.TranslatorService/JsonValuesToLiterals":     unimplemented,
-	"flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": unimplemented,
-	"flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": unimplemented,
-	"flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": unimplemented,
+	"flyteidl2.workflow.TranslatorService/JsonValuesToLiterals":     {`{"variables":{"variables":[{"key":"x","value":{"type":{"simple":"INTEGER"}}}]},"values":{"x":7}}`, "ok"},
+	"flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": {`{"json":{"type":"object","properties":{"x":{"type":"integer","default":7}}}}`, "ok"},
+	"flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": {`{"variables":{"variables":[{"key":"x","value":{"type":{"simple":"INTEGER"}}}]},"actionId":` + fxRoot + `}`, "ok"},
+	"flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": {`{"taskSpec":` + fxSpec("fuzz.task", "v1") + `}`, "ok"},
 }
 
 // badSeeds are known-bad (and a few edge) requests kept in the corpus: each

@@ -19,8 +19,7 @@ import (
 
 // RunService adapts the run state to flyteidl2.workflow.RunService.
 type RunService struct {
-	// Not named by any work item yet: SignalEvent (conditions),
-	// WatchGroups, GetActionLogContext.
+	// Not named by any work item yet: SignalEvent (conditions).
 	workflowconnect.UnimplementedRunServiceHandler
 	state *runstate.Service
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
@@ -75,4 +76,20 @@ func logLine(s, pod string) *dataplane.LogLine {
 		}
 	}
 	return l
+}
+
+// LogContext says where attempt n of key logs (GetActionLogContext): its
+// Pod and the task's container there.
+func (d *Driver) LogContext(key store.ActionKey, n int32) (*core.LogContext, error) {
+	name := d.nameOf(key)
+	pod := podNameFor(name.Name, n)
+	return &core.LogContext{
+		PrimaryPodName: pod,
+		Pods: []*core.PodLogContext{{
+			Namespace:            name.Namespace,
+			PodName:              pod,
+			PrimaryContainerName: containerName,
+			Containers:           []*core.ContainerContext{{ContainerName: containerName}},
+		}},
+	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
@@ -75,3 +76,34 @@ func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, f
 	}
 	return process.FollowLog(ctx, path, done, send)
 }
+
+// LogContext says where attempt n of key logs (GetActionLogContext): there
+// is no Pod, so the "pod" is the attempt's directory under the work dir
+// (where attempt.log is) and its one container the log TailLogs serves.
+func (d *Driver) LogContext(key store.ActionKey, n int32) (*core.LogContext, error) {
+	dir, err := attemptDir(d.cfg.WorkDir, key, n)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(d.cfg.WorkDir, dir)
+	if err != nil {
+		return nil, err
+	}
+	pod := filepath.ToSlash(rel)
+	return &core.LogContext{
+		PrimaryPodName: pod,
+		Pods: []*core.PodLogContext{{
+			Namespace:            localNamespace,
+			PodName:              pod,
+			PrimaryContainerName: logContainer,
+			Containers:           []*core.ContainerContext{{ContainerName: logContainer}},
+		}},
+	}, nil
+}
+
+// localNamespace and logContainer name the local executor's attempts in a
+// LogContext: the host and the attempt's one log ("logs", as its TaskLog).
+const (
+	localNamespace = "local"
+	logContainer   = "logs"
+)

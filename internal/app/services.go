@@ -72,6 +72,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	for _, step := range []func() error{
 		setupExecutor,
 		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.Log) },
+		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
 			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
@@ -129,7 +130,6 @@ func setupUnimplemented(srv *server.Server) error {
 	opts := srv.HandlerOptions()
 	return srv.Mount(
 		server.NewService(workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, opts...)),
-		server.NewService(workflowconnect.NewTranslatorServiceHandler(workflowconnect.UnimplementedTranslatorServiceHandler{}, opts...)),
 		server.NewService(triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, opts...)),
 	)
 }
