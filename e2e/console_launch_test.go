@@ -44,7 +44,7 @@ func TestConsoleLaunch(t *testing.T) {
 	t.Logf("launched run %s: %s", run, out)
 	assertSameOrigin(t, b)
 
-	narrow := newBrowser(t, 390)
+	narrow := newPhone(t)
 	narrow.open(m.URL + consoleProject + "/tasks/console.add")
 	narrow.run("the launch form at phone width", chromedp.Click(css("#launch")), chromedp.WaitVisible(css("#launch-form #in-x")))
 	shootThemes(narrow, "launch-390")

@@ -100,7 +100,7 @@ func TestConsoleRuns(t *testing.T) {
 	b.run("every run again", chromedp.WaitVisible(css(phaseSel(runs.Held, "SUCCEEDED"))))
 	assertSameOrigin(t, b)
 
-	narrow := newBrowser(t, 390)
+	narrow := newPhone(t)
 	narrow.open(m.URL + consoleProject + "/runs")
 	narrow.run("runs at phone width", chromedp.WaitVisible(css(phaseSel(runs.OK, "SUCCEEDED"))))
 	shootThemes(narrow, "runs-390")
@@ -118,4 +118,13 @@ func shootThemes(b *browser, name string) {
 		b.screenshot(name + "-" + theme)
 	}
 	eval[string](b, `document.documentElement.dataset.theme = "light"`)
+}
+
+// newPhone is a browser with a phone's 390 px wide viewport: headless
+// Chromium's window is no narrower than 500 px, so the viewport is emulated.
+func newPhone(t *testing.T) *browser {
+	t.Helper()
+	b := newBrowser(t, 500)
+	b.run("a 390 px viewport", chromedp.EmulateViewport(390, 844))
+	return b
 }

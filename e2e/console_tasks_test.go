@@ -35,7 +35,7 @@ func TestConsoleTasks(t *testing.T) {
 	shootThemes(b, "task")
 	assertSameOrigin(t, b)
 
-	narrow := newBrowser(t, 390)
+	narrow := newPhone(t)
 	narrow.open(m.URL + consoleProject + "/tasks")
 	narrow.waitText(`#tasks [data-task="console.add"]`, "console.add")
 	shootThemes(narrow, "tasks-390")
