@@ -1,7 +1,7 @@
 // One task: its versions, the spec of the version shown (interface,
 // resources, image, env, cache, retries, timeout), its recent runs and a
 // launch form built from its interface.
-import { h, replace } from "../lib/dom.js";
+import { h, replace, append } from "../lib/dom.js";
 import { call } from "../lib/api.js";
 import { errorBox, phaseBadge, timeEl, ownerName, durationMs, formatDuration } from "../lib/ui.js";
 import { launchForm } from "./launch.js";
@@ -41,7 +41,7 @@ export default async function render(main, params, ctx) {
     }
   });
 
-  main.append(
+  append(main, [ // dom.js's append skips the nulls of absent parts
     h("div", { class: "toolbar" }, h("h1", { class: "grow", id: "task-name" }, spec.shortName || task), launchButton),
     h("p", { class: "muted mono" }, task, " · version ", h("span", { id: "task-version" }, version)),
     doc.shortDescription ? h("p", { id: "task-description" }, doc.shortDescription) : null,
@@ -56,7 +56,7 @@ export default async function render(main, params, ctx) {
     h("h2", null, "Recent runs"),
     await recentRuns(taskId, base, ctx),
     h("h2", null, "Versions"),
-    versionList(versions, version, taskBase));
+    versionList(versions, version, taskBase)]);
 }
 
 /** A literal type as a reader would write it in Python-ish notation. */
