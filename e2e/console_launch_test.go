@@ -36,12 +36,15 @@ func TestConsoleLaunch(t *testing.T) {
 	// watch brings the phase change.
 	b.open(m.URL + consoleProject + "/runs")
 	b.run("the launched run succeeds", chromedp.WaitVisible(css(phaseSel(run, "SUCCEEDED"))))
+	// It ran add with the x typed in: its output is 6 + 1.
 	out := eval[string](b, fmt.Sprintf(`(async () => {
 		const {call} = await import("/v2/assets/lib/api.js");
-		const d = await call("workflow.RunService", "GetRunDetails", {runId: {org: "", project: "flytesnacks", domain: "development", name: %q}});
-		return JSON.stringify(d.details?.action?.metadata?.task?.id || d.details?.runSpec || {});
+		const d = await call("workflow.RunService", "GetActionData", {actionId: {run: {org: "", project: "flytesnacks", domain: "development", name: %q}, name: "a0"}});
+		return JSON.stringify(d.outputs?.literals || []);
 	})()`, run))
-	t.Logf("launched run %s: %s", run, out)
+	if !strings.Contains(out, `"integer":"7"`) {
+		t.Errorf("the launched run's outputs are %s, want o0 = 7", out)
+	}
 	assertSameOrigin(t, b)
 
 	narrow := newPhone(t)
