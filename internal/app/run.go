@@ -74,13 +74,32 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err := srv.Listen(); err != nil {
 		return closeAfter(srv, err)
 	}
+	consoleAddr := listenConsole(logger, cfg, srv)
 	// Workers start once the server listens: the executor tells task
 	// processes the address it got.
 	srv.StartWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", o.Version)
 	WarnIfExposed(logger, cfg.Server.Host)
-	printBanner(o.Stdout, o.Version, cfg, srv.Addr())
+	printBanner(o.Stdout, o.Version, cfg, srv.Addr(), consoleAddr)
 	return srv.Serve(ctx)
+}
+
+// listenConsole opens the console's second address when the configuration
+// asks for one (config.ConsoleLocalListen); a busy port only costs the
+// SDK's console links, so it is logged and the manager carries on.
+func listenConsole(logger *slog.Logger, cfg *config.Config, srv *server.Server) net.Addr {
+	addr := cfg.ConsoleLocalListen()
+	if addr == "" {
+		return nil
+	}
+	bound, err := srv.ListenAlso(addr)
+	if err != nil {
+		logger.Warn("not serving the console on its local address: the SDK's console links will not open; the console is still on the API's port under /v2/",
+			"addr", addr, "error", err)
+		return nil
+	}
+	logger.Info("serving the console", "addr", bound.String())
+	return bound
 }
 
 // closeAfter runs the registered closers after a failed start.
@@ -134,7 +153,7 @@ func WarnIfExposed(logger *slog.Logger, host string) {
 
 // printBanner tells the user where the manager listens, where its data
 // lives, and how to point the SDK at it.
-func printBanner(w io.Writer, version string, cfg *config.Config, addr net.Addr) {
+func printBanner(w io.Writer, version string, cfg *config.Config, addr, consoleAddr net.Addr) {
 	port := cfg.Server.Port
 	if tcp, ok := addr.(*net.TCPAddr); ok {
 		port = tcp.Port
@@ -158,6 +177,17 @@ func printBanner(w io.Writer, version string, cfg *config.Config, addr net.Addr)
 Point the Flyte SDK at it:
   flyte create config --endpoint %s%s --project %s --domain development
 `, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
+	if cfg.Console.Enabled {
+		scheme := "https"
+		if insecure {
+			scheme = "http"
+		}
+		console := scheme + "://" + endpoint + "/v2/"
+		if tcp, ok := consoleAddr.(*net.TCPAddr); ok {
+			console = fmt.Sprintf("http://localhost:%d/v2/", tcp.Port)
+		}
+		fmt.Fprintf(w, "\nWeb console:\n  %s\n", console)
+	}
 }
 
 // sdkEndpoint is the endpoint to give the SDK: the external URL's host when

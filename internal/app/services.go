@@ -81,7 +81,12 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return appsvc.Setup(srv) },
-		func() error { return console.Setup(srv) },
+		func() error {
+			if !cfg.Console.Enabled {
+				return nil
+			}
+			return console.Setup(srv)
+		},
 		func() error { return setupUnimplemented(srv) },
 	} {
 		if err := step(); err != nil {

@@ -37,10 +37,37 @@ type Config struct {
 	Cache    Cache    `mapstructure:"cache" yaml:"cache"`
 	Log      Log      `mapstructure:"log" yaml:"log"`
 	Secrets  Secrets  `mapstructure:"secrets" yaml:"secrets"`
+	Console  Console  `mapstructure:"console" yaml:"console"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
 }
+
+// Console configures the web console (served at /v2/ on the API's port).
+type Console struct {
+	// Enabled serves the console; false leaves only the APIs.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// LocalListen is a second address serving the same handler (the
+	// console and the APIs it calls), opened only in embedded mode
+	// (executor.type local) on server.port 8090: the SDK turns an endpoint
+	// of localhost:8090 into console links at http://localhost:8080, and
+	// this is what answers them. A busy address is logged and skipped; ""
+	// turns it off.
+	LocalListen string `mapstructure:"localListen" yaml:"localListen"`
+}
+
+// ConsoleLocalListen is the console's second address to open, "" for none
+// (see Console.LocalListen for when there is one).
+func (c *Config) ConsoleLocalListen() string {
+	if !c.Console.Enabled || c.Executor.Type != ExecutorLocal || c.Server.Port != SDKLocalPort {
+		return ""
+	}
+	return c.Console.LocalListen
+}
+
+// SDKLocalPort is the one endpoint port whose console links the SDK sends
+// to DefaultConsoleLocalListen's port instead.
+const SDKLocalPort = 8090
 
 // Secrets configures the key that encrypts the Secret service's values at
 // rest (AES-256-GCM). Set at most one of Key and KeyFile; with neither, the

@@ -21,6 +21,11 @@ const (
 	MinMaxLogBytes     = 1 << 20
 )
 
+// DefaultConsoleLocalListen is where the SDK's console links for a
+// localhost:8090 endpoint point (its Console class rewrites that endpoint
+// to localhost:8080).
+const DefaultConsoleLocalListen = "127.0.0.1:8080"
+
 // DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
 // manager's own image (any image with this binary on PATH as
 // flyte-manager), which raw container Pods run `flyte-manager copilot` in.
@@ -119,6 +124,10 @@ func Default() Config {
 		},
 		// No queues: queue= must name one the operator declared.
 		Queues: []Queue{},
+		Console: Console{
+			Enabled:     true,
+			LocalListen: DefaultConsoleLocalListen,
+		},
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -154,6 +155,11 @@ func (c *Config) Validate() error {
 
 	c.validateCache(bad)
 	c.validateQueues(bad)
+	if a := c.Console.LocalListen; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("console.localListen", "must be host:port (or \"\" for none), got %q", a)
+		}
+	}
 
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.Log.Level)) {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)

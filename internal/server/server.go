@@ -83,6 +83,7 @@ type Server struct {
 	workers    []namedWorker
 	mounted    map[string]bool
 	ln         net.Listener
+	extra      []net.Listener // ListenAlso's, served by the same http.Server
 	httpServer *http.Server
 	draining   atomic.Bool
 
@@ -231,6 +232,22 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// ListenAlso binds one more address that Serve serves the same handler on
+// (the console's 127.0.0.1:8080 for the SDK's links). The host guard
+// accepts loopback names on whichever port a connection arrived at, so
+// pages served there may call the APIs on their own origin. Call it
+// before Serve; a bind error is returned for the caller to judge.
+func (s *Server) ListenAlso(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extra = append(s.extra, ln)
+	return ln.Addr(), nil
+}
+
 // Addr is the bound address, nil before Listen.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
@@ -264,11 +281,21 @@ func (s *Server) Serve(ctx context.Context) error {
 		HTTP2:       &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	hs, ln := s.httpServer, s.ln
+	hs, ln, extra := s.httpServer, s.ln, s.extra
 	s.mu.Unlock()
 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	// Shutdown closes these listeners too; their Serve then returns
+	// ErrServerClosed, and an earlier failure is only logged: the main
+	// listener is what the manager lives by.
+	for _, l := range extra {
+		go func() {
+			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Warn("serving the extra listener failed", "addr", l.Addr().String(), "error", err)
+			}
+		}()
+	}
 
 	select {
 	case err := <-served:
@@ -302,6 +329,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		closers := append([]namedCloser(nil), s.closers...)
+		for _, l := range s.extra {
+			_ = l.Close() // already closed after Serve; not yet if it never ran
+		}
 		s.mu.Unlock()
 		var all []error
 		for i := len(closers) - 1; i >= 0; i-- {

@@ -67,3 +67,15 @@ export function durationMs(d) {
   if (!d) return 0;
   return parseFloat(String(d).replace(/s$/, "")) * 1000;
 }
+
+/** Who an EnrichedIdentity is, as a person would name them ("" if nobody). */
+export function ownerName(identity) {
+  const u = identity?.user;
+  if (u) {
+    const s = u.spec || {};
+    const full = [s.firstName, s.lastName].filter(Boolean).join(" ");
+    return s.email || full || s.userHandle || u.id?.subject || "";
+  }
+  const app = identity?.application;
+  return app ? app.spec?.name || app.id?.subject || "" : "";
+}
