@@ -125,6 +125,10 @@ func (b *browser) failed(what string, err error) {
 	b.t.Fatalf("%s (page %s): %v", what, loc, err)
 }
 
+// pollEvery is how Poll waits here: checking every 100 ms, bounded by the
+// step's browserWait context, not by chromedp's own 30 s default.
+var pollEvery = []chromedp.PollOption{chromedp.WithPollingInterval(100 * time.Millisecond), chromedp.WithPollingTimeout(0)}
+
 // discard runs a, dropping its value, so it can be a step of run.
 func discard[T any](a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
@@ -146,13 +150,13 @@ func (b *browser) open(url string) {
 func (b *browser) waitText(sel, want string) {
 	b.t.Helper()
 	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want)
-	b.run(fmt.Sprintf("wait for %q in %s", want, sel), discard(chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond))))
+	b.run(fmt.Sprintf("wait for %q in %s", want, sel), discard(chromedp.Poll[bool](js, pollEvery...)))
 }
 
 // waitJS waits until the JavaScript expression js is truthy.
 func (b *browser) waitJS(what, js string) {
 	b.t.Helper()
-	b.run(what, discard(chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond))))
+	b.run(what, discard(chromedp.Poll[bool](js, pollEvery...)))
 }
 
 // eval evaluates a JavaScript expression on the page (awaiting a promise).
