@@ -111,21 +111,10 @@ func runSDKCases(t *testing.T, h *sdkHarness) {
 		check func(t *testing.T, r sdkResult)
 	}{
 		{"add", "add", false, nil, func(t *testing.T, r sdkResult) {
-			r.exitedZero(t)
-			if r.res.Outcome != contract.Succeeded {
-				t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
-			}
-			b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var outs task.Outputs
-			if err := proto.Unmarshal(b, &outs); err != nil {
-				t.Fatal(err)
-			}
+			outs := r.succeeded(t)
 			if len(outs.GetLiterals()) != 1 || outs.GetLiterals()[0].GetName() != "o0" ||
 				outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetInteger() != 7 {
-				t.Errorf("outputs %v, want o0 = 7", &outs)
+				t.Errorf("outputs %v, want o0 = 7", outs)
 			}
 		}},
 		{"recoverable user error", "boom", true, nil, func(t *testing.T, r sdkResult) {
@@ -158,20 +147,9 @@ func runSDKCases(t *testing.T, h *sdkHarness) {
 		// The SDK's background loop (which a warm server imports but does
 		// not start) is the attempt's own and runs.
 		{"background loop", "loopcheck", false, nil, func(t *testing.T, r sdkResult) {
-			r.exitedZero(t)
-			if r.res.Outcome != contract.Succeeded {
-				t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
-			}
-			b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var outs task.Outputs
-			if err := proto.Unmarshal(b, &outs); err != nil {
-				t.Fatal(err)
-			}
+			outs := r.succeeded(t)
 			if len(outs.GetLiterals()) != 1 {
-				t.Fatalf("outputs %v, want one", &outs)
+				t.Fatalf("outputs %v, want one", outs)
 			}
 			if got := outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetStringValue(); got != "ok" {
 				t.Errorf("the task's check of its background loop: %q", got)
@@ -229,6 +207,24 @@ type sdkResult struct {
 	res    contract.Result
 	outDir string
 	warm   bool
+}
+
+// succeeded checks the attempt succeeded and returns the outputs it wrote.
+func (r sdkResult) succeeded(t *testing.T) *task.Outputs {
+	t.Helper()
+	r.exitedZero(t)
+	if r.res.Outcome != contract.Succeeded {
+		t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
+	}
+	b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := &task.Outputs{}
+	if err := proto.Unmarshal(b, outs); err != nil {
+		t.Fatal(err)
+	}
+	return outs
 }
 
 func (r sdkResult) exitedZero(t *testing.T) {

@@ -35,12 +35,19 @@ function codeForStatus(status) {
  * their names) or rejects with a ConnectError.
  */
 export async function call(service, method, request = {}, { signal } = {}) {
+  const resp = await post(service, method, "application/json", JSON.stringify(request), signal);
+  return resp.json();
+}
+
+// post sends one Connect request to this origin (so never with credentials
+// for another) and answers the response, or throws the error it carries.
+async function post(service, method, contentType, body, signal) {
   let resp;
   try {
     resp = await fetch(url(service, method), {
       method: "POST",
-      headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
-      body: JSON.stringify(request),
+      headers: { "Content-Type": contentType, "Connect-Protocol-Version": "1" },
+      body,
       credentials: "same-origin",
       signal,
     });
@@ -49,7 +56,7 @@ export async function call(service, method, request = {}, { signal } = {}) {
     throw new ConnectError("unavailable", "the manager cannot be reached");
   }
   if (!resp.ok) throw await errorFrom(resp);
-  return resp.json();
+  return resp;
 }
 
 function envelope(message) {
@@ -66,20 +73,7 @@ function envelope(message) {
  * throws a ConnectError when the stream ends with one (or on abort).
  */
 export async function* stream(service, method, request = {}, { signal } = {}) {
-  let resp;
-  try {
-    resp = await fetch(url(service, method), {
-      method: "POST",
-      headers: { "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1" },
-      body: envelope(request),
-      credentials: "same-origin",
-      signal,
-    });
-  } catch (e) {
-    if (e.name === "AbortError") throw e;
-    throw new ConnectError("unavailable", "the manager cannot be reached");
-  }
-  if (!resp.ok) throw await errorFrom(resp);
+  const resp = await post(service, method, "application/connect+json", envelope(request), signal);
   const reader = resp.body.getReader();
   let buf = new Uint8Array(0);
   for (;;) {
