@@ -97,7 +97,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 	key := a.ActionKey
 	if a.Phase.Terminal() {
 		d.slots.Forget(key)
-		d.clearNotBefore(key)
+		d.clearTimes(key)
 		return nil
 	}
 	if a.AbortRequestedAt != nil {
@@ -310,8 +310,10 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 	}
 }
 
-func (d *Driver) clearNotBefore(key store.ActionKey) {
+// clearTimes forgets key's retry backoff and the start of its wait.
+func (d *Driver) clearTimes(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.notBefore, key)
+	delete(d.waitingSince, key)
 	d.mu.Unlock()
 }
