@@ -168,17 +168,20 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 			out = existing
 			return onExisting(&n, existing)
 		}
-		attempt := Attempt{ActionID: a.ID, Attempt: 1, Phase: a.Phase, StartedAt: a.CreatedAt, EndedAt: a.EndedAt}
-		if err := tx.Create(&attempt).Error; err != nil {
-			return fmt.Errorf("create action %s: attempt: %w", n.Key, db.Translate(err))
-		}
+		// The attempt, the first event and the change go as one statement
+		// on PostgreSQL (see chain).
+		ch := newChain(tx)
 		// A new action has no events yet: its first is version 0.
 		first := Event{Attempt: 1, Phase: a.Phase, Version: 0, OccurredAt: a.CreatedAt}
-		if _, err := recordEvents(tx, a, []Event{first}); err != nil {
+		if err := chainEvents(ch, a, []Event{first}); err != nil {
 			return err
 		}
-		if err := appendChange(tx, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
+		if err := appendChange(ch, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
 			return err
+		}
+		if _, err := ch.exec("INSERT INTO action_attempts (action_id, attempt, phase, started_at, ended_at) VALUES (?, ?, ?, ?, ?)",
+			a.ID, 1, a.Phase, a.CreatedAt, a.EndedAt); err != nil {
+			return fmt.Errorf("create action %s: attempt: %w", n.Key, err)
 		}
 		out, created = a, true
 		return nil
