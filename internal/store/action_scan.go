@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
 )
 
@@ -180,4 +182,39 @@ func (c optTimeCol) Scan(v any) error {
 		return fmt.Errorf("store: time column holds %T", v)
 	}
 	return nil
+}
+
+// ParentState is what an executor needs of an action's parent: whether it
+// ended or is being aborted.
+type ParentState struct {
+	Name             string
+	Phase            phase.Phase
+	AbortRequestedAt *time.Time
+}
+
+var getWithParentQuery = "SELECT " + actionColumns("a") + `, p.name, p.phase, p.abort_requested_at
+FROM actions a LEFT JOIN actions p
+ ON p.org = a.org AND p.project = a.project AND p.domain = a.domain AND p.run_name = a.run_name AND p.name = a.parent_name
+WHERE a.org = ? AND a.project = ? AND a.domain = ? AND a.run_name = ? AND a.name = ?`
+
+// GetWithParent is Get with the state of the action's parent, in one
+// query: the executor looks at both whenever it considers starting a
+// child. The parent is nil for a root (or a parent that is gone).
+func (r *Actions) GetWithParent(ctx context.Context, key ActionKey) (*Action, *ParentState, error) {
+	var a *Action
+	var p ParentState
+	err := queryRows(r.q(ctx), func(rows *sql.Rows) error {
+		a = &Action{}
+		return rows.Scan(append(actionDest(a), textCol{&p.Name}, intCol[phase.Phase]{&p.Phase}, optTimeCol{&p.AbortRequestedAt})...)
+	}, getWithParentQuery, key.Org, key.Project, key.Domain, key.RunName, key.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("action %s: %w", key, err)
+	}
+	if a == nil {
+		return nil, nil, fmt.Errorf("action %s: %w", key, errs.ErrNotFound)
+	}
+	if p.Name == "" {
+		return a, nil, nil
+	}
+	return a, &p, nil
 }

@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
@@ -80,5 +81,34 @@ func TestActionScanMatchesTheModel(t *testing.T) {
 				t.Errorf("change %d of a deleted action carries a row: %+v", c.ResourceVersion, c.Action)
 			}
 		}
+	})
+}
+
+// GetWithParent reads an action as Get does, with its parent's phase and
+// abort mark; a root has no parent.
+func TestGetWithParent(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		run := must[*store.Action](t)(s.Actions.CreateRun(ctx, newRun(runKey("gwp"))))
+		kid, _, err := s.Actions.CreateChild(ctx, child(run.RunKey, "c1", store.RootName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, p, err := s.Actions.GetWithParent(ctx, run.ActionKey)
+		if err != nil || p != nil || !reflect.DeepEqual(a, must[*store.Action](t)(s.Actions.Get(ctx, run.ActionKey))) {
+			t.Fatalf("root: %+v, parent %+v, %v; want Get's row and no parent", a, p, err)
+		}
+		if _, err := s.Actions.RequestAbort(ctx, run.ActionKey, []byte("why")); err != nil {
+			t.Fatal(err)
+		}
+		a, p, err = s.Actions.GetWithParent(ctx, kid.ActionKey)
+		if err != nil || !reflect.DeepEqual(a, must[*store.Action](t)(s.Actions.Get(ctx, kid.ActionKey))) {
+			t.Fatalf("child: %+v, %v; want Get's row", a, err)
+		}
+		if p == nil || p.Name != store.RootName || p.Phase != phase.Queued || p.AbortRequestedAt == nil {
+			t.Errorf("parent %+v: want a0, QUEUED, marked for abort", p)
+		}
+		_, _, err = s.Actions.GetWithParent(ctx, run.RunKey.Action("nope"))
+		wantErr(t, err, errs.ErrNotFound)
 	})
 }
