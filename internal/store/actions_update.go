@@ -82,8 +82,8 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 
 // update is one action write: one read (the action with its current
 // attempt), the attempt's row if it changes, the action's row, the change
-// log and one statement per event; the version and the fence are the
-// batch's.
+// log and one statement per event, all but the read sent as one on
+// PostgreSQL (chain.go); the version and the fence are the batch's.
 func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error) {
 	if u.Fence != 0 {
 		if err := w.checkFence(u.Fence); err != nil {
@@ -164,13 +164,13 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 	if err := appendChange(ch, rv, ChangeModified, key, db.Now()); err != nil {
 		return nil, err
 	}
-	prev := *a
-	prev.Attempts = attempts     // events name the attempt this write opens
 	for _, e := range u.Events { // reports within a phase
 		e.Version = NextVersion
 		history = append(history, e)
 	}
-	if err := chainEvents(ch, &prev, history); err != nil {
+	opened := *a
+	opened.Attempts = attempts // the events may name the attempt this write opens
+	if err := chainEvents(ch, &opened, history); err != nil {
 		return nil, err
 	}
 	// The action's row goes last, with everything chained before it. The
