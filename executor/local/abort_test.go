@@ -128,6 +128,31 @@ rmdir "$SHARED/lock"; ` + succeed
 	})
 }
 
+// A wait for a slot shorter than the driver's grace is not recorded: the
+// second child, which waits while the first runs, goes from QUEUED to
+// INITIALIZING; the recorded wait (TestAbort, TestMaxActionConcurrency)
+// is one that outlasts the grace.
+func TestShortWaitIsNotRecorded(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		d := h.driverWith(func(d *Driver) { d.waitGrace = time.Hour }, func(c *config.LocalExecutor) { c.MaxParallelism = 1 })
+		root := h.run("rshort", `while [ ! -e "$SHARED/go" ]; do sleep 0.05; done; `+succeed, taskOpts{})
+		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
+		c1 := h.child(root, "c1", `while [ ! -e "$SHARED/c1-go" ]; do sleep 0.05; done; `+succeed, taskOpts{})
+		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
+		c2 := h.child(root, "c2", succeed, taskOpts{})
+		eventually(t, "c2 to find no slot", 20*time.Second, func() bool { return d.slots.Waits(c2) })
+		writeFile(t, h.sharedFile("c1-go"), "", 0o644)
+		for _, k := range []store.ActionKey{c1, c2} {
+			h.terminal(k, phase.Succeeded, 30*time.Second)
+		}
+		writeFile(t, h.sharedFile("go"), "", 0o644)
+		h.terminal(root, phase.Succeeded, 30*time.Second)
+		if got := h.phases(c2, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {
+			t.Errorf("c2 phases %v, want no WAITING_FOR_RESOURCES", got)
+		}
+	})
+}
+
 func dirExists(dir string) bool {
 	_, err := os.Stat(dir)
 	return !errors.Is(err, os.ErrNotExist)

@@ -63,6 +63,13 @@ const (
 	// 5, at two to three times the actions/s. Workers wait on the database
 	// almost all the time; slots, not workers, bound the task processes.
 	defaultWorkers = 16
+	// defaultWaitGrace is how long an action may wait for capacity before
+	// WAITING_FOR_RESOURCES is recorded. Most waits in a busy manager end
+	// within milliseconds (a slot frees as another attempt ends): writing
+	// the phase for them cost a store write each and showed nothing a
+	// user could see. A wait that lasts is still recorded, shortly after
+	// it began.
+	defaultWaitGrace = 150 * time.Millisecond
 	// The work queue's rate limit, in reconciles per second. An action
 	// takes about 3.4 reconciles (QUEUED, waiting for a slot, started,
 	// ended), so this caps the whole executor near defaultQPS/3.4 actions
@@ -108,6 +115,10 @@ type Driver struct {
 	mu        sync.Mutex
 	running   map[store.ActionKey]*ownAttempt
 	notBefore map[store.ActionKey]time.Time
+	// waitingSince is when a QUEUED action first found no free capacity,
+	// until its wait is recorded (see waitGrace) or it starts.
+	waitingSince map[store.ActionKey]time.Time
+	waitGrace    time.Duration
 
 	life   sync.Mutex
 	status lifeStatus
@@ -177,6 +188,8 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		slots:          attempt.NewSlots(local.MaxParallelism),
 		running:        map[store.ActionKey]*ownAttempt{},
 		notBefore:      map[store.ActionKey]time.Time{},
+		waitingSince:   map[store.ActionKey]time.Time{},
+		waitGrace:      defaultWaitGrace,
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
 		rescan:         make(chan struct{}, 1),

@@ -85,10 +85,19 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		if l.QueuedLeft > 0 {
 			d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
 		}
-		if a.Phase == phase.Queued {
-			_, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: busy}, attempt.Record{})
+		if a.Phase != phase.Queued {
+			return nil
+		}
+		if left := d.waitUnrecorded(key); left > 0 {
+			d.q.addAfter(key, left) // to record the wait then if it still lasts
+			return nil
+		}
+		if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: busy}, attempt.Record{}); err != nil {
 			return err
 		}
+		d.mu.Lock()
+		delete(d.waitingSince, key) // recorded: the phase says it waits now
+		d.mu.Unlock()
 		return nil
 	}
 
@@ -96,6 +105,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.notBefore, key)
+	delete(d.waitingSince, key)
 	d.mu.Unlock()
 	handedOff := false
 	defer func() {
@@ -199,6 +209,20 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	}
 	d.markRunning(ctx, a, e)
 	return nil
+}
+
+// waitUnrecorded returns how much longer key's wait for capacity stays
+// unrecorded: the wait began at its first call (see defaultWaitGrace); 0
+// once it has lasted the grace.
+func (d *Driver) waitUnrecorded(key store.ActionKey) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	since, ok := d.waitingSince[key]
+	if !ok {
+		since = time.Now()
+		d.waitingSince[key] = since
+	}
+	return d.waitGrace - time.Since(since)
 }
 
 // recordPlanned records the event planning returned instead of a launch

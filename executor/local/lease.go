@@ -60,6 +60,9 @@ func (ev leaseEvents) Lost(tok int64, why string) {
 	d.log.Error("lost the executor lease: the executor is on standby and stops its attempts", "why", why,
 		"token", tok, "attempts", len(procs))
 	d.slots.DropAllWaiting()
+	d.mu.Lock()
+	clear(d.waitingSince)
+	d.mu.Unlock()
 	d.resources.dropAllWaiting()
 	for _, e := range procs {
 		e.proc.Abort("this manager lost the executor lease")

@@ -60,7 +60,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
-	a, err := d.state.Store().Actions.Get(ctx, key)
+	a, parent, err := d.state.Store().Actions.GetWithParent(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.slots.Forget(key)
 		return nil
@@ -68,7 +68,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	if err != nil {
 		return err
 	}
-	return d.reconcileAction(ctx, a)
+	return d.reconcileAction(ctx, a, parent)
 }
 
 // reconcileRunning handles an attempt of ours: record its end, or pass on
@@ -93,11 +93,13 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 	return nil
 }
 
-func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
+// reconcileAction acts on a as read, with its parent's state (nil for a
+// root), read in the same query.
+func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *store.ParentState) error {
 	key := a.ActionKey
 	if a.Phase.Terminal() {
 		d.slots.Forget(key)
-		d.clearNotBefore(key)
+		d.clearTimes(key)
 		return nil
 	}
 	if a.AbortRequestedAt != nil {
@@ -135,12 +137,8 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action) error {
 			return nil
 		}
 	}
-	if a.ParentName != nil {
-		parent, err := d.state.Store().Actions.Get(ctx, key.RunKey.Action(*a.ParentName))
-		if err != nil && !errors.Is(err, errs.ErrNotFound) {
-			return err
-		}
-		if err == nil && (parent.Phase.Terminal() || parent.AbortRequestedAt != nil) {
+	if parent != nil {
+		if parent.Phase.Terminal() || parent.AbortRequestedAt != nil {
 			// Closes the race of a child enqueued while its run was being
 			// aborted: marking it (and anything under it) queues it again,
 			// and the abort branch above records ABORTED.
@@ -310,8 +308,10 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 	}
 }
 
-func (d *Driver) clearNotBefore(key store.ActionKey) {
+// clearTimes forgets key's retry backoff and the start of its wait.
+func (d *Driver) clearTimes(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.notBefore, key)
+	delete(d.waitingSince, key)
 	d.mu.Unlock()
 }

@@ -38,7 +38,7 @@ func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.D
 		d.q.addAfter(a.ActionKey, dec.Delay)
 	case *machine.Terminal:
 		d.slots.Forget(a.ActionKey)
-		d.clearNotBefore(a.ActionKey)
+		d.clearTimes(a.ActionKey)
 		if err := d.core.AbortDescendants(ctx, a); err != nil {
 			d.log.Warn("aborting the children of an ended action", "action", a.ActionKey.String(), "err", err)
 		}

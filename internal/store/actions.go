@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -167,17 +168,20 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 			out = existing
 			return onExisting(&n, existing)
 		}
-		attempt := Attempt{ActionID: a.ID, Attempt: 1, Phase: a.Phase, StartedAt: a.CreatedAt, EndedAt: a.EndedAt}
-		if err := tx.Create(&attempt).Error; err != nil {
-			return fmt.Errorf("create action %s: attempt: %w", n.Key, db.Translate(err))
-		}
+		// The attempt, the first event and the change go as one statement
+		// on PostgreSQL (see chain).
+		ch := newChain(tx)
 		// A new action has no events yet: its first is version 0.
 		first := Event{Attempt: 1, Phase: a.Phase, Version: 0, OccurredAt: a.CreatedAt}
-		if _, err := recordEvents(tx, a, []Event{first}); err != nil {
+		if err := chainEvents(ch, a, []Event{first}); err != nil {
 			return err
 		}
-		if err := appendChange(tx, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
+		if err := appendChange(ch, rv, ChangeAdded, a.ActionKey, a.UpdatedAt); err != nil {
 			return err
+		}
+		if _, err := ch.exec("INSERT INTO action_attempts (action_id, attempt, phase, started_at, ended_at) VALUES (?, ?, ?, ?, ?)",
+			a.ID, 1, a.Phase, a.CreatedAt, a.EndedAt); err != nil {
+			return fmt.Errorf("create action %s: attempt: %w", n.Key, err)
 		}
 		out, created = a, true
 		return nil
@@ -259,14 +263,18 @@ func (r *Actions) Get(ctx context.Context, key ActionKey) (*Action, error) {
 	return getAction(r.q(ctx), key)
 }
 
+var getActionQuery = "SELECT " + actionColumns("") +
+	" FROM actions WHERE org = ? AND project = ? AND domain = ? AND run_name = ? AND name = ?"
+
 func getAction(tx *gorm.DB, key ActionKey) (*Action, error) {
-	var a Action
-	err := tx.Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND name = ?",
-		key.Org, key.Project, key.Domain, key.RunName, key.Name).Take(&a).Error
+	rows, err := scanActions(tx, getActionQuery, key.Org, key.Project, key.Domain, key.RunName, key.Name)
 	if err != nil {
-		return nil, fmt.Errorf("action %s: %w", key, db.Translate(err))
+		return nil, fmt.Errorf("action %s: %w", key, err)
 	}
-	return &a, nil
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("action %s: %w", key, errs.ErrNotFound)
+	}
+	return &rows[0], nil
 }
 
 // currentAttempt is what a write needs of an action's current attempt.
@@ -275,33 +283,29 @@ type currentAttempt struct {
 	EndedAt *time.Time
 }
 
-// actionWithAttempt is an action row and its current attempt's, as one
-// query reads them.
-type actionWithAttempt struct {
-	Action
-	AttemptPhase   phase.Phase
-	AttemptEndedAt *time.Time
-}
+var getWithAttemptQuery = "SELECT " + actionColumns("actions") + `, action_attempts.phase, action_attempts.ended_at
+FROM actions JOIN action_attempts ON action_attempts.action_id = actions.id AND action_attempts.attempt = actions.attempts
+WHERE actions.org = ? AND actions.project = ? AND actions.domain = ? AND actions.run_name = ? AND actions.name = ?`
 
 // getWithAttempt reads the action key and its current attempt in one query.
 func getWithAttempt(tx *gorm.DB, key ActionKey) (*Action, currentAttempt, error) {
-	var rows []actionWithAttempt
-	err := tx.Raw(`SELECT actions.*, action_attempts.phase AS attempt_phase, action_attempts.ended_at AS attempt_ended_at
-FROM actions JOIN action_attempts ON action_attempts.action_id = actions.id AND action_attempts.attempt = actions.attempts
-WHERE actions.org = ? AND actions.project = ? AND actions.domain = ? AND actions.run_name = ? AND actions.name = ?`,
-		key.Org, key.Project, key.Domain, key.RunName, key.Name).Scan(&rows).Error
+	var a *Action
+	var cur currentAttempt
+	err := queryRows(tx, func(rows *sql.Rows) error {
+		a = &Action{}
+		return rows.Scan(append(actionDest(a), intCol[phase.Phase]{&cur.Phase}, optTimeCol{&cur.EndedAt})...)
+	}, getWithAttemptQuery, key.Org, key.Project, key.Domain, key.RunName, key.Name)
 	if err != nil {
-		return nil, currentAttempt{}, fmt.Errorf("action %s: %w", key, db.Translate(err))
+		return nil, currentAttempt{}, fmt.Errorf("action %s: %w", key, err)
 	}
-	if len(rows) == 0 {
+	if a == nil {
 		a, err := getAction(tx, key) // missing, or (never seen) without its current attempt
 		if err != nil {
 			return nil, currentAttempt{}, err
 		}
 		return nil, currentAttempt{}, fmt.Errorf("action %s: attempt %d: %w", key, a.Attempts, errs.ErrNotFound)
 	}
-	r := rows[0]
-	return &r.Action, currentAttempt{Phase: r.AttemptPhase, EndedAt: r.AttemptEndedAt}, nil
+	return a, cur, nil
 }
 
 // Attempts returns the action's attempts, first to last.

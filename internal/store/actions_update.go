@@ -3,9 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
-
-	"gorm.io/gorm"
 
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/errs"
@@ -81,8 +82,8 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 
 // update is one action write: one read (the action with its current
 // attempt), the attempt's row if it changes, the action's row, the change
-// log and one statement per event; the version and the fence are the
-// batch's.
+// log and one statement per event, all but the read sent as one on
+// PostgreSQL (chain.go); the version and the fence are the batch's.
 func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error) {
 	if u.Fence != 0 {
 		if err := w.checkFence(u.Fence); err != nil {
@@ -118,8 +119,9 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 			return nil, err
 		}
 	}
+	ch := newChain(w.tx)
 	var history []Event
-	if ev, err := updateAttempt(w.tx, a, cur, &u, at); err != nil {
+	if ev, err := updateAttempt(ch, a, cur, &u, at); err != nil {
 		return nil, err
 	} else if ev != nil {
 		history = append(history, *ev)
@@ -138,8 +140,9 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 	}
 	if u.Retry {
 		f["attempts"] = attempts
-		if err := w.tx.Create(&Attempt{ActionID: a.ID, Attempt: attempts, Phase: to, StartedAt: at}).Error; err != nil {
-			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, attempts, db.Translate(err))
+		err := ch.add("", "INSERT INTO action_attempts (action_id, attempt, phase, started_at) VALUES (?, ?, ?, ?)", a.ID, attempts, to, at)
+		if err != nil {
+			return nil, fmt.Errorf("action %s: open attempt %d: %w", key, attempts, err)
 		}
 		history = append(history, u.takeEvent(attempts, to, at))
 	}
@@ -158,27 +161,43 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 	if u.AbortRequested && a.AbortRequestedAt == nil {
 		f["abort_requested_at"] = at
 	}
-	// The version condition is belt and braces: the batch's hold on the
-	// resource version row already serializes action writers.
-	res := w.tx.Model(&Action{}).Where("id = ? AND resource_version = ?", a.ID, a.ResourceVersion).Updates(f)
-	if res.Error != nil {
-		return nil, fmt.Errorf("update action %s: %w", key, db.Translate(res.Error))
-	}
-	if res.RowsAffected != 1 {
-		return nil, fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
-	}
-	if err := appendChange(w.tx, rv, ChangeModified, key, db.Now()); err != nil {
+	if err := appendChange(ch, rv, ChangeModified, key, db.Now()); err != nil {
 		return nil, err
 	}
-	applyFields(a, f)
 	for _, e := range u.Events { // reports within a phase
 		e.Version = NextVersion
 		history = append(history, e)
 	}
-	if _, err := recordEvents(w.tx, a, history); err != nil {
+	opened := *a
+	opened.Attempts = attempts // the events may name the attempt this write opens
+	if err := chainEvents(ch, &opened, history); err != nil {
 		return nil, err
 	}
+	// The action's row goes last, with everything chained before it. The
+	// version condition is belt and braces: the batch's hold on the
+	// resource version row already serializes action writers.
+	set, args := setClause(f)
+	n, err := ch.exec("UPDATE actions SET "+set+" WHERE id = ? AND resource_version = ?", append(args, a.ID, a.ResourceVersion)...)
+	if err != nil {
+		return nil, fmt.Errorf("update action %s: %w", key, err)
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
+	}
+	applyFields(a, f)
 	return a, nil
+}
+
+// setClause is the SET list of an UPDATE of the columns in f, in a fixed
+// order, and its values.
+func setClause(f map[string]any) (string, []any) {
+	cols := slices.Sorted(maps.Keys(f))
+	args := make([]any, len(cols))
+	for i, c := range cols {
+		args[i] = f[c]
+		cols[i] += " = ?"
+	}
+	return strings.Join(cols, ", "), args
 }
 
 // applyFields mirrors the columns just written onto a, sparing every
@@ -220,7 +239,7 @@ func applyFields(a *Action, f map[string]any) {
 
 // updateAttempt applies u to the action's current attempt cur and returns
 // the event of the phase it enters, if it enters one.
-func updateAttempt(tx *gorm.DB, a *Action, cur currentAttempt, u *Update, at time.Time) (*Event, error) {
+func updateAttempt(ch *chain, a *Action, cur currentAttempt, u *Update, at time.Time) (*Event, error) {
 	to := u.AttemptPhase
 	if to == phase.Unspecified && !u.Retry {
 		to = u.Phase
@@ -253,9 +272,9 @@ func updateAttempt(tx *gorm.DB, a *Action, cur currentAttempt, u *Update, at tim
 	if len(f) == 0 {
 		return nil, nil
 	}
-	err := tx.Model(&Attempt{}).Where("action_id = ? AND attempt = ?", a.ID, a.Attempts).Updates(f).Error
-	if err != nil {
-		return nil, fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, a.Attempts, db.Translate(err))
+	set, args := setClause(f)
+	if err := ch.add("", "UPDATE action_attempts SET "+set+" WHERE action_id = ? AND attempt = ?", append(args, a.ID, a.Attempts)...); err != nil {
+		return nil, fmt.Errorf("action %s: update attempt %d: %w", a.ActionKey, a.Attempts, err)
 	}
 	return entered, nil
 }

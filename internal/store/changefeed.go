@@ -2,8 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"time"
 
 	"fmgr.dev/internal/db"
 )
@@ -13,25 +13,8 @@ import (
 // resource version the statement appended.
 const ChangesChannel = "fmgr_changes"
 
-// feedRow is one change_log row joined with its action's row. The change's
-// columns carry a prefix so they do not collide with the action's.
-type feedRow struct {
-	ChangeVersion       int64     `gorm:"column:c_resource_version"`
-	ChangeKind          string    `gorm:"column:c_kind"`
-	ChangeOp            string    `gorm:"column:c_op"`
-	ChangeOrg           string    `gorm:"column:c_org"`
-	ChangeProject       string    `gorm:"column:c_project"`
-	ChangeDomain        string    `gorm:"column:c_domain"`
-	ChangeRunName       string    `gorm:"column:c_run_name"`
-	ChangeName          string    `gorm:"column:c_name"`
-	ChangeObjectVersion int64     `gorm:"column:c_object_resource_version"`
-	ChangeOccurredAt    time.Time `gorm:"column:c_occurred_at"`
-	Action              `gorm:"embedded"`
-}
-
-const feedQuery = `SELECT c.resource_version AS c_resource_version, c.kind AS c_kind, c.op AS c_op,
- c.org AS c_org, c.project AS c_project, c.domain AS c_domain, c.run_name AS c_run_name, c.name AS c_name,
- c.object_resource_version AS c_object_resource_version, c.occurred_at AS c_occurred_at, a.*
+var feedQuery = `SELECT c.resource_version, c.kind, c.op, c.org, c.project, c.domain, c.run_name, c.name,
+ c.object_resource_version, c.occurred_at, ` + actionColumns("a") + `
  FROM change_log c LEFT JOIN actions a
  ON a.org = c.org AND a.project = c.project AND a.domain = c.domain AND a.run_name = c.run_name AND a.name = c.name
  WHERE c.resource_version > ? ORDER BY c.resource_version LIMIT ?`
@@ -44,28 +27,36 @@ const feedQuery = `SELECT c.resource_version AS c_resource_version, c.kind AS c_
 // no longer exists.
 func (r *Actions) ChangeFeed(ctx context.Context, after int64, limit int) ([]Change, error) {
 	limit = Page{Limit: limit}.limit()
-	var rows []feedRow
-	if err := r.db.WithContext(ctx).Raw(feedQuery, after, limit).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("read change log: %w", db.Translate(err))
-	}
-	out := make([]Change, len(rows))
+	var out []Change
 	// Changes of one action in one batch share its row.
 	byID := map[int64]*Action{}
-	for i := range rows {
-		f := &rows[i]
-		c := Change{
-			ResourceVersion: f.ChangeVersion, Kind: f.ChangeKind, Op: f.ChangeOp,
-			Key:                   ActionKey{RunKey: RunKey{Org: f.ChangeOrg, Project: f.ChangeProject, Domain: f.ChangeDomain, RunName: f.ChangeRunName}, Name: f.ChangeName},
-			ObjectResourceVersion: f.ChangeObjectVersion, OccurredAt: f.ChangeOccurredAt,
+	var a Action
+	dest := append([]any{
+		intCol[int64]{nil}, textCol{nil}, textCol{nil}, textCol{nil}, textCol{nil}, textCol{nil},
+		textCol{nil}, textCol{nil}, intCol[int64]{nil}, timeCol{nil},
+	}, actionDest(&a)...)
+	err := queryRows(r.db.WithContext(ctx), func(rows *sql.Rows) error {
+		out = append(out, Change{})
+		c := &out[len(out)-1]
+		dest[0], dest[1], dest[2] = intCol[int64]{&c.ResourceVersion}, textCol{&c.Kind}, textCol{&c.Op}
+		dest[3], dest[4], dest[5] = textCol{&c.Key.Org}, textCol{&c.Key.Project}, textCol{&c.Key.Domain}
+		dest[6], dest[7] = textCol{&c.Key.RunName}, textCol{&c.Key.Name}
+		dest[8], dest[9] = intCol[int64]{&c.ObjectResourceVersion}, timeCol{&c.OccurredAt}
+		a = Action{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
 		}
-		if f.Action.ID != 0 {
-			if byID[f.Action.ID] == nil {
-				a := f.Action
-				byID[a.ID] = &a
+		if a.ID != 0 {
+			if byID[a.ID] == nil {
+				row := a
+				byID[a.ID] = &row
 			}
-			c.Action = byID[f.Action.ID]
+			c.Action = byID[a.ID]
 		}
-		out[i] = c
+		return nil
+	}, feedQuery, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read change log: %w", err)
 	}
 	return out, nil
 }

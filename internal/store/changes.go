@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"fmgr.dev/internal/db"
 )
 
@@ -14,10 +12,11 @@ import (
 // from the batch, see batch.go: versions commit in the order they are
 // handed out, so once a reader sees version N, every version below N is
 // either visible or was rolled back).
-func appendChange(tx *gorm.DB, rv int64, op string, key ActionKey, at time.Time) error {
-	c := Change{ResourceVersion: rv, Kind: KindAction, Op: op, Key: key, ObjectResourceVersion: rv, OccurredAt: at}
-	if err := tx.Create(&c).Error; err != nil {
-		return fmt.Errorf("append change %d: %w", rv, db.Translate(err))
+func appendChange(ch *chain, rv int64, op string, key ActionKey, at time.Time) error {
+	err := ch.add("", `INSERT INTO change_log (resource_version, kind, op, org, project, domain, run_name, name, object_resource_version, occurred_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rv, KindAction, op, key.Org, key.Project, key.Domain, key.RunName, key.Name, rv, at)
+	if err != nil {
+		return fmt.Errorf("append change %d: %w", rv, err)
 	}
 	return nil
 }

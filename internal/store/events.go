@@ -99,34 +99,63 @@ func checkEvent(key ActionKey, attempts int32, e Event) error {
 // numbers (NextVersion) takes the next free version of its attempt and
 // phase in the same statement.
 func recordEvents(tx *gorm.DB, a *Action, evs []Event) (int, error) {
-	for _, e := range evs { // all checked before any is written
-		if err := checkEvent(a.ActionKey, a.Attempts, e); err != nil {
-			return 0, err
-		}
+	if err := checkEvents(a, evs); err != nil {
+		return 0, err
 	}
 	recorded := 0
 	now := db.Now()
 	for _, e := range evs {
-		at := now
-		if !e.OccurredAt.IsZero() {
-			at = db.Time(e.OccurredAt)
-		}
-		var res *gorm.DB
-		if e.Version == NextVersion {
-			res = tx.Exec(`INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
-SELECT ?, ?, ?, COALESCE(MAX(version) + 1, 0), ?, ?, ?, ? FROM action_events WHERE action_id = ? AND attempt = ? AND phase = ?`,
-				a.ID, e.Attempt, e.Phase, at, now, e.Reason, e.Info, a.ID, e.Attempt, e.Phase)
-		} else {
-			res = tx.Exec(`INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (action_id, attempt, phase, version) DO NOTHING`,
-				a.ID, e.Attempt, e.Phase, e.Version, at, now, e.Reason, e.Info)
-		}
+		_, sql, args := eventInsert(a, e, now)
+		res := tx.Exec(sql, args...)
 		if res.Error != nil {
 			return 0, fmt.Errorf("action %s: record event: %w", a.ActionKey, db.Translate(res.Error))
 		}
 		recorded += int(res.RowsAffected)
 	}
 	return recorded, nil
+}
+
+// chainEvents is recordEvents for a write that does not count them: the
+// inserts join ch.
+func chainEvents(ch *chain, a *Action, evs []Event) error {
+	if err := checkEvents(a, evs); err != nil {
+		return err
+	}
+	now := db.Now()
+	for _, e := range evs {
+		key, sql, args := eventInsert(a, e, now)
+		if err := ch.add(key, sql, args...); err != nil {
+			return fmt.Errorf("action %s: record event: %w", a.ActionKey, err)
+		}
+	}
+	return nil
+}
+
+func checkEvents(a *Action, evs []Event) error {
+	for _, e := range evs { // all checked before any is written
+		if err := checkEvent(a.ActionKey, a.Attempts, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventInsert is the statement that records e, and its chain key: inserts
+// of one attempt and phase read each other's versions.
+func eventInsert(a *Action, e Event, now time.Time) (key, sql string, args []any) {
+	at := now
+	if !e.OccurredAt.IsZero() {
+		at = db.Time(e.OccurredAt)
+	}
+	key = fmt.Sprintf("event %d %d", e.Attempt, e.Phase)
+	if e.Version == NextVersion {
+		return key, `INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
+SELECT ?, ?, ?, COALESCE(MAX(version) + 1, 0), ?, ?, ?, ? FROM action_events WHERE action_id = ? AND attempt = ? AND phase = ?`,
+			[]any{a.ID, e.Attempt, e.Phase, at, now, e.Reason, e.Info, a.ID, e.Attempt, e.Phase}
+	}
+	return key, `INSERT INTO action_events (action_id, attempt, phase, version, occurred_at, recorded_at, reason, info)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (action_id, attempt, phase, version) DO NOTHING`,
+		[]any{a.ID, e.Attempt, e.Phase, e.Version, at, now, e.Reason, e.Info}
 }
 
 // Events returns the history of key: every event of every attempt, by

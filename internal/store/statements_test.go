@@ -26,14 +26,21 @@ func countStatements(t *testing.T, g *gorm.DB) statementTally {
 	return statementTally{g}
 }
 
-// An executor's write costs seven statements alone (the version, the
-// fence, the action with its attempt, the attempt, the action, the change
-// log, the event), and in a batch six per write plus three per batch: the
-// version and the fence are the batch's. Creating a child costs seven.
+// An executor's write costs seven statements alone on SQLite (the version,
+// the fence, the action with its attempt, the attempt, the action, the
+// change log, the event), and in a batch six per write plus three per
+// batch: the version and the fence are the batch's. Creating a child costs
+// seven. On PostgreSQL a write's statements after its read go as one (see
+// chain.go): four alone, three per write in a batch (the savepoint, the
+// read, the rest), and five for a child.
 func TestStatementsPerWrite(t *testing.T) {
 	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
 		ctx := context.Background()
 		runs := createRuns(t, s, 9)
+		lone, child1, perWrite := int64(7), int64(7), int64(6)
+		if g.Dialector.Name() == db.Postgres {
+			lone, child1, perWrite = 4, 5, 3
+		}
 		free := must[*store.Lease](t)(s.Leases.Get(ctx, store.LocalExecutorLease))
 		lease := must[*store.Lease](t)(s.Leases.Acquire(ctx, *free, store.Claimant{Holder: "h"}, time.Hour))
 		n := countStatements(t, g)
@@ -41,8 +48,8 @@ func TestStatementsPerWrite(t *testing.T) {
 		before := n.Load()
 		must[*store.Action](t)(s.Actions.Update(ctx, runs[8].ActionKey, runs[8].ResourceVersion,
 			store.Update{Phase: phase.Initializing, Fence: lease.Token, Owner: lease.Token}))
-		if got := n.Load() - before; got > 7 {
-			t.Errorf("a lone Update ran %d statements, want at most 7", got)
+		if got := n.Load() - before; got > lone {
+			t.Errorf("a lone Update ran %d statements, want at most %d", got, lone)
 		} else {
 			t.Logf("a lone Update: %d statements", got)
 		}
@@ -51,8 +58,8 @@ func TestStatementsPerWrite(t *testing.T) {
 		if _, _, err := s.Actions.CreateChild(ctx, child(runs[8].RunKey, "c1", store.RootName)); err != nil {
 			t.Fatal(err)
 		}
-		if got := n.Load() - before; got > 7 {
-			t.Errorf("a lone CreateChild ran %d statements, want at most 7", got)
+		if got := n.Load() - before; got > child1 {
+			t.Errorf("a lone CreateChild ran %d statements, want at most %d", got, child1)
 		} else {
 			t.Logf("a lone CreateChild: %d statements", got)
 		}
@@ -76,8 +83,8 @@ func TestStatementsPerWrite(t *testing.T) {
 		}
 		// 1: the holding write's version handed back; then per batch the
 		// version taken and written back and the fence, and per write a
-		// savepoint and five statements.
-		if got, want := n.Load()-before, int64(1+3+8*6); got > want {
+		// savepoint and its statements.
+		if got, want := n.Load()-before, 1+3+8*perWrite; got > want {
 			t.Errorf("8 Updates in one batch ran %d statements, want at most %d", got, want)
 		} else {
 			t.Logf("8 Updates in one batch: %d statements", got)
