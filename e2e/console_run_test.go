@@ -17,7 +17,7 @@ import (
 
 // consoleRuns are the runs drive_console.py submits.
 type consoleRuns struct {
-	Fanout, Gated, Held string
+	Fanout, Gated, Held, Reported string
 	URLs                map[string]string
 }
 
@@ -145,6 +145,36 @@ func TestConsoleRun(t *testing.T) {
 		b.run("abort", chromedp.Click(css("#abort-run")))
 		waitFor(b, "the run ends aborted", `document.querySelector("header.run-header")?.dataset.phase === "ACTION_PHASE_ABORTED"`)
 		waitFor(b, "the abort button goes", `document.querySelector("#abort-run").hidden`)
+	})
+
+	t.Run("report", func(t *testing.T) {
+		b.open(fmt.Sprintf("%s/v2/domain/%s/project/%s/runs/%s?tab=report", m.URL, testDomain, testProject, runs.Reported))
+		waitFor(b, "the reported run succeeds", `document.querySelector("header.run-header")?.dataset.phase === "ACTION_PHASE_SUCCEEDED"`)
+		waitFor(b, "the report is framed", `!!document.querySelector("#report iframe")`)
+		if sb := eval[string](b, `document.querySelector("#report iframe").getAttribute("sandbox")`); sb != "allow-scripts" {
+			t.Errorf("the report's iframe has sandbox=%q, want allow-scripts only", sb)
+		}
+		ctype := eval[string](b, `fetch(document.querySelector("#report iframe").src).then((r) => r.headers.get("content-type"))`)
+		if !strings.HasPrefix(ctype, "text/html") {
+			t.Errorf("the report is served as %q, so the frame cannot show it", ctype)
+		}
+		body := eval[string](b, `fetch(document.querySelector("#report iframe").src).then((r) => r.text())`)
+		if !strings.Contains(body, "a line of the report") {
+			t.Errorf("the framed report does not have the line the task logged: %.300s", body)
+		}
+		waitFor(b, "the report loads in its frame", `document.querySelector("#report iframe").dataset.loaded === "true"`)
+		b.screenshot("report")
+	})
+
+	t.Run("recover from the page", func(t *testing.T) {
+		b.open(fmt.Sprintf("%s/v2/domain/%s/project/%s/runs/%s", m.URL, testDomain, testProject, runs.Fanout))
+		waitFor(b, "the fan-out has ended", `document.querySelector("header.run-header")?.dataset.phase === "ACTION_PHASE_SUCCEEDED"`)
+		b.run("recover", chromedp.Click(css("#recover")))
+		waitFor(b, "the recovering run's page", fmt.Sprintf(`!!document.querySelector("#run-name") && document.querySelector("#run-name").textContent !== %q`, runs.Fanout))
+		waitForText(b, "#run-facts", "Recovered from")
+		waitFor(b, "the recovering run succeeds", `document.querySelector("header.run-header")?.dataset.phase === "ACTION_PHASE_SUCCEEDED"`)
+		// Every square succeeded in the source, so none runs again.
+		waitForText(b, `#tree [data-group="square"]`, "12 × square: 12 recovered")
 	})
 
 	t.Run("1000 actions render time", func(t *testing.T) {

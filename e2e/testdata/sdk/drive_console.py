@@ -19,10 +19,12 @@ async def scenario(endpoint: str, gate: str, hold: str, note: str) -> dict:
     fan = await _drive.runner().run.aio(wf_console.fanout, n=12)
     gated = await _drive.runner().run.aio(wf_console.gated, gate=gate, note=note, point=point, items=[1, 2, 3])
     held = await _drive.runner().run.aio(wf_console.gated, gate=hold, note="held", point=point, items=[])
+    reported = await _drive.runner().run.aio(wf_console.reported, line="a line of the report")
     return {
         "fanout": fan.name,
         "gated": gated.name,
         "held": held.name,
+        "reported": reported.name,
         "urls": {"fanout": fan.url, "gated": gated.url},
     }
 

@@ -10,6 +10,7 @@ import os
 from typing import List
 
 import flyte
+import flyte.report
 
 env = flyte.TaskEnvironment(name="e2e_console")
 
@@ -37,3 +38,9 @@ async def gated(gate: str, note: str, point: Point, items: List[int]) -> str:
         await asyncio.sleep(0.2)
     print("after the gate", flush=True)
     return note
+
+
+@env.task(report=True)
+async def reported(line: str) -> str:
+    await flyte.report.log.aio(f"<h2>{line}</h2>", do_flush=True)
+    return line

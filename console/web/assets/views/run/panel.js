@@ -166,19 +166,31 @@ function data(actionId, which, signal) {
 }
 
 function report(actionId, d, signal) {
-  const withReport = (d.attempts || []).filter((a) => a.outputs?.reportUri);
-  if (!withReport.length) return h("p", { class: "muted", id: "report" }, "This action has no report.");
-  const attempt = withReport[withReport.length - 1].attempt;
+  // A task made with report=True says so in its metadata (generates_deck);
+  // the manager keeps each attempt's report.html next to its outputs.
+  const wants = d.task?.taskTemplate?.metadata?.generatesDeck === true || (d.attempts || []).some((a) => a.outputs?.reportUri);
+  const attempts = (d.attempts || []).map((a) => a.attempt).filter(Boolean);
+  if (!wants || !attempts.length) return h("p", { class: "muted", id: "report" }, "This action has no report.");
+  const attempt = Math.max(...attempts);
   const box = h("div", { id: "report" }, h("p", { class: "muted" }, "Loading…"));
-  call("dataproxy.DataProxyService", "CreateDownloadLink", {
-    artifactType: "ARTIFACT_TYPE_REPORT", actionAttemptId: { actionId, attempt },
-  }, { signal }).then((r) => {
+  (async () => {
+    const r = await call("dataproxy.DataProxyService", "CreateDownloadLink", {
+      artifactType: "ARTIFACT_TYPE_REPORT", actionAttemptId: { actionId, attempt },
+    }, { signal });
     const url = r.preSignedUrls?.signedUrl?.[0];
     if (!url) throw new Error("the manager gave no link for the report");
-    // Reports are HTML the task wrote: scripts may run (the SDK's reports
-    // use them) but in an opaque origin, never with the console's.
-    replace(box, h("iframe", { class: "report", src: url, sandbox: "allow-scripts", title: `Report of ${actionId.name}`, referrerpolicy: "no-referrer" }),
+    // The report is written when the task flushes it: ask before framing a 404.
+    const head = await fetch(url, { method: "HEAD", signal, credentials: "same-origin" });
+    if (!head.ok) {
+      replace(box, h("p", { class: "muted" }, isTerminal(d.status?.phase) ? "The task wrote no report." : "No report yet: the task has not written one."));
+      return;
+    }
+    // Reports are HTML the task wrote, with the SDK's script for its tabs:
+    // scripts may run, but in an opaque origin, never with the console's.
+    const frame = h("iframe", { class: "report", src: url, sandbox: "allow-scripts", title: `Report of ${actionId.name}`, referrerpolicy: "no-referrer" });
+    frame.addEventListener("load", () => { frame.dataset.loaded = "true"; }, { once: true });
+    replace(box, frame,
       h("p", null, h("a", { href: url, download: `${actionId.name}-report.html` }, "Download the report")));
-  }).catch((e) => { if (!signal.aborted) replace(box, errorBox(e)); });
+  })().catch((e) => { if (!signal.aborted) replace(box, errorBox(e)); });
   return box;
 }
