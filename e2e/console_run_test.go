@@ -18,7 +18,7 @@ import (
 // consoleRuns are the runs drive_console.py submits.
 type consoleRuns struct {
 	Fanout, Gated, Held, Reported string
-	URLs                map[string]string
+	URLs                          map[string]string
 }
 
 // A note that is markup: the page must show it as text.
