@@ -1,0 +1,62 @@
+// An attempt's log, from DataProxyService.TailLogs (the stream `flyte get
+// logs` reads): what was written so far, then new lines as the attempt writes
+// them until it ends. Lines are text nodes, so a log cannot inject markup.
+import { h, replace } from "../../lib/dom.js";
+import { stream } from "../../lib/api.js";
+import { errorBox } from "../../lib/ui.js";
+
+/** logsView(actionId, attempts, signal) is the Logs tab's content. */
+export function logsView(actionId, attempts, signal) {
+  const numbers = (attempts || []).map((a) => a.attempt).filter(Boolean);
+  if (!numbers.length) return h("p", { class: "muted", id: "logs" }, "No attempt has started, so there is no log yet.");
+  const latest = Math.max(...numbers);
+  const picker = h("select", { id: "log-attempt", "aria-label": "Attempt" },
+    numbers.map((n) => h("option", { value: n, selected: n === latest }, `Attempt ${n}`)));
+  const body = h("div");
+  let ctrl = null;
+  const show = () => {
+    ctrl?.abort();
+    ctrl = new AbortController();
+    signal.addEventListener("abort", () => ctrl.abort(), { once: true });
+    replace(body, attemptLog(actionId, Number(picker.value), ctrl.signal));
+  };
+  picker.addEventListener("change", show);
+  show();
+  return h("div", { id: "logs" }, numbers.length > 1 ? h("label", null, "Attempt ", picker) : null, body);
+}
+
+function attemptLog(actionId, attempt, signal) {
+  const pre = h("pre", { class: "log", id: "log-lines", dataset: { attempt }, tabindex: 0, "aria-label": `Log of attempt ${attempt}` });
+  const state = h("span", { class: "muted", id: "log-state", "aria-live": "polite" }, "Loading…");
+  const lines = [];
+  const download = h("button", {
+    type: "button", id: "log-download",
+    onclick: () => {
+      const a = h("a", { href: URL.createObjectURL(new Blob([lines.join("\n") + "\n"], { type: "text/plain" })), download: `${actionId.run.name}-${actionId.name}-${attempt}.log` });
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+    },
+  }, "Download");
+  (async () => {
+    try {
+      state.textContent = "Following…";
+      for await (const msg of stream("dataproxy.DataProxyService", "TailLogs", { actionId, attempt }, { signal })) {
+        const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+        for (const group of msg.logs || []) {
+          for (const l of group.lines || []) {
+            const text = l.message ?? "";
+            lines.push(text);
+            pre.append(h("span", { class: ["log-line", l.originator === "SYSTEM" && "log-system"] }, text), "\n");
+          }
+        }
+        if (atBottom) pre.scrollTop = pre.scrollHeight;
+      }
+      state.textContent = lines.length ? "End of log." : "The log is empty.";
+      pre.dataset.done = "true";
+    } catch (e) {
+      if (signal.aborted || e.name === "AbortError") return;
+      replace(state, errorBox(e));
+    }
+  })();
+  return h("div", null, h("div", { class: "toolbar" }, state, h("span", { class: "grow" }), download), pre);
+}
