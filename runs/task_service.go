@@ -198,8 +198,8 @@ func identity(subject string) *common.EnrichedIdentity {
 }
 
 // ListTasks lists task versions, newest first, scoped to an org or a
-// project/domain. Filters the store cannot apply (name CONTAINS and the
-// known filters) are checked on each page the store returns, so a page may
+// project/domain. Filters the store cannot apply (name CONTAINS and
+// is_entrypoint) are checked on each page the store returns, so a page may
 // hold fewer tasks than the limit; its token still continues the listing.
 func (s *TaskService) ListTasks(ctx context.Context, req *connect.Request[task.ListTasksRequest]) (*connect.Response[task.ListTasksResponse], error) {
 	msg := req.Msg
@@ -216,9 +216,13 @@ func (s *TaskService) ListTasks(ctx context.Context, req *connect.Request[task.L
 	case *task.ListTasksRequest_Org:
 		q.Filter.Org = scope.Org
 	}
-	keep, err := s.knownFilters(msg.GetKnownFilters())
+	entrypoint, err := knownFilters(msg.GetKnownFilters(), &q)
 	if err != nil {
 		return nil, err
+	}
+	out := &task.ListTasksResponse{Tasks: []*task.Task{}}
+	if q.MatchNone {
+		return connect.NewResponse(out), nil
 	}
 	// Until the store orders tasks oldest first, q.Ascending is served
 	// newest first like every other task listing.
@@ -226,30 +230,54 @@ func (s *TaskService) ListTasks(ctx context.Context, req *connect.Request[task.L
 	if err != nil {
 		return nil, err
 	}
-	out := &task.ListTasksResponse{Token: next, Tasks: make([]*task.Task, 0, len(rows))}
+	out.Token = next
+	specs, err := s.specsOf(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
 	for i := range rows {
 		row := &rows[i]
-		if !containsAll(row.TaskID.Name, q.NameContains) {
-			continue
-		}
-		ok, err := keep(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
+		spec := specs[row.SpecDigest]
+		if !containsAll(row.TaskID.Name, q.NameContains) || !entrypoint(spec) {
 			continue
 		}
 		latest, err := s.latestRun(ctx, row.TaskID)
 		if err != nil {
 			return nil, err
 		}
-		t := &task.Task{TaskId: ident.TaskProto(row.TaskID), Metadata: taskMetadata(row)}
+		md := taskMetadata(row)
+		md.ShortDescription = spec.GetDocumentation().GetShortDescription()
+		t := &task.Task{TaskId: ident.TaskProto(row.TaskID), Metadata: md}
 		if latest != nil {
 			t.TaskSummary = &task.TaskSummary{LatestRun: latest}
 		}
 		out.Tasks = append(out.Tasks, t)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// specsOf decodes the specs of a page of task versions in one query, by
+// digest (versions deployed from the same code share one).
+func (s *TaskService) specsOf(ctx context.Context, rows []store.Task) (map[string]*task.TaskSpec, error) {
+	digests := make([]string, 0, len(rows))
+	for i := range rows {
+		if !slices.Contains(digests, rows[i].SpecDigest) {
+			digests = append(digests, rows[i].SpecDigest)
+		}
+	}
+	raw, err := s.st.Tasks.GetSpecs(ctx, digests)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*task.TaskSpec, len(raw))
+	for digest, b := range raw {
+		spec := &task.TaskSpec{}
+		if err := proto.Unmarshal(b, spec); err != nil {
+			return nil, fmt.Errorf("decode task spec %s: %w", digest, err)
+		}
+		out[digest] = spec
+	}
+	return out, nil
 }
 
 func containsAll(s string, subs []string) bool {
@@ -261,42 +289,32 @@ func containsAll(s string, subs []string) bool {
 	return true
 }
 
-// knownFilters returns the predicate of ListTasksRequest.known_filters:
-// deployed_by (the subject) and is_entrypoint (TaskTemplate metadata, read
-// from the spec; specs are loaded once per digest per request).
-func (s *TaskService) knownFilters(kfs []*task.ListTasksRequest_KnownFilter) (func(context.Context, *store.Task) (bool, error), error) {
-	var deployedBy []string
+// knownFilters applies ListTasksRequest.known_filters: deployed_by (the
+// subject) narrows q's store filter like a deployed_by EQUAL filter;
+// is_entrypoint (TaskTemplate metadata) is returned as a predicate on
+// each version's spec.
+func knownFilters(kfs []*task.ListTasksRequest_KnownFilter, q *listreq.TaskQuery) (func(*task.TaskSpec) bool, error) {
 	var entrypoint []bool
 	for i, kf := range kfs {
 		switch f := kf.GetFilterBy().(type) {
 		case *task.ListTasksRequest_KnownFilter_DeployedBy:
-			deployedBy = append(deployedBy, f.DeployedBy)
+			switch {
+			case len(q.Filter.DeployedBy) == 0:
+				q.Filter.DeployedBy = []string{f.DeployedBy}
+			case slices.Contains(q.Filter.DeployedBy, f.DeployedBy):
+				q.Filter.DeployedBy = []string{f.DeployedBy}
+			default:
+				q.MatchNone = true
+			}
 		case *task.ListTasksRequest_KnownFilter_IsEntrypoint:
 			entrypoint = append(entrypoint, f.IsEntrypoint)
 		default:
 			return nil, errs.Invalidf("known_filters[%d] sets no filter", i)
 		}
 	}
-	specs := map[string]*task.TaskSpec{}
-	return func(ctx context.Context, t *store.Task) (bool, error) {
-		for _, who := range deployedBy {
-			if t.DeployedBy != who {
-				return false, nil
-			}
-		}
-		if len(entrypoint) == 0 {
-			return true, nil
-		}
-		spec, ok := specs[t.SpecDigest]
-		if !ok {
-			var err error
-			if spec, err = s.spec(ctx, t.SpecDigest); err != nil {
-				return false, err
-			}
-			specs[t.SpecDigest] = spec
-		}
+	return func(spec *task.TaskSpec) bool {
 		is := spec.GetTaskTemplate().GetMetadata().GetIsEntrypoint()
-		return !slices.Contains(entrypoint, !is), nil
+		return !slices.Contains(entrypoint, !is)
 	}, nil
 }
 

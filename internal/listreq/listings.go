@@ -8,6 +8,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/project"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
@@ -137,13 +138,18 @@ func ParseActionQuery(req *common.ListRequest) (ActionQuery, error) {
 	return out, nil
 }
 
-// TasksSchema is what ListTasks accepts. The store lists task versions
-// newest first only; an ascending request is accepted (the SDK asks for it
-// by default) and reported in TaskQuery.Ascending.
+// TasksSchema is what ListTasks accepts: the SDK's name filters and the
+// official console's deployed_by, updated_at and trigger_types. The store
+// lists task versions newest first only; an ascending request is accepted
+// (the SDK asks for it by default) and reported in TaskQuery.Ascending.
 var TasksSchema = Schema{
 	Listing: "tasks",
 	Fields: map[string]Field{
-		"name": {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_CONTAINS}},
+		"name":          {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_CONTAINS}},
+		"deployed_by":   {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_VALUE_IN}},
+		"created_at":    {Kind: KindTime, Funcs: cmpFuncs},
+		"updated_at":    {Kind: KindTime, Funcs: cmpFuncs},
+		"trigger_types": {Kind: KindTriggerType, Funcs: setFuncs},
 	},
 	Sorts: []SortKey{{Key: "created_at", Ascending: true, Descending: true}},
 }
@@ -164,30 +170,75 @@ type TaskQuery struct {
 	// the SDK lists an environment's tasks with "<env>."). The store cannot
 	// filter on them yet, so the caller checks each row it gets.
 	NameContains []string
-	Page         store.Page
+	// MatchNone is set when the filters together can match no task (e.g.
+	// two deployed_by filters with no subject in common, or a trigger type
+	// no task has): the caller answers an empty page without a query.
+	MatchNone bool
+	Page      store.Page
 	// Ascending is the order asked for. The store serves newest first only,
 	// so callers list newest first either way until it can.
 	Ascending bool
 }
 
-// ParseTasks turns the ListRequest of ListTasks into a query.
+// ParseTasks turns the ListRequest of ListTasks into a query:
+//
+//	name           EQUAL, CONTAINS
+//	deployed_by    EQUAL, VALUE_IN  (the deployer's subject)
+//	created_at, updated_at  GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
+//	trigger_types  EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (NONE, SCHEDULE, ARTIFACT or numbers)
+//
+// A task version is immutable (redeploying it with the same spec changes
+// nothing), so its updated_at is its deploy time, created_at. Triggers are
+// not supported yet (DeployTask refuses them), so every task's set of
+// trigger types is {NONE}: a trigger_types filter keeps every task when it
+// admits NONE (EQUAL/VALUE_IN naming NONE, NOT_EQUAL/VALUE_NOT_IN not naming
+// it) and no task otherwise, as the reference's per-task type set would.
 func ParseTasks(req *common.ListRequest) (TaskQuery, error) {
 	q, err := Parse(req, TasksSchema)
 	if err != nil {
 		return TaskQuery{}, err
 	}
 	out := TaskQuery{Page: q.Page, Ascending: q.Sort.Ascending}
+	f := &out.Filter
+	var deployers []string // nil: any subject
+	var triggers valueSet[task.TriggerAutomationSpecType]
 	for _, c := range q.Conds {
-		switch c.Func {
-		case common.Filter_EQUAL:
-			if err := setOnce(&out.Filter.Name, c); err != nil {
+		switch c.Field {
+		case "name":
+			if c.Func == common.Filter_CONTAINS {
+				out.NameContains = append(out.NameContains, c.Values[0])
+			} else if err := setOnce(&f.Name, c); err != nil {
 				return TaskQuery{}, err
 			}
-		case common.Filter_CONTAINS:
-			out.NameContains = append(out.NameContains, c.Values[0])
+		case "deployed_by":
+			deployers = intersect(deployers, c.Values)
+		case "created_at", "updated_at":
+			timeBounds(c, &f.DeployedAfter, &f.DeployedBefore)
+		case "trigger_types":
+			triggers.and(c.Func, c.TriggerTypes, task.TriggerAutomationSpecType_name)
 		}
 	}
+	if deployers != nil {
+		f.DeployedBy = deployers
+		out.MatchNone = len(deployers) == 0
+	}
+	if triggers.set != nil && !triggers.set[task.TriggerAutomationSpecType_TYPE_NONE] {
+		out.MatchNone = true
+	}
 	return out, nil
+}
+
+// intersect narrows a set of strings (nil: any) to those also in vals,
+// sorted and without duplicates; an empty, non-nil result matches nothing.
+func intersect(set, vals []string) []string {
+	next := make([]string, 0, len(vals))
+	for _, v := range vals {
+		if (set == nil || slices.Contains(set, v)) && !slices.Contains(next, v) {
+			next = append(next, v)
+		}
+	}
+	slices.Sort(next)
+	return next
 }
 
 // ParseVersions turns the ListRequest of ListVersions into a query; the

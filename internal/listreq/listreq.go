@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
@@ -43,6 +44,10 @@ const (
 	// KindActionType values are action types: a number ("2"), an enum name
 	// ("ACTION_TYPE_TRACE") or its short form ("trace").
 	KindActionType
+	// KindTriggerType values are trigger automation types: a number ("2"),
+	// an enum name ("TYPE_SCHEDULE") or its short form ("schedule"); an
+	// empty value and TYPE_UNSPECIFIED both mean TYPE_NONE (no trigger).
+	KindTriggerType
 )
 
 // Field describes one filterable field of a listing.
@@ -88,6 +93,8 @@ type Cond struct {
 	Phases []phase.Phase      // KindPhase
 	Times  []time.Time        // KindTime, in UTC
 	Types  []store.ActionType // KindActionType
+	// TriggerTypes holds KindTriggerType values, UNSPECIFIED read as NONE.
+	TriggerTypes []task.TriggerAutomationSpecType
 }
 
 // Query is a validated ListRequest: one page, one order and the filters
@@ -251,6 +258,12 @@ func parseFilter(where string, f *common.Filter, s Schema) (Cond, error) {
 				return Cond{}, errs.Invalidf("filter on %q: %v (e.g. TASK, ACTION_TYPE_TRACE or 1)", name, err)
 			}
 			c.Types = append(c.Types, store.ActionType(n))
+		case KindTriggerType:
+			n, err := parseTriggerType(v)
+			if err != nil {
+				return Cond{}, errs.Invalidf("filter on %q: %v (e.g. NONE, TYPE_SCHEDULE or 3)", name, err)
+			}
+			c.TriggerTypes = append(c.TriggerTypes, n)
 		case KindTime:
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
@@ -306,6 +319,22 @@ func ParsePhase(v string) (phase.Phase, error) {
 		return 0, fmt.Errorf("%w (e.g. SUCCEEDED, ACTION_PHASE_RUNNING or 5)", err)
 	}
 	return phase.Phase(n), nil
+}
+
+// parseTriggerType reads a trigger automation type; "" and UNSPECIFIED
+// are read as NONE, the type of a task without triggers.
+func parseTriggerType(v string) (task.TriggerAutomationSpecType, error) {
+	if strings.TrimSpace(v) == "" {
+		return task.TriggerAutomationSpecType_TYPE_NONE, nil
+	}
+	n, err := parseEnum(v, "a trigger type", "TYPE_", task.TriggerAutomationSpecType_value, task.TriggerAutomationSpecType_name)
+	if err != nil {
+		return 0, err
+	}
+	if t := task.TriggerAutomationSpecType(n); t != task.TriggerAutomationSpecType_TYPE_UNSPECIFIED {
+		return t, nil
+	}
+	return task.TriggerAutomationSpecType_TYPE_NONE, nil
 }
 
 // parseEnum reads a value of a proto enum (what it is, for the error): its

@@ -335,6 +335,51 @@ func TestParseTasks(t *testing.T) {
 			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS, "name", "env.")}},
 			TaskQuery{NameContains: []string{"env."}, Page: store.Page{Limit: DefaultLimit}},
 		},
+		{
+			"deployed_by sets intersect",
+			&common.ListRequest{Filters: []*common.Filter{
+				filter(common.Filter_VALUE_IN, "deployed_by", "bob", "alice", "carol"),
+				filter(common.Filter_VALUE_IN, "deployed_by", "carol", "alice", "alice"),
+			}},
+			TaskQuery{Filter: store.TaskFilter{DeployedBy: []string{"alice", "carol"}}, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"deployed_by with nobody in common",
+			&common.ListRequest{Filters: []*common.Filter{
+				filter(common.Filter_EQUAL, "deployed_by", "alice"), filter(common.Filter_EQUAL, "deployed_by", "bob"),
+			}},
+			TaskQuery{Filter: store.TaskFilter{DeployedBy: []string{}}, MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"updated_at is the deploy time",
+			&common.ListRequest{Filters: []*common.Filter{
+				filter(common.Filter_GREATER_THAN_OR_EQUAL, "updated_at", "2026-01-02T03:04:05Z"),
+				filter(common.Filter_LESS_THAN, "created_at", "2026-01-03T00:00:00Z"),
+			}},
+			TaskQuery{Filter: store.TaskFilter{
+				DeployedAfter:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+				DeployedBefore: time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC),
+			}, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"trigger_types admitting none keep every task",
+			&common.ListRequest{Filters: []*common.Filter{
+				filter(common.Filter_VALUE_IN, "trigger_types", "TYPE_NONE", "schedule"),
+				filter(common.Filter_VALUE_NOT_IN, "trigger_types", "3"),
+				filter(common.Filter_EQUAL, "trigger_types", ""),
+			}},
+			TaskQuery{Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"trigger_types asking for a trigger match none",
+			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_VALUE_IN, "trigger_types", "TYPE_SCHEDULE", "ARTIFACT")}},
+			TaskQuery{MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"trigger_types excluding none match none",
+			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_NOT_EQUAL, "trigger_types", "TYPE_UNSPECIFIED")}},
+			TaskQuery{MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseTasks(tc.req)
@@ -350,6 +395,12 @@ func TestParseTasks(t *testing.T) {
 	wantInvalid(t, err, `"version"`, "tasks", "name")
 	_, err = ParseTasks(&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_ENDS_WITH, "name", "x")}})
 	wantInvalid(t, err, "ENDS_WITH", "EQUAL, CONTAINS")
+	_, err = ParseTasks(&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "trigger_types", "cron")}})
+	wantInvalid(t, err, `"trigger_types"`, `"cron" is not a trigger type`)
+	_, err = ParseTasks(&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS, "deployed_by", "al")}})
+	wantInvalid(t, err, "CONTAINS", `"deployed_by"`, "EQUAL, VALUE_IN")
+	_, err = ParseTasks(&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_GREATER_THAN, "updated_at", "yesterday")}})
+	wantInvalid(t, err, `"updated_at"`, "RFC 3339")
 
 	v, err := ParseVersions(&common.ListRequest{Limit: 3, SortBy: sortBy("created_at", common.Sort_DESCENDING)})
 	if err != nil || v.Page.Limit != 3 || v.Ascending {

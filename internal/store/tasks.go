@@ -90,6 +90,23 @@ func (r *Tasks) GetSpec(ctx context.Context, digest string) ([]byte, error) {
 	return row.Spec, nil
 }
 
+// GetSpecs returns the spec bytes stored under each of digests, in one
+// query (a listing page's specs); a digest not stored is absent.
+func (r *Tasks) GetSpecs(ctx context.Context, digests []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(digests))
+	if len(digests) == 0 {
+		return out, nil
+	}
+	var rows []taskSpec
+	if err := r.db.WithContext(ctx).Where("digest IN ?", digests).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("task specs: %w", db.Translate(err))
+	}
+	for _, row := range rows {
+		out[row.Digest] = row.Spec
+	}
+	return out, nil
+}
+
 // Deploy records t, storing spec (if not nil) in the same transaction.
 // Deploying the same identity with the same digest again returns the
 // existing row and created=false; with a different digest it fails with
@@ -168,6 +185,13 @@ type TaskFilter struct {
 	Project string
 	Domain  string
 	Name    string
+	// DeployedBy, when not empty, keeps versions deployed by one of these
+	// subjects. It filters the rows the scope's index yields.
+	DeployedBy []string
+	// DeployedAfter (inclusive) and DeployedBefore (exclusive) bound the
+	// deploy time, created_at; zero means unbounded.
+	DeployedAfter  time.Time
+	DeployedBefore time.Time
 }
 
 // List returns task versions, newest first.
@@ -181,6 +205,15 @@ func (r *Tasks) List(ctx context.Context, f TaskFilter, page Page) ([]Task, stri
 	q = whereSet(q, "project", f.Project)
 	q = whereSet(q, "domain", f.Domain)
 	q = whereSet(q, "name", f.Name)
+	if len(f.DeployedBy) > 0 {
+		q = q.Where("deployed_by IN ?", f.DeployedBy)
+	}
+	if !f.DeployedAfter.IsZero() {
+		q = q.Where("created_at >= ?", db.Time(f.DeployedAfter))
+	}
+	if !f.DeployedBefore.IsZero() {
+		q = q.Where("created_at < ?", db.Time(f.DeployedBefore))
+	}
 	if c != nil {
 		q = q.Where("(created_at, id) < (?, ?)", c.time(), c.ID)
 	}
