@@ -11,6 +11,7 @@ route(P + "/runs/:run", () => import("./views/run.js"));
 route(P + "/tasks", () => import("./views/tasks.js"));
 route(P + "/tasks/:task", () => import("./views/task.js"));
 route(P + "/tasks/:task/:version", () => import("./views/task.js"));
+route(P + "/secrets", () => import("./views/secrets.js"));
 
 const main = document.getElementById("main");
 const crumbs = document.getElementById("crumbs");

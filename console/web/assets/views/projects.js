@@ -55,7 +55,8 @@ function card(p, reload, status) {
     h("p", { class: "muted mono" }, p.id),
     h("ul", null, domains.map((d) => h("li", null,
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/runs` }, `${d.name || d.id}: runs`), " · ",
-      h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/tasks` }, "tasks")))),
+      h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/tasks` }, "tasks"), " · ",
+      h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/secrets` }, "secrets")))),
     toggle);
 }
 
