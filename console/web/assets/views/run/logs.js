@@ -38,24 +38,35 @@ function attemptLog(actionId, attempt, signal) {
     },
   }, "Download");
   (async () => {
-    try {
-      state.textContent = "Following…";
-      for await (const msg of stream("dataproxy.DataProxyService", "TailLogs", { actionId, attempt }, { signal })) {
-        const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-        for (const group of msg.logs || []) {
-          for (const l of group.lines || []) {
-            const text = l.message ?? "";
-            lines.push(text);
-            pre.append(h("span", { class: ["log-line", l.originator === "SYSTEM" && "log-system"] }, text), "\n");
+    // An attempt is listed before its process writes a log: until the log
+    // exists TailLogs answers not_found, and the view asks again.
+    for (let delay = 500; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        state.textContent = "Following…";
+        for await (const msg of stream("dataproxy.DataProxyService", "TailLogs", { actionId, attempt }, { signal })) {
+          const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          for (const group of msg.logs || []) {
+            for (const l of group.lines || []) {
+              const text = l.message ?? "";
+              lines.push(text);
+              pre.append(h("span", { class: ["log-line", l.originator === "SYSTEM" && "log-system"] }, text), "\n");
+            }
           }
+          if (atBottom) pre.scrollTop = pre.scrollHeight;
         }
-        if (atBottom) pre.scrollTop = pre.scrollHeight;
+        state.textContent = lines.length ? "End of log." : "The log is empty.";
+        pre.dataset.done = "true";
+        return;
+      } catch (e) {
+        if (signal.aborted || e.name === "AbortError") return;
+        if (e.code !== "not_found" || lines.length) {
+          replace(state, errorBox(e));
+          return;
+        }
+        state.textContent = "Waiting for the attempt to write its log…";
+        await new Promise((r) => setTimeout(r, delay));
+        if (signal.aborted) return;
       }
-      state.textContent = lines.length ? "End of log." : "The log is empty.";
-      pre.dataset.done = "true";
-    } catch (e) {
-      if (signal.aborted || e.name === "AbortError") return;
-      replace(state, errorBox(e));
     }
   })();
   return h("div", null, h("div", { class: "toolbar" }, state, h("span", { class: "grow" }), download), pre);
