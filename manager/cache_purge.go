@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"fmgr.dev/cache"
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/manager/compose"
 )
 
 // newCacheCmd is `flyte-manager cache`: maintenance of the output cache.
@@ -37,7 +37,7 @@ func newCachePurgeCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := app.OpenDatabase(ctx, cfg)
+			gdb, err := compose.OpenDatabase(ctx, cfg)
 			if err != nil {
 				return err
 			}

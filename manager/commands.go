@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/manager/compose"
 )
 
 func newMigrateCmd(g *globalFlags) *cobra.Command {
@@ -21,7 +21,7 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := app.OpenDatabase(ctx, cfg)
+			gdb, err := compose.OpenDatabase(ctx, cfg)
 			if err != nil {
 				return err
 			}

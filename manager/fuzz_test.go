@@ -59,11 +59,11 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"gorm.io/gorm"
 
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/manager/compose"
 )
 
 // streamWait is how long a server stream may take to send its first message
@@ -137,7 +137,7 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	logger := slogLogger(slog)
 	srv := server.New(cfg.Server, logger)
 	ctx, cancel := context.WithCancel(context.Background())
-	gdb, err := app.OpenDatabase(ctx, cfg)
+	gdb, err := compose.OpenDatabase(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -145,8 +145,8 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	if err := db.Migrate(ctx, gdb); err != nil {
 		tb.Fatal(err)
 	}
-	d := &app.Deps{Config: cfg, DB: gdb, Log: logger, Server: srv}
-	if err := app.Setup(ctx, d); err != nil {
+	d := &compose.Deps{Config: cfg, DB: gdb, Log: logger, Server: srv}
+	if err := compose.Setup(ctx, d); err != nil {
 		tb.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {

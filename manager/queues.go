@@ -6,10 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/manager/compose"
 )
 
 // newQueuesCmd is `flyte-manager queues`: the configured named queues with
@@ -34,7 +34,7 @@ func newQueuesCmd(g *globalFlags) *cobra.Command {
 				return nil
 			}
 			ctx := cmd.Context()
-			gdb, err := app.OpenDatabase(ctx, cfg)
+			gdb, err := compose.OpenDatabase(ctx, cfg)
 			if err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/manager/compose"
 	"fmgr.dev/secret"
 )
 
@@ -35,7 +35,7 @@ keyring file. A fixed secrets.key cannot be rotated: move it into a keyring file
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := app.OpenDatabase(ctx, cfg)
+			gdb, err := compose.OpenDatabase(ctx, cfg)
 			if err != nil {
 				return err
 			}

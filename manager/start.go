@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fmgr.dev/internal/app"
+	"fmgr.dev/manager/compose"
 )
 
 func newStartCmd(g *globalFlags) *cobra.Command {
@@ -26,7 +26,7 @@ func newStartCmd(g *globalFlags) *cobra.Command {
 			// After the first signal, restore the default handling so that a
 			// second one ends a shutdown that takes too long.
 			context.AfterFunc(ctx, stop)
-			return app.Run(ctx, cfg, app.Options{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Version: version})
+			return compose.Run(ctx, cfg, compose.Options{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Version: version})
 		},
 	}
 }

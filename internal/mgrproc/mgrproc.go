@@ -87,7 +87,7 @@ type Process struct {
 	err    error         // the process's exit status, once done is closed
 }
 
-// servingLine is the banner's first line (internal/app printBanner).
+// servingLine is the banner's first line (manager/compose printBanner).
 var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 
 // ServingURL returns the base URL a manager's banner in text announces, or

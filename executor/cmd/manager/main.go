@@ -5,7 +5,7 @@
 // The reconciler keeps each run's state in a database and its data in a blob
 // store, and the Pods it starts call the manager's Actions and DataProxy
 // services (children, uploads). So this binary is the whole manager
-// (internal/app, what `flyte-manager start` runs) with development defaults:
+// (manager/compose, what `flyte-manager start` runs) with development defaults:
 // executor.type kubernetes, a SQLite database and file blobs in --home, and
 // the API on --port, where the SDK can reach it as well.
 //
@@ -29,8 +29,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"fmgr.dev/internal/app"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/manager/compose"
 )
 
 // version is set at build time like the manager's.
@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.leaderElect {
 		log.Info("leader election: the executor lease in the database elects one reconciler; the other replicas serve the API and stand by")
 	}
-	return app.Run(ctx, cfg, app.Options{Stdout: stdout, Stderr: stderr, Version: version})
+	return compose.Run(ctx, cfg, compose.Options{Stdout: stdout, Stderr: stderr, Version: version})
 }
 
 // config is the manager's configuration for the flags: the defaults of

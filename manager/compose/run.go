@@ -1,9 +1,9 @@
-// Package app is the manager's composition: it opens the database and the
+// Package compose is the manager's composition: it opens the database and the
 // blob store, builds the run state with the configured executor, mounts
 // every service and serves them. The flyte-manager command (manager/) and
 // the executor's development binary (executor/cmd/manager) both run it, so
 // the two cannot drift apart.
-package app
+package compose
 
 import (
 	"context"

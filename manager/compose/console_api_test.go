@@ -1,4 +1,4 @@
-package app_test
+package compose_test
 
 import (
 	"bufio"

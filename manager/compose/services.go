@@ -1,4 +1,4 @@
-package app
+package compose
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"net"
 
 	"fmgr.dev/actions"
-	appsvc "fmgr.dev/app"
+	"fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/console"
 	"fmgr.dev/dataproxy"
@@ -80,7 +80,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return events.Setup(srv, state) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
-		func() error { return appsvc.Setup(srv) },
+		func() error { return app.Setup(srv) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
