@@ -13,13 +13,13 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/executor/attempt"
-	"fmgr.dev/executor/contract"
 	pb "fmgr.dev/gen/go/flyteidl2/cacheservice"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -95,7 +95,7 @@ func (c *Cache) key(ctx context.Context, a *store.Action, spec *task.TaskSpec) (
 	if ok {
 		return known, nil
 	}
-	k, err := c.blobs.Key(contract.InputFile(a.InputURI))
+	k, err := c.blobs.Key(runlayout.InputFile(a.InputURI))
 	if err != nil {
 		return "", err
 	}
@@ -198,12 +198,12 @@ func (c *Cache) hit(ctx context.Context, a *store.Action, sc Scope, key string, 
 // outputs (the output directory follows from the action's name), and
 // returns that directory.
 func (c *Cache) copyOutputs(ctx context.Context, a *store.Action, e *Entry) (string, error) {
-	dir := contract.AttemptDir(a.RunOutputBase, a.Name, uint32(a.Attempts))
-	from, err := c.blobs.Key(contract.JoinURI(e.OutputURI, contract.OutputsFile))
+	dir := runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(a.Attempts))
+	from, err := c.blobs.Key(runlayout.JoinURI(e.OutputURI, runlayout.OutputsFile))
 	if err != nil {
 		return "", fmt.Errorf("cached outputs %s lie outside storage: %w", e.OutputURI, errs.ErrNotFound)
 	}
-	to, err := c.blobs.Key(contract.JoinURI(dir, contract.OutputsFile))
+	to, err := c.blobs.Key(runlayout.JoinURI(dir, runlayout.OutputsFile))
 	if err != nil {
 		return "", err
 	}

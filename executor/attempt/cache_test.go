@@ -10,7 +10,6 @@ import (
 
 	"fmgr.dev/cache"
 	"fmgr.dev/executor/attempt"
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -18,6 +17,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -75,7 +75,7 @@ func (f *fixture) withCache(token int64) (*attempt.Core, *cache.Cache) {
 
 func (f *fixture) outputsKey(t *testing.T, dir string) string {
 	t.Helper()
-	k, err := f.env.Blobs.Key(contract.JoinURI(dir, contract.OutputsFile))
+	k, err := f.env.Blobs.Key(runlayout.JoinURI(dir, runlayout.OutputsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestCacheOptions(t *testing.T) {
 		// action's.
 		lost := f.runWith(t, "rlost", tmpl, 77, nil)
 		pl := mustPlan(t, c, lost)
-		in, err := f.env.Blobs.Key(contract.InputFile(lost.InputURI))
+		in, err := f.env.Blobs.Key(runlayout.InputFile(lost.InputURI))
 		if err != nil {
 			t.Fatal(err)
 		}

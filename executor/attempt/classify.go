@@ -9,6 +9,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runlayout"
 )
 
 // Classify reads what an attempt left under outDir (a local directory or a
@@ -28,10 +29,10 @@ func (c *Core) Classify(ctx context.Context, spec *task.TaskSpec, outDir string,
 	if err != nil {
 		return contract.Result{}, err
 	}
-	if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+contract.ErrorFile); err != nil {
+	if f.ErrorDoc, err = getIfExists(ctx, blobs, prefix+"/"+runlayout.ErrorFile); err != nil {
 		return contract.Result{}, err
 	}
-	if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+contract.OutputsFile); err != nil {
+	if f.Outputs, err = getIfExists(ctx, blobs, prefix+"/"+runlayout.OutputsFile); err != nil {
 		return contract.Result{}, err
 	}
 	return contract.ClassifyFiles(exit, f), nil

@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
@@ -97,11 +98,11 @@ func TestPlan(t *testing.T) {
 				if p.Event != nil || l == nil {
 					t.Fatalf("plan %+v, want a launch", p)
 				}
-				out := contract.AttemptDir(a.RunOutputBase, "a0", 1)
+				out := runlayout.AttemptDir(a.RunOutputBase, "a0", 1)
 				if l.OutDir != out || l.OutDir != runstate.OutputDir(a, 1) {
 					t.Fatalf("out dir %q, want %q", l.OutDir, out)
 				}
-				want := []string{"a0", "--inputs", contract.InputFile(a.InputURI), "--outputs-path", out, "--raw", out + "/raw"}
+				want := []string{"a0", "--inputs", runlayout.InputFile(a.InputURI), "--outputs-path", out, "--raw", out + "/raw"}
 				if !slices.Equal(l.Args, want) {
 					t.Fatalf("args %q\nwant %q", l.Args, want)
 				}

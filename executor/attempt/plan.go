@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -153,7 +154,7 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if failed != "" {
 		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
-	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: contract.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
+	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
 		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req, Queue: c.queueOf(a)}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
 		contract.ValuesFor(inputs, a.RunOutputBase, ri.rawPrefix, a.RunName, a.Name, uint32(n), ri.start))

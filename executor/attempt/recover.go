@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strings"
 
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -165,7 +165,7 @@ func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *re
 	// looks for the trace; the record points there, not into the source run.
 	inputs := src.InputURI
 	if rest, ok := strings.CutPrefix(inputs, strings.TrimRight(src.RunOutputBase, "/")+"/"); ok && src.RunOutputBase != "" {
-		inputs = contract.JoinURI(parent.RunOutputBase, rest)
+		inputs = runlayout.JoinURI(parent.RunOutputBase, rest)
 	}
 	n := store.NewAction{
 		Key: parent.RunKey.Action(src.Name), ParentName: parent.Name, ActionType: store.ActionTypeTrace,

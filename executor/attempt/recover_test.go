@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/executor/attempt"
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/actions"
 	"fmgr.dev/gen/go/flyteidl2/common"
@@ -17,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -52,7 +52,7 @@ func intLiteral(v int64) *core.Literal {
 func (f *fixture) enqueueChild(t *testing.T, root *store.Action, name string, tmpl *core.TaskTemplate, v int64) *store.Action {
 	t.Helper()
 	ctx := context.Background()
-	inputURI := contract.JoinURI(root.RunOutputBase, name, "inputs.pb")
+	inputURI := runlayout.JoinURI(root.RunOutputBase, name, "inputs.pb")
 	key, err := f.env.Blobs.Key(inputURI)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestPlanRecover(t *testing.T) {
 			t.Errorf("ActionMetadata.recovered_from = %v, want rsrc/c1", from)
 		}
 		uris, err := f.state.DataURIs(ctx, ident.ActionProto(rec.ActionKey))
-		if err != nil || uris.GetOutputsUri() != contract.JoinURI(outDir, contract.OutputsFile) {
+		if err != nil || uris.GetOutputsUri() != runlayout.JoinURI(outDir, runlayout.OutputsFile) {
 			t.Errorf("GetActionDataURIs of the recovered child: %v %v, want outputs at %s", uris, err, outDir)
 		}
 		if got := f.readOutputs(t, runstate.OutputDir(src, 1)); got != nine {

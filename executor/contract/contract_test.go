@@ -15,6 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -86,45 +87,6 @@ func TestRenderArgsMatching(t *testing.T) {
 	}
 	if got := RenderArgs([]string{"{{.prevCheckpointPrefix}}"}, Values{})[0]; got != `""` {
 		t.Errorf("empty previous checkpoint rendered %q", got)
-	}
-}
-
-func TestInputNormalisation(t *testing.T) {
-	cases := []struct{ uri, file, prefix string }{
-		{"/data/r1/inputs", "/data/r1/inputs/inputs.pb", "/data/r1/inputs"},
-		{"/data/r1/inputs/", "/data/r1/inputs/inputs.pb", "/data/r1/inputs"},
-		{"/data/r1/c1/inputs.pb", "/data/r1/c1/inputs.pb", "/data/r1/c1"},
-		{"s3://bucket/r1/c1/inputs.pb", "s3://bucket/r1/c1/inputs.pb", "s3://bucket/r1/c1"},
-		{"s3://bucket/offloaded/abc", "s3://bucket/offloaded/abc/inputs.pb", "s3://bucket/offloaded/abc"},
-		{"file:///data/r1", "file:///data/r1/inputs.pb", "file:///data/r1"},
-	}
-	for _, tc := range cases {
-		if got := InputFile(tc.uri); got != tc.file {
-			t.Errorf("InputFile(%q) = %q, want %q", tc.uri, got, tc.file)
-		}
-		if got := InputPrefix(tc.uri); got != tc.prefix {
-			t.Errorf("InputPrefix(%q) = %q, want %q", tc.uri, got, tc.prefix)
-		}
-	}
-}
-
-func TestJoinURI(t *testing.T) {
-	cases := []struct {
-		base  string
-		elems []string
-		want  string
-	}{
-		{"/data/r1/", []string{"a0", "1"}, "/data/r1/a0/1"},
-		{"/", []string{"x"}, "/x"},
-		{"", []string{"x", "y"}, "x/y"},
-		{"rel", []string{"/x/", ""}, "rel/x"},
-		{"s3://bucket", []string{"r1", "a0/"}, "s3://bucket/r1/a0"},
-		{"file:///d", []string{"inputs.pb"}, "file:///d/inputs.pb"},
-	}
-	for _, tc := range cases {
-		if got := JoinURI(tc.base, tc.elems...); got != tc.want {
-			t.Errorf("JoinURI(%q, %q) = %q, want %q", tc.base, tc.elems, got, tc.want)
-		}
 	}
 }
 
@@ -399,20 +361,20 @@ func TestClassifyDir(t *testing.T) {
 	if err != nil || r.Outcome != Failed || r.Error.Code != CodeOutputsMissing {
 		t.Fatalf("empty dir: %+v %v", r, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, OutputsFile), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runlayout.OutputsFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := ClassifyDir(dir, Exit{}); err != nil || r.Outcome != Succeeded {
 		t.Fatalf("outputs: %+v %v", r, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ErrorFile), errorDoc(t, "E", "m", core.ContainerError_NON_RECOVERABLE, core.ExecutionError_USER), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runlayout.ErrorFile), errorDoc(t, "E", "m", core.ContainerError_NON_RECOVERABLE, core.ExecutionError_USER), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r, err = ClassifyDir(dir, Exit{})
 	if err != nil || r.Outcome != Failed || r.Document.GetCode() != "E" || r.Error.Recoverable {
 		t.Fatalf("error doc: %+v %v", r, err)
 	}
-	if _, err := ClassifyDir(filepath.Join(dir, OutputsFile), Exit{}); err == nil {
+	if _, err := ClassifyDir(filepath.Join(dir, runlayout.OutputsFile), Exit{}); err == nil {
 		t.Error("a file as output dir should be an I/O error")
 	}
 }

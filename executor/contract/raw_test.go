@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"fmgr.dev/executor/machine"
+	"fmgr.dev/internal/runlayout"
 )
 
 // A raw container's command is not the runtime: exit 2 is its own failure
@@ -17,7 +18,7 @@ func TestClassifyRawContainerExit(t *testing.T) {
 			t.Errorf("raw exit %d: %v %+v, want a recoverable user crash", code, r.Outcome, r.Error)
 			continue
 		}
-		if !strings.HasPrefix(r.Error.Message, "the container's command exited with code") || strings.Contains(r.Error.Message, ErrorFile) ||
+		if !strings.HasPrefix(r.Error.Message, "the container's command exited with code") || strings.Contains(r.Error.Message, runlayout.ErrorFile) ||
 			!strings.Contains(r.Error.Message, "boom") {
 			t.Errorf("raw exit %d: message %q", code, r.Error.Message)
 		}

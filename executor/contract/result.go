@@ -11,6 +11,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/runlayout"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -184,7 +185,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 				Reported:    true,
 			}
 			if exit.Signal != "" || exit.Unobserved {
-				r.Warning = "the task wrote " + ErrorFile + " and then " + exit.how() + "; its error is recorded from the file"
+				r.Warning = "the task wrote " + runlayout.ErrorFile + " and then " + exit.how() + "; its error is recorded from the file"
 			}
 			return r
 		}
@@ -206,7 +207,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 	if OutputsComplete(f.Outputs, f.OutputNames) || (f.Raw && !abnormal && !exit.Unobserved && len(f.OutputNames) == 0) {
 		r.Outcome = Succeeded
 		if abnormal || exit.Unobserved {
-			r.Warning = "the task wrote " + OutputsFile + " completely and then " + exit.how() + "; its outputs are recorded from the file"
+			r.Warning = "the task wrote " + runlayout.OutputsFile + " completely and then " + exit.how() + "; its outputs are recorded from the file"
 		}
 		return r
 	}
@@ -214,9 +215,9 @@ func ClassifyFiles(exit Exit, f Files) Result {
 	case exit.Unobserved:
 		r.Outcome = Lost
 	case !abnormal:
-		what := "without writing " + OutputsFile + " or " + ErrorFile
+		what := "without writing " + runlayout.OutputsFile + " or " + runlayout.ErrorFile
 		if f.Outputs != nil {
-			what = "with an incomplete " + OutputsFile + " and no " + ErrorFile
+			what = "with an incomplete " + runlayout.OutputsFile + " and no " + runlayout.ErrorFile
 		}
 		r.Outcome = Failed
 		r.Error = &machine.Error{
@@ -230,7 +231,7 @@ func ClassifyFiles(exit Exit, f Files) Result {
 			Message: "the task runtime rejected its command line (exit 2)" + exit.tails(),
 		}
 	default:
-		msg := "the task process " + exit.how() + " without writing " + ErrorFile
+		msg := "the task process " + exit.how() + " without writing " + runlayout.ErrorFile
 		if f.Raw {
 			// A raw container's command knows nothing of error files.
 			msg = "the container's command " + exit.how()
@@ -305,10 +306,10 @@ func ClassifyDir(outputDir string, exit Exit, outputNames ...string) (Result, er
 // outputDir, a directory on the local filesystem, holds.
 func (f Files) ReadDir(outputDir string) (Files, error) {
 	var err error
-	if f.ErrorDoc, err = readIfExists(filepath.Join(outputDir, ErrorFile)); err != nil {
+	if f.ErrorDoc, err = readIfExists(filepath.Join(outputDir, runlayout.ErrorFile)); err != nil {
 		return f, fmt.Errorf("read error document: %w", err)
 	}
-	if f.Outputs, err = readIfExists(filepath.Join(outputDir, OutputsFile)); err != nil {
+	if f.Outputs, err = readIfExists(filepath.Join(outputDir, runlayout.OutputsFile)); err != nil {
 		return f, fmt.Errorf("read outputs: %w", err)
 	}
 	return f, nil

@@ -15,24 +15,19 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"fmgr.dev/internal/runlayout"
 )
 
-// File names the runtime reads and writes under an input or output prefix
-// (flyte/_internal/runtime/io.py).
-const (
-	InputsFile      = "inputs.pb"
-	OutputsFile     = "outputs.pb"
-	ErrorFile       = "error.pb"
-	ReportFile      = "report.html"
-	CheckpointsDir  = "_flytecheckpoints"
-	emptyCheckpoint = `""`
-)
+// emptyCheckpoint is how a first attempt's previous-checkpoint template is
+// rendered: the runtime reads the two characters `""` as "none".
+const emptyCheckpoint = `""`
 
 // Values are what the argv templates stand for, for one attempt.
 type Values struct {
 	// InputURI is where the action's inputs live: a directory for a root
 	// action, the full `.../inputs.pb` path for a child. Either form is
-	// accepted; see InputFile.
+	// accepted; see runlayout.InputFile.
 	InputURI string
 	// OutputPrefix is the attempt's output directory.
 	OutputPrefix string
@@ -50,40 +45,6 @@ type Values struct {
 	// RunStartTime is rendered RFC3339 in UTC; when zero the template stays
 	// in place and the runtime falls back to a constant epoch.
 	RunStartTime time.Time
-}
-
-// InputFile normalises an input URI to the inputs.pb file: a root action's
-// input is a directory, a child's is already `<dir>/inputs.pb`.
-func InputFile(uri string) string {
-	return JoinURI(InputPrefix(uri), InputsFile)
-}
-
-// InputPrefix is the directory that holds inputs.pb.
-func InputPrefix(uri string) string {
-	uri = strings.TrimRight(uri, "/")
-	uri = strings.TrimSuffix(uri, "/"+InputsFile)
-	return strings.TrimRight(uri, "/")
-}
-
-// JoinURI appends path elements to a URI or path with single slashes, leaving
-// the scheme's `//` alone (filepath.Join would turn s3:// into s3:/).
-func JoinURI(base string, elems ...string) string {
-	out := strings.TrimRight(base, "/")
-	for _, e := range elems {
-		e = strings.Trim(e, "/")
-		if e == "" {
-			continue
-		}
-		switch {
-		case out == "" && strings.HasPrefix(base, "/"):
-			out = "/" + e
-		case out == "":
-			out = e
-		default:
-			out += "/" + e
-		}
-	}
-	return out
 }
 
 // templateRE matches `{{.name}}`, case-insensitively and with any spaces
@@ -114,8 +75,8 @@ func (v Values) lookup() map[string]string {
 		prev = emptyCheckpoint
 	}
 	m := map[string]string{
-		"input":                  InputFile(v.InputURI),
-		"inputprefix":            InputPrefix(v.InputURI),
+		"input":                  runlayout.InputFile(v.InputURI),
+		"inputprefix":            runlayout.InputPrefix(v.InputURI),
 		"outputprefix":           v.OutputPrefix,
 		"rawoutputdataprefix":    v.RawOutputDataPrefix,
 		"checkpointoutputprefix": v.CheckpointOutputPrefix,

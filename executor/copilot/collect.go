@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/runlayout"
 )
 
 // Error codes of the error documents Collect writes.
@@ -30,13 +31,9 @@ const (
 	CodeUserError     = "UserError"
 )
 
-// Names of the files in the attempt's output prefix (the runtime's).
-const (
-	outputsFile = "outputs.pb"
-	errorFile   = "error.pb"
-	// dataDir holds the files and directories a raw container returned.
-	dataDir = "data"
-)
+// dataDir, in the attempt's output prefix, holds the files and directories
+// a raw container returned.
+const dataDir = "data"
 
 // maxScalarFile bounds a scalar output's file: a value, not a data set.
 const maxScalarFile = 1 << 20
@@ -66,7 +63,7 @@ func (j *Job) Collect(ctx context.Context, blobs *blob.Store, dir, outPrefix str
 		if err != nil {
 			return err
 		}
-		return blobs.Put(ctx, outKey+"/"+errorFile, b, nil)
+		return blobs.Put(ctx, outKey+"/"+runlayout.ErrorFile, b, nil)
 	}
 	if err != nil {
 		return err
@@ -75,7 +72,7 @@ func (j *Job) Collect(ctx context.Context, blobs *blob.Store, dir, outPrefix str
 	if err != nil {
 		return err
 	}
-	return blobs.Put(ctx, outKey+"/"+outputsFile, b, nil)
+	return blobs.Put(ctx, outKey+"/"+runlayout.OutputsFile, b, nil)
 }
 
 func (j *Job) outputs(ctx context.Context, blobs *blob.Store, dir, outKey string) (*task.Outputs, error) {

@@ -13,6 +13,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/runlayout"
 )
 
 func openStore(t *testing.T) *blob.Store {
@@ -200,14 +201,14 @@ func TestDownloadLaysOutInputs(t *testing.T) {
 func readResult(t *testing.T, blobs *blob.Store, prefix string) (*task.Outputs, *core.ContainerError) {
 	t.Helper()
 	ctx := context.Background()
-	if b, err := blobs.Get(ctx, prefix+"/"+errorFile); err == nil {
+	if b, err := blobs.Get(ctx, prefix+"/"+runlayout.ErrorFile); err == nil {
 		var doc core.ErrorDocument
 		if err := proto.Unmarshal(b, &doc); err != nil {
 			t.Fatal(err)
 		}
 		return nil, doc.GetError()
 	}
-	b, err := blobs.Get(ctx, prefix+"/"+outputsFile)
+	b, err := blobs.Get(ctx, prefix+"/"+runlayout.OutputsFile)
 	if err != nil {
 		t.Fatalf("neither outputs nor an error: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -192,7 +193,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	}
 	rec := attempt.Record{OutDir: outDir}
 	if res.Document != nil {
-		rec.ErrorURI = contract.JoinURI(outDir, contract.ErrorFile)
+		rec.ErrorURI = runlayout.JoinURI(outDir, runlayout.ErrorFile)
 	}
 	ev := res.Event(uint32(n))
 	st := taskStatus(pod)

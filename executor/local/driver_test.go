@@ -23,6 +23,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -58,7 +59,7 @@ echo "hello from the task"; echo "to stderr" >&2
 		if got := h.phases(key, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {
 			t.Errorf("phases %v", got)
 		}
-		if _, err := os.Stat(filepath.Join(out, contract.OutputsFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(out, runlayout.OutputsFile)); err != nil {
 			t.Error(err)
 		}
 

@@ -35,7 +35,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	actionspb "fmgr.dev/gen/go/flyteidl2/actions"
 	"fmgr.dev/gen/go/flyteidl2/actions/actionsconnect"
@@ -44,6 +43,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -137,9 +137,9 @@ func noopStart(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, e
 // noopEnd writes what a task that ended leaves behind: outputs.pb, or
 // error.pb (a non-recoverable user error) when failure is set.
 func noopEnd(ctx context.Context, d *Driver, e *ownAttempt, failure error) process.ExitStatus {
-	name, data := contract.OutputsFile, []byte(nil)
+	name, data := runlayout.OutputsFile, []byte(nil)
 	if failure != nil {
-		name = contract.ErrorFile
+		name = runlayout.ErrorFile
 		data, _ = proto.Marshal(&core.ErrorDocument{Error: &core.ContainerError{
 			Code:    "BenchParentFailed",
 			Message: failure.Error(),

@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/failpoint"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -223,7 +224,7 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *ownAttempt, st
 			"attempt %d exceeded its memory limit of %s and was killed (OOM)", n, process.FormatBytes(st.MemoryLimit))}, rec, nil
 	}
 	if res.Document != nil {
-		rec.ErrorURI = contract.JoinURI(e.outDir, contract.ErrorFile)
+		rec.ErrorURI = runlayout.JoinURI(e.outDir, runlayout.ErrorFile)
 	}
 	if res.Outcome == contract.TimedOut {
 		return e.launch.TimeoutEvent(), rec, nil

@@ -12,6 +12,7 @@ import (
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -78,7 +79,7 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	case res.Outcome != contract.Lost:
 		ev, rec.OutDir = res.Event(uint32(n)), outDir
 		if res.Document != nil {
-			rec.ErrorURI = contract.JoinURI(outDir, contract.ErrorFile)
+			rec.ErrorURI = runlayout.JoinURI(outDir, runlayout.ErrorFile)
 		}
 	}
 	updated, dec, err := d.core.Apply(ctx, a, spec, ev, rec)

@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
@@ -20,6 +19,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/sdktest"
 	"fmgr.dev/internal/store"
 )
@@ -61,7 +61,7 @@ func TestRealSDKRuntime(t *testing.T) {
 		e := index.Tasks[name]
 		spec := &task.TaskSpec{}
 		inputs := &task.Inputs{}
-		for path, m := range map[string]proto.Message{e.Spec: spec, filepath.Join(e.InputDir, contract.InputsFile): inputs} {
+		for path, m := range map[string]proto.Message{e.Spec: spec, filepath.Join(e.InputDir, runlayout.InputsFile): inputs} {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestRealSDKRuntime(t *testing.T) {
 
 	a := h.terminal(add, phase.Succeeded, 3*time.Minute)
 	atts := h.attempts(add)
-	b, err := os.ReadFile(filepath.Join(atts[0].OutputURI, contract.OutputsFile))
+	b, err := os.ReadFile(filepath.Join(atts[0].OutputURI, runlayout.OutputsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,29 +23,12 @@ import (
 	"fmgr.dev/internal/failpoint"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
-// Storage layout (keys in the blob store; task processes see Store.URI(key)):
-//
-//	runs/<org|_>/<project>/<domain>/<run>/               run base (_U_RUN_BASE)
-//	runs/.../<run>/<action>/<attempt>/                    an attempt's outputs
-//	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   run inputs: UploadInputs'
-//	                                                      and CreateRun's inline ones
-//
-// Inputs live by content hash, outside any run's prefix, so that storing
-// them never touches a run that already exists (see CreateRun).
-const inputsFile = "inputs.pb"
-
-func orgSegment(org string) string {
-	if org == "" {
-		return "_"
-	}
-	return org
-}
-
 func runBaseKey(run store.RunKey) string {
-	return path.Join("runs", orgSegment(run.Org), run.Project, run.Domain, run.RunName)
+	return runlayout.RunBaseKey(run.Org, run.Project, run.Domain, run.RunName)
 }
 
 // resolvedTask is the task a new action runs.
@@ -235,7 +218,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	}
 	inputURI := inputs.uri
 	if inputs.raw != nil {
-		if inputURI, _, err = s.putInputs(ctx, inputsDir(run.Org, run.Project, run.Domain), inputs.raw); err != nil {
+		if inputURI, _, err = s.putInputs(ctx, runlayout.OffloadedInputsDir(run.Org, run.Project, run.Domain), inputs.raw); err != nil {
 			return nil, err
 		}
 	}
@@ -282,7 +265,7 @@ func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
 	if _, err := s.location("run_spec.run_base_dir", prefix); err != nil {
 		return "", err
 	}
-	base := prefix + "/" + path.Join(orgSegment(run.Org), run.Project, run.Domain, run.RunName)
+	base := runlayout.RunBaseUnder(prefix, run.Org, run.Project, run.Domain, run.RunName)
 	if _, err := s.location("run_spec.run_base_dir", base); err != nil {
 		return "", err
 	}
@@ -299,11 +282,11 @@ type runInputs struct {
 
 func (s *Service) runInputs(ctx context.Context, req *workflow.CreateRunRequest) (runInputs, error) {
 	if off := req.GetOffloadedInputData(); off != nil {
-		key, err := s.location("offloaded_input_data.uri", strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+inputsFile))
+		key, err := s.location("offloaded_input_data.uri", strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+runlayout.InputsFile))
 		if err != nil {
 			return runInputs{}, err
 		}
-		ok, err := s.blobs.Exists(ctx, path.Join(key, inputsFile))
+		ok, err := s.blobs.Exists(ctx, path.Join(key, runlayout.InputsFile))
 		if err != nil {
 			return runInputs{}, err
 		}
@@ -333,12 +316,6 @@ func (s *Service) admit(ctx context.Context, org, project, domainField, domain s
 	return err
 }
 
-// inputsDir is the default parent of a project/domain's content-addressed
-// inputs.
-func inputsDir(org, project, domain string) string {
-	return path.Join("offloaded-inputs", orgSegment(org), project, domain)
-}
-
 // putInputs stores encoded inputs at parent/<sha256 of raw>/inputs.pb and
 // returns that directory's URI and the hash. An object already there holds
 // these very bytes (its name is their hash), so it is left as it is.
@@ -346,7 +323,7 @@ func (s *Service) putInputs(ctx context.Context, parent string, raw []byte) (uri
 	sum := sha256.Sum256(raw)
 	hash = hex.EncodeToString(sum[:])
 	dir := path.Join(parent, hash)
-	key := path.Join(dir, inputsFile)
+	key := path.Join(dir, runlayout.InputsFile)
 	ok, err := s.blobs.Exists(ctx, key)
 	if err != nil {
 		return "", "", err
@@ -396,7 +373,7 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 	if err != nil {
 		return nil, errs.Invalidf("inputs cannot be serialized: %v", err)
 	}
-	parent := inputsDir(org, project, domain)
+	parent := runlayout.OffloadedInputsDir(org, project, domain)
 	if base := req.GetBaseDir(); base != "" {
 		k, err := s.location("base_dir", strings.TrimRight(base, "/"))
 		if err != nil {

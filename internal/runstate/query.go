@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -23,7 +22,7 @@ import (
 // the SDK also assumes (<run base>/<action>/<attempt>), so its fallback
 // error lookup finds the same file.
 func OutputDir(a *store.Action, attempt int32) string {
-	return contract.AttemptDir(a.RunOutputBase, a.Name, uint32(attempt))
+	return runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(attempt))
 }
 
 // Get returns an action.
@@ -94,14 +93,10 @@ func (s *Service) ListActions(ctx context.Context, run store.RunKey, f store.Act
 	return out, next, nil
 }
 
-// inputsPath turns an input URI (a directory for runs, the file itself
-// for children) into the key of the inputs.pb file.
+// inputsKey turns an input URI (a directory for runs, the file itself for
+// children) into the key of the inputs.pb file.
 func (s *Service) inputsKey(inputURI string) (string, error) {
-	key, err := s.blobs.Key(strings.TrimSuffix(strings.TrimRight(inputURI, "/"), "/"+inputsFile))
-	if err != nil {
-		return "", err
-	}
-	return path.Join(key, inputsFile), nil
+	return s.blobs.Key(runlayout.InputFile(inputURI))
 }
 
 // InputsFile is the inputs.pb path a task process reads.
@@ -154,7 +149,7 @@ func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (Action
 	if dir == "" || err != nil {
 		return out, nil // a trace may record outputs outside our storage
 	}
-	outKey := path.Join(dirKey, "outputs.pb")
+	outKey := path.Join(dirKey, runlayout.OutputsFile)
 	out.Outputs = &task.Outputs{}
 	out.OutputsURI = s.blobs.URI(outKey)
 	if err := s.readProto(ctx, outKey, out.Outputs); err != nil && !errors.Is(err, errs.ErrNotFound) {
@@ -192,7 +187,7 @@ func (s *Service) ReportURI(ctx context.Context, id *common.ActionAttemptIdentif
 	if n == 0 || a.Attempts <= 0 || n > uint32(a.Attempts) {
 		return "", errs.Invalidf("action_attempt_id.attempt %d: %s has attempts 1..%d", n, key.Name, a.Attempts)
 	}
-	return OutputDir(a, int32(n)) + "/report.html", nil
+	return OutputDir(a, int32(n)) + "/" + runlayout.ReportFile, nil
 }
 
 func (s *Service) readProto(ctx context.Context, key string, m proto.Message) error {

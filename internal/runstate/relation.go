@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -157,13 +157,13 @@ func (s *Service) CopyOutputs(ctx context.Context, src, dst *store.Action, attem
 	if err != nil {
 		return "", false, nil // the new run writes outside our storage: let it run
 	}
-	raw, err := s.blobs.Get(ctx, path.Join(from, contract.OutputsFile))
+	raw, err := s.blobs.Get(ctx, path.Join(from, runlayout.OutputsFile))
 	if errors.Is(err, errs.ErrNotFound) {
 		return dir, !needed, nil
 	} else if err != nil {
 		return "", false, err
 	}
-	if err := s.blobs.Put(ctx, path.Join(to, contract.OutputsFile), raw, nil); err != nil {
+	if err := s.blobs.Put(ctx, path.Join(to, runlayout.OutputsFile), raw, nil); err != nil {
 		return "", false, err
 	}
 	return dir, true, nil
@@ -181,7 +181,7 @@ func (s *Service) CopyTraceOutputs(ctx context.Context, src *store.Action, runBa
 	if err != nil {
 		return "", false, nil
 	}
-	uri = contract.JoinURI(runBase, src.Name, contract.OutputsFile)
+	uri = runlayout.JoinURI(runBase, src.Name, runlayout.OutputsFile)
 	to, err := s.blobs.Key(uri)
 	if err != nil {
 		return "", false, nil

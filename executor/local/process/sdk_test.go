@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/sdktest"
 	"google.golang.org/protobuf/proto"
 )
@@ -216,7 +217,7 @@ func (r sdkResult) succeeded(t *testing.T) *task.Outputs {
 	if r.res.Outcome != contract.Succeeded {
 		t.Fatalf("outcome %s: %v", r.res.Outcome, r.res.Error)
 	}
-	b, err := os.ReadFile(filepath.Join(r.outDir, contract.OutputsFile))
+	b, err := os.ReadFile(filepath.Join(r.outDir, runlayout.OutputsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ const sdkAction, sdkAttempt = "a0", 1
 func (h *sdkHarness) args(tk sdkTask, runName string, child bool) ([]string, contract.Values) {
 	inputURI := tk.inputDir
 	if child {
-		inputURI = filepath.Join(tk.inputDir, contract.InputsFile)
+		inputURI = filepath.Join(tk.inputDir, runlayout.InputsFile)
 	}
 	runBase := filepath.Join(h.root, "data", "p", "d", runName)
 	values := contract.ValuesFor(inputURI, runBase, "", runName, sdkAction, sdkAttempt, h.runStart)

@@ -1,0 +1,104 @@
+// Package runlayout is where a run's data lives in blob storage: the run's
+// base, each attempt's directory under it, the file names the SDK's runtime
+// reads and writes there, and the content-addressed inputs outside every
+// run. The run state (which creates runs and reads their outputs), the
+// executor (which hands the locations to task processes) and the cache
+// (which copies outputs between attempts) all lay data out through it, so
+// the three cannot disagree about where a file is.
+//
+// Keys (relative to the blob store's root; processes see Store.URI(key)):
+//
+//	runs/<org|_>/<project>/<domain>/<run>/               run base (_U_RUN_BASE)
+//	runs/.../<run>/<action>/<attempt>/                    an attempt's outputs
+//	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   run inputs: UploadInputs'
+//	                                                      and CreateRun's inline ones
+//
+// Inputs live by content hash, outside any run's prefix, so that storing
+// them never touches a run that already exists.
+package runlayout
+
+import (
+	"path"
+	"strconv"
+	"strings"
+)
+
+// File names the SDK's runtime reads and writes under an input or output
+// prefix (flyte/_internal/runtime/io.py).
+const (
+	InputsFile     = "inputs.pb"
+	OutputsFile    = "outputs.pb"
+	ErrorFile      = "error.pb"
+	ReportFile     = "report.html"
+	CheckpointsDir = "_flytecheckpoints"
+)
+
+// scope is the org/project/domain part of a key. An empty org (what the SDK
+// sends from a localhost endpoint) is spelled `_` so that keys never have an
+// empty segment.
+func scope(org, project, domain string) string {
+	if org == "" {
+		org = "_"
+	}
+	return path.Join(org, project, domain)
+}
+
+// RunBaseKey is the default base of a run, as a storage key.
+func RunBaseKey(org, project, domain, run string) string {
+	return path.Join("runs", scope(org, project, domain), run)
+}
+
+// RunBaseUnder is a run's base below a prefix the client asked for
+// (run_spec.run_base_dir): `<prefix>/<org>/<project>/<domain>/<run>`, as the
+// reference lays it out, so two runs never share one base.
+func RunBaseUnder(prefix, org, project, domain, run string) string {
+	return strings.TrimRight(prefix, "/") + "/" + path.Join(scope(org, project, domain), run)
+}
+
+// OffloadedInputsDir is the parent of a project/domain's content-addressed
+// inputs, as a storage key.
+func OffloadedInputsDir(org, project, domain string) string {
+	return path.Join("offloaded-inputs", scope(org, project, domain))
+}
+
+// AttemptDir is the output directory of one attempt:
+// `<runBase>/<action>/<attempt>`. The SDK's fallback for a FAILED child
+// without an error in the update reads `<runBase>/<action>/1/error.pb`, so
+// the layout must not add anything (like the reference's shard) in between.
+func AttemptDir(runBase, action string, attempt uint32) string {
+	return JoinURI(runBase, action, strconv.FormatUint(uint64(attempt), 10))
+}
+
+// InputFile normalises an input URI to the inputs.pb file: a root action's
+// input is a directory, a child's is already `<dir>/inputs.pb`.
+func InputFile(uri string) string {
+	return JoinURI(InputPrefix(uri), InputsFile)
+}
+
+// InputPrefix is the directory that holds inputs.pb.
+func InputPrefix(uri string) string {
+	uri = strings.TrimRight(uri, "/")
+	uri = strings.TrimSuffix(uri, "/"+InputsFile)
+	return strings.TrimRight(uri, "/")
+}
+
+// JoinURI appends path elements to a URI or path with single slashes, leaving
+// the scheme's `//` alone (filepath.Join would turn s3:// into s3:/).
+func JoinURI(base string, elems ...string) string {
+	out := strings.TrimRight(base, "/")
+	for _, e := range elems {
+		e = strings.Trim(e, "/")
+		if e == "" {
+			continue
+		}
+		switch {
+		case out == "" && strings.HasPrefix(base, "/"):
+			out = "/" + e
+		case out == "":
+			out = e
+		default:
+			out += "/" + e
+		}
+	}
+	return out
+}
