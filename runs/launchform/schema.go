@@ -5,7 +5,7 @@
 // the literal of a JSON value.
 //
 // The shape is the one the official Flyte 2 console reads (a react-jsonschema-form
-// schema); see the README's "Launch forms" for it.
+// schema); see "Launch forms" in docs/console.md for it.
 package launchform
 
 import (

@@ -283,7 +283,7 @@ func TestSampleAccepted(t *testing.T) {
 		t.Errorf("stored sample %+v", ta)
 	}
 
-	// The way the README applies it.
+	// The way docs/kubernetes.md applies it.
 	ns = needKubectl(t)
 	kubectl(t, "apply", "-n", ns, "-k", filepath.Join("..", "..", "config", "samples"))
 	var applied v1.TaskAction

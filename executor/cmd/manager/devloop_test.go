@@ -22,7 +22,7 @@ import (
 	"fmgr.dev/executor/testcluster"
 )
 
-// TestDevLoop runs the executor development loop as the README gives it, on
+// TestDevLoop runs the executor development loop as docs/kubernetes.md gives it, on
 // the test cluster: the dev binary with nothing but the current kubeconfig,
 // `kubectl apply -k config/samples/` with the real kubectl, and `kubectl get
 // taskactions -o wide` until the sample shows Completed, SUCCEEDED True.
