@@ -36,8 +36,7 @@ func Load(src Sources) (*Config, error) {
 	v := viper.New()
 	keys := knownKeys()
 
-	defaults := map[string]any{}
-	flatten(reflect.ValueOf(Default()), "", defaults)
+	defaults := flatten(Default())
 	for _, k := range keys.leaves {
 		v.SetDefault(k, defaults[k])
 		if err := v.BindEnv(append([]string{k}, envNames(k)...)...); err != nil {
@@ -214,43 +213,57 @@ type keySet struct {
 
 func knownKeys() keySet {
 	ks := keySet{sections: map[string]bool{}}
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name := f.Tag.Get("mapstructure")
-			if name == "" || name == "-" {
-				continue
-			}
-			path := strings.ToLower(joinKey(prefix, name))
-			if f.Type.Kind() == reflect.Struct {
-				ks.sections[path] = true
-				walk(f.Type, path)
-				continue
-			}
-			ks.leaves = append(ks.leaves, path)
+	walkConfig(reflect.ValueOf(Config{}), func(f configField) {
+		if f.section {
+			ks.sections[f.path] = true
+		} else {
+			ks.leaves = append(ks.leaves, f.path)
 		}
-	}
-	walk(reflect.TypeFor[Config](), "")
+	})
 	return ks
 }
 
-// flatten records every leaf of a Config value under its lower-cased path.
-func flatten(v reflect.Value, prefix string, out map[string]any) {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name := f.Tag.Get("mapstructure")
-		if name == "" || name == "-" {
-			continue
+// flatten maps every leaf of a Config value to its lower-cased path.
+func flatten(c Config) map[string]any {
+	out := map[string]any{}
+	walkConfig(reflect.ValueOf(c), func(f configField) {
+		if !f.section {
+			out[f.path] = f.value.Interface()
 		}
-		path := strings.ToLower(joinKey(prefix, name))
-		if f.Type.Kind() == reflect.Struct {
-			flatten(v.Field(i), path, out)
-			continue
+	})
+	return out
+}
+
+// configField is one tagged field of Config, reached by walkConfig.
+type configField struct {
+	path    string // dotted and lower-cased: how keys are matched
+	camel   string // dotted as the mapstructure tags spell it
+	section bool   // a nested struct, whose fields are visited next
+	value   reflect.Value
+}
+
+// walkConfig visits every field of v (a Config) that has a mapstructure
+// tag, depth first: the one description of the configuration's shape that
+// the defaults, the strict key check and the environment names are read from.
+func walkConfig(v reflect.Value, visit func(configField)) {
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := range t.NumField() {
+			name := t.Field(i).Tag.Get("mapstructure")
+			if name == "" || name == "-" {
+				continue
+			}
+			camel := joinKey(prefix, name)
+			f := configField{path: strings.ToLower(camel), camel: camel, value: v.Field(i),
+				section: t.Field(i).Type.Kind() == reflect.Struct}
+			visit(f)
+			if f.section {
+				walk(f.value, camel)
+			}
 		}
-		out[path] = v.Field(i).Interface()
 	}
+	walk(v, "")
 }
 
 // envNames lists the variables that override key, in order of preference.
@@ -265,27 +278,13 @@ func envNames(key string) []string {
 
 // camelKey returns the key path as spelled in the mapstructure tags.
 func camelKey(lower string) string {
-	var walk func(t reflect.Type, prefix string) string
-	walk = func(t reflect.Type, prefix string) string {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name := f.Tag.Get("mapstructure")
-			path := joinKey(prefix, name)
-			if strings.EqualFold(path, lower) {
-				return path
-			}
-			if f.Type.Kind() == reflect.Struct && strings.HasPrefix(lower, strings.ToLower(path)+".") {
-				if found := walk(f.Type, path); found != "" {
-					return found
-				}
-			}
+	found := lower
+	walkConfig(reflect.ValueOf(Config{}), func(f configField) {
+		if f.path == strings.ToLower(lower) {
+			found = f.camel
 		}
-		return ""
-	}
-	if k := walk(reflect.TypeFor[Config](), ""); k != "" {
-		return k
-	}
-	return lower
+	})
+	return found
 }
 
 func snakeCase(s string) string {

@@ -173,14 +173,15 @@ func (c timeCol) Scan(v any) error {
 type optTimeCol struct{ p **time.Time }
 
 func (c optTimeCol) Scan(v any) error {
-	switch v := v.(type) {
-	case nil:
+	if v == nil {
 		*c.p = nil
-	case time.Time:
-		*c.p = &v
-	default:
-		return fmt.Errorf("store: time column holds %T", v)
+		return nil
 	}
+	var t time.Time
+	if err := (timeCol{&t}).Scan(v); err != nil {
+		return err
+	}
+	*c.p = &t
 	return nil
 }
 
