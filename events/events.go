@@ -73,22 +73,16 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 		}
 		byAction[key] = append(byAction[key], ev)
 	}
-	recorded := 0
 	err := s.state.Store().InTx(ctx, func(tx *store.Store) error {
 		for _, key := range order {
-			n, err := tx.Actions.RecordEvents(ctx, key, byAction[key])
-			if err != nil {
+			if _, err := tx.Actions.RecordEvents(ctx, key, byAction[key]); err != nil {
 				return err
 			}
-			recorded += n
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if recorded > 0 {
-		s.state.Changed()
 	}
 	return connect.NewResponse(&workflow.RecordResponse{}), nil
 }

@@ -254,7 +254,6 @@ func TestWatchClusterEvents(t *testing.T) {
 		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
-		h.state.Changed()
 		if stream.Receive() {
 			t.Fatalf("after the attempt ended: %v, want the end of the stream", stream.Msg())
 		}

@@ -69,7 +69,6 @@ func (h *harness) setPhase(t *testing.T, run *common.RunIdentifier, name string,
 	if _, err := h.st.Actions.Update(context.Background(), runKeyOf(run).Action(name), store.AnyVersion, store.Update{Phase: p}); err != nil {
 		t.Fatalf("set %s %v: %v", name, p, err)
 	}
-	h.state.Changed()
 }
 
 func runKeyOf(id *common.RunIdentifier) store.RunKey {

@@ -151,7 +151,6 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	if err != nil {
 		return nil, nil, err
 	}
-	c.state.Changed()
 	return updated, dec, nil
 }
 

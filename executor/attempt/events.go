@@ -132,6 +132,5 @@ func (c *Core) ReportClusterEvents(ctx context.Context, a *store.Action, news []
 	if err != nil {
 		return nil, err
 	}
-	c.state.Changed()
 	return updated, nil
 }

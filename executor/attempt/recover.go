@@ -186,7 +186,6 @@ func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *re
 			store.Update{OutputURI: out, RecoveredFrom: rec.source.RunName, Fence: c.opts.Fence()}); err != nil {
 			return err
 		}
-		c.state.Changed()
 	}
 	return nil
 }

@@ -231,7 +231,6 @@ func TestWatchChildren(t *testing.T) {
 		if _, err := e.st.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
-		e.state.Changed()
 		m := recv()
 		if m.name != "new" || m.phase != common.ActionPhase_ACTION_PHASE_SUCCEEDED || m.output == "" {
 			t.Fatalf("terminal update = %+v, want new SUCCEEDED with an output uri", m)

@@ -87,9 +87,6 @@ func (s *Service) Store() *store.Store { return s.store }
 func (s *Service) Blobs() *blob.Store  { return s.blobs }
 func (s *Service) Hub() *Hub           { return s.hub }
 
-// Changed must follow every committed action write so watchers wake up.
-func (s *Service) Changed() { s.hub.Notify() }
-
 // spec returns the TaskSpec stored under digest, cached: specs never change.
 func (s *Service) spec(ctx context.Context, digest string) (*task.TaskSpec, error) {
 	s.specMu.Lock()
