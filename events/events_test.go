@@ -49,7 +49,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
 		if err := events.Setup(srv, state); err != nil {
 			t.Fatal(err)
 		}
-		if err := runs.Setup(context.Background(), srv, state, config.Projects{AutoCreate: true}, env.Log); err != nil {
+		if err := runs.Setup(context.Background(), srv, state, env.Store, config.Projects{AutoCreate: true}, env.Log); err != nil {
 			t.Fatal(err)
 		}
 		hs := httptest.NewServer(srv.Handler())

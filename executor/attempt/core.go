@@ -96,7 +96,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	switch ev.(type) {
 	case machine.Failed, machine.Crashed, machine.Orphaned:
 		// Retry budgets are counted from the attempts that ended in a retry.
-		atts, err := c.state.Store().Actions.Attempts(ctx, a.ActionKey)
+		atts, err := c.state.Attempts(ctx, a.ActionKey)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,7 +147,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	}
 	u.At = db.Now()
 	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
-	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,7 +164,7 @@ func (c *Core) Fail(ctx context.Context, a *store.Action, spec *task.TaskSpec, k
 func (c *Core) AbortDescendants(ctx context.Context, a *store.Action) error {
 	page := store.Page{Limit: store.MaxPageSize}
 	for {
-		kids, next, err := c.state.Store().Actions.ListChildren(ctx, a.ActionKey, page)
+		kids, next, err := c.state.ListChildren(ctx, a.ActionKey, page)
 		if err != nil {
 			return err
 		}

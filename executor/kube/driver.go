@@ -142,7 +142,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		own:        versions{seen: map[int64]struct{}{}},
 	}
 	d.slots = attempt.NewSlots(0)
-	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
+	d.lease = lease.New(state.Leases(), lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
 	d.coreOpts = attempt.Options{
 		SystemRetries: uint32(cfg.SystemRetries),
 		SystemBackoff: machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
@@ -366,7 +366,7 @@ func (d *Driver) background(ctx context.Context) error {
 func (d *Driver) scan(ctx context.Context) error {
 	page := store.Page{Limit: 500}
 	for {
-		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
+		rows, next, err := d.state.ListUnfinished(ctx, page)
 		if err != nil {
 			return err
 		}

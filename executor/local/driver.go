@@ -201,7 +201,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		d.log.Warn(n)
 	}
 	d.resources, d.unsatisfiableFails = newResourcePool(host), local.Resources.Unsatisfiable == config.UnsatisfiableFail
-	d.lease = lease.New(state.Store().Leases, local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
+	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d
 }
@@ -533,7 +533,7 @@ func (d *Driver) scan(ctx context.Context) error {
 	page := store.Page{Limit: 500}
 	n := 0
 	for {
-		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
+		rows, next, err := d.state.ListUnfinished(ctx, page)
 		if err != nil {
 			return err
 		}

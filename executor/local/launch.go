@@ -250,7 +250,7 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	for try := 0; try < 5; try++ {
 		if try > 0 {
 			var err error
-			if a, err = d.state.Store().Actions.Get(ctx, key); err != nil {
+			if a, err = d.state.Get(ctx, key); err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
 				return
 			}

@@ -60,7 +60,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
-	a, parent, err := d.state.Store().Actions.GetWithParent(ctx, key)
+	a, parent, err := d.state.GetWithParent(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.slots.Forget(key)
 		return nil
@@ -83,7 +83,7 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 	if p == nil {
 		return nil
 	}
-	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	a, err := d.state.Get(ctx, e.key)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 // stopping: an attempt it stopped for that reason is interrupted, not
 // aborted.
 func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatus, shutdown bool) error {
-	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	a, err := d.state.Get(ctx, e.key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.dropEntry(e)
 		return nil

@@ -84,7 +84,7 @@ func createRun(t *testing.T, e *env, name string) *workflow.Run {
 
 func child(t *testing.T, e *env, runName, parent, name string) *actions.Action {
 	t.Helper()
-	root, err := e.state.Store().Actions.Get(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName}.Action(store.RootName))
+	root, err := e.st.Actions.Get(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName}.Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
