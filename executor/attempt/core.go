@@ -11,6 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -55,6 +58,19 @@ type Options struct {
 	Cluster string
 	// Hooks join planning.
 	Hooks
+
+	// What the driver does after a record (after.go).
+	//
+	// Slots are the driver's capacity; an action's slot is freed when its
+	// attempt retries or ends (NewSlots(0), no limit, when nil).
+	Slots *Slots
+	// Requeue has the driver look at key again after delay: a retry once
+	// its backoff passed, an action a freed slot lets start (delay 0).
+	Requeue func(key store.ActionKey, delay time.Duration)
+	// Ended tells the driver that key ended, for what it keeps of its own.
+	Ended func(key store.ActionKey)
+	// Log receives what goes wrong after a record (slog.Default when nil).
+	Log *slog.Logger
 }
 
 // Core is the shared attempt lifecycle over one run state.
@@ -62,6 +78,9 @@ type Core struct {
 	state *runstate.Service
 	opts  Options
 	runs  *runCache
+
+	mu        sync.Mutex
+	notBefore map[store.ActionKey]time.Time // retries waiting for their backoff (Backoff)
 }
 
 // New builds the core over state.
@@ -69,7 +88,19 @@ func New(state *runstate.Service, opts Options) *Core {
 	if opts.Fence == nil {
 		opts.Fence = func() int64 { return 1 }
 	}
-	return &Core{state: state, opts: opts, runs: newRunCache()}
+	if opts.Slots == nil {
+		opts.Slots = NewSlots(0)
+	}
+	if opts.Requeue == nil {
+		opts.Requeue = func(store.ActionKey, time.Duration) {}
+	}
+	if opts.Ended == nil {
+		opts.Ended = func(store.ActionKey) {}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Core{state: state, opts: opts, runs: newRunCache(), notBefore: map[store.ActionKey]time.Time{}}
 }
 
 // State is the run state the core records into.
@@ -157,28 +188,6 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 // Fail records a non-recoverable failure of a's current attempt.
 func (c *Core) Fail(ctx context.Context, a *store.Action, spec *task.TaskSpec, kind machine.ErrorKind, code, msg string) (*store.Action, machine.Decision, error) {
 	return c.Apply(ctx, a, spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: kind, Code: code, Message: msg}, Record{})
-}
-
-// AbortDescendants aborts the unfinished descendants of a terminal action:
-// a parent that ended no longer waits for them.
-func (c *Core) AbortDescendants(ctx context.Context, a *store.Action) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		kids, next, err := c.state.ListChildren(ctx, a.ActionKey, page)
-		if err != nil {
-			return err
-		}
-		for i := range kids {
-			if !kids[i].Phase.Terminal() {
-				reason := fmt.Sprintf("parent action %s ended %s", a.Name, a.Phase)
-				return c.state.Abort(ctx, a.ActionKey, reason, "")
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
 }
 
 // spentRetries counts the retries already paid from each budget: every

@@ -133,24 +133,11 @@ func (c *Core) seedTraces(ctx context.Context, a *store.Action, ri *runInfo) err
 	})
 }
 
-// eachTrace calls fn for every action of run that f matches, page by page.
+// eachTrace calls fn for every action of run that f matches.
 func (c *Core) eachTrace(ctx context.Context, run store.RunKey, f store.ActionFilter, fn func(*store.Action) error) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		traces, next, err := c.state.ListActionRows(ctx, run, f, page)
-		if err != nil {
-			return err
-		}
-		for i := range traces {
-			if err := fn(&traces[i]); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
+	return eachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+		return c.state.ListActionRows(ctx, run, f, p)
+	}, fn)
 }
 
 func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *recovery) error {

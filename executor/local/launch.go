@@ -104,7 +104,6 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l}
 	d.mu.Lock()
 	d.running[key] = e
-	delete(d.notBefore, key)
 	delete(d.waitingSince, key)
 	d.mu.Unlock()
 	handedOff := false
@@ -236,7 +235,7 @@ func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.
 	if err != nil {
 		return err
 	}
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 
@@ -286,7 +285,7 @@ func (d *Driver) launchFailed(ctx context.Context, a *store.Action, e *ownAttemp
 		return err
 	}
 	d.dropEntry(e)
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 

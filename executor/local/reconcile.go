@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
@@ -98,8 +97,8 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *store.ParentState) error {
 	key := a.ActionKey
 	if a.Phase.Terminal() {
-		d.slots.Forget(key)
-		d.clearTimes(key)
+		d.core.Forget(key)
+		d.forgetWait(key)
 		return nil
 	}
 	if a.AbortRequestedAt != nil {
@@ -113,7 +112,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 		if err != nil {
 			return err
 		}
-		d.afterRecord(ctx, updated, dec)
+		d.core.AfterRecord(ctx, updated, dec)
 		return nil
 	}
 	if a.ActionType != store.ActionTypeTask {
@@ -128,14 +127,9 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 		d.log.Debug("leaving an action in a phase the executor does not drive", "action", key.String(), "phase", a.Phase)
 		return nil
 	}
-	d.mu.Lock()
-	nb, wait := d.notBefore[key]
-	d.mu.Unlock()
-	if wait {
-		if left := time.Until(nb); left > 0 {
-			d.q.addAfter(key, left)
-			return nil
-		}
+	if left := d.core.Backoff(key); left > 0 {
+		d.q.addAfter(key, left)
+		return nil
 	}
 	if parent != nil {
 		if parent.Phase.Terminal() || parent.AbortRequestedAt != nil {
@@ -181,7 +175,7 @@ func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatu
 	d.log.Info("attempt ended", "action", e.key.String(), "attempt", e.n, "exit", st.Code, "signal", st.Signal,
 		"decision", decisionString(dec))
 	d.dropEntry(e)
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 
@@ -308,10 +302,9 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 	}
 }
 
-// clearTimes forgets key's retry backoff and the start of its wait.
-func (d *Driver) clearTimes(key store.ActionKey) {
+// forgetWait forgets when key began to wait for capacity (it ended).
+func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
-	delete(d.notBefore, key)
 	delete(d.waitingSince, key)
 	d.mu.Unlock()
 }
