@@ -95,12 +95,15 @@ type Driver struct {
 	systemBackoff  machine.Backoff
 	workers        int
 
-	hooks   attempt.Hooks // the services that join planning (WithHooks)
-	core    *attempt.Core // built in Start, once the tunables are fixed
-	runner  *process.Runner
-	metrics *metrics
-	lease   *lease.Keeper
-	rescan  chan struct{} // asks the resync loop for a scan now
+	hooks  attempt.Hooks // the services that join planning (WithHooks)
+	core   *attempt.Core // built in Start, once the tunables are fixed
+	runner *process.Runner
+	// runAttempt runs claimed attempts: defaultRunner, host processes
+	// through runner (or the bench build's no-op runner).
+	runAttempt attemptRunner
+	metrics    *metrics
+	lease      *lease.Keeper
+	rescan     chan struct{} // asks the resync loop for a scan now
 	// leaseStop stops keepLease, which outlives the workers at shutdown
 	// (the lease must hold while running attempts are recorded); leaseDone
 	// is closed when it returned.
@@ -182,6 +185,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		stopTimeout:    DefaultStopTimeout,
 		systemBackoff:  machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
 		workers:        defaultWorkers,
+		runAttempt:     defaultRunner,
 		q:              newQueue(50*time.Millisecond, 30*time.Second),
 		lim:            newLimiter(defaultQPS, defaultBurst),
 		slots:          attempt.NewSlots(local.MaxParallelism),

@@ -23,13 +23,26 @@ import (
 // Launching an attempt: the checks before it starts (spec, limits, slots),
 // the process contract values, and the process itself.
 
-// benchStart is nil in every normal build. Only noop_bench.go (built with
-// -tags bench) sets it, and only when FLYTE_MANAGER_BENCH_RUNNER=noop: it
-// then stands in for starting the attempt's process, so that `make bench`
-// measures the control plane (enqueue, dispatch, store writes, watches)
-// without Python start-up. It returns a channel that yields the attempt's
-// end, which the driver records exactly as it records a process's end.
-var benchStart func(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, endpoint string) <-chan process.ExitStatus
+// An attemptRunner runs a claimed attempt whose directories exist. Once
+// the attempt runs it returns the action as last written, and the
+// attempt's end reaches a worker later (Driver.ended), recorded as any
+// attempt's end is. When the attempt could not start it returns nil, having
+// recorded why (launchFailed).
+type attemptRunner func(d *Driver, ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error)
+
+// launchSetup is what the driver settled for an attempt before it claimed
+// it.
+type launchSetup struct {
+	endpoint string         // the manager's host:port as the attempt reaches it
+	gpus     []attempt.GPU  // the devices it holds
+	limits   process.Limits // its resource limits
+}
+
+// defaultRunner is the runner New gives every driver: a host process per
+// attempt. Only the bench build replaces it, with the no-op runner of
+// `make bench` (noop_bench.go), which measures the control plane without
+// Python start-up.
+var defaultRunner attemptRunner = (*Driver).startProcess
 
 // startAttempt claims the current attempt of a pending action and starts
 // its process. The attempt core plans it (spec, limits, cache, secrets, the
@@ -130,32 +143,32 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
-	if benchStart != nil {
-		// Bench builds only (see benchStart): no process; the attempt
-		// ends when the channel yields, recorded as a process's end is.
-		done := benchStart(ctx, d, a, e, endpoint)
-		handedOff = true
-		go func() {
-			st := <-done
-			d.mu.Lock()
-			e.status = &st
-			d.mu.Unlock()
-			d.q.add(key)
-		}()
-		d.markRunning(ctx, a, e)
-		return nil
+	running, err := d.runAttempt(d, ctx, a, e, launchSetup{endpoint: endpoint, gpus: gpus, limits: res})
+	if running == nil {
+		return err
 	}
+	handedOff = true
+	d.markRunning(ctx, running, e)
+	return nil
+}
+
+// startProcess is the attemptRunner that runs the attempt as a host
+// process: its secrets, the command (the SDK's runtime, or a raw
+// container's own), its devices, and a record of the process's identity
+// that a restarted manager finds.
+func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error) {
+	key, n, dir, l, gpus := e.key, e.n, e.dir, e.launch, s.gpus
 	env, err := deliverSecrets(dir, l)
 	if err != nil {
 		removeSecrets(dir)
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
 	args := l.Args
 	if l.Raw != nil {
 		var note string
 		if args, note, err = d.prepareRaw(ctx, dir, l); err != nil {
 			removeSecrets(dir)
-			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
 		}
 		a = d.reportRaw(ctx, a, note)
@@ -171,15 +184,15 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,
-		Limits:  res,
+		Limits:  s.limits,
 		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
 				Code: attempt.CodeRuntimeNotFound, Message: err.Error() + " (set executor.local.python to the bin directory of a Python environment with the flyte SDK)"})
 		}
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not start the task process: "+err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not start the task process: "+err.Error()))
 	}
 	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
@@ -187,7 +200,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
 	d.mu.Lock()
 	e.proc = proc
@@ -196,7 +209,6 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if d.lease.Paused() {
 		proc.Pause() // the lease went unrenewed while it started
 	}
-	handedOff = true
 	go d.waitFor(e)
 	if abort {
 		proc.Abort("abort requested")
@@ -206,8 +218,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if why := proc.Unenforced(); why != "" {
 		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
 	}
-	d.markRunning(ctx, a, e)
-	return nil
+	return a, nil
 }
 
 // waitUnrecorded returns how much longer key's wait for capacity stays
@@ -267,10 +278,12 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// waitFor waits for the attempt's process and queues its key so that a
+// waitFor waits for the attempt's process to end.
+func (d *Driver) waitFor(e *ownAttempt) { d.ended(e, e.proc.Wait()) }
+
+// ended takes the end of an attempt that ran and queues its key, so that a
 // worker records how it ended.
-func (d *Driver) waitFor(e *ownAttempt) {
-	st := e.proc.Wait()
+func (d *Driver) ended(e *ownAttempt, st process.ExitStatus) {
 	d.mu.Lock()
 	e.status = &st
 	d.mu.Unlock()
