@@ -1,10 +1,12 @@
 // Package attempt is the attempt lifecycle every executor driver shares: it
 // plans a launch (spec → limits → cache → secrets → the task-process
-// contract's values and environment) and applies what a driver observed
-// (machine transition, fenced store write and change notification as one
-// step). A driver only launches, observes and stops: the local driver runs
-// host processes, the kubernetes driver Pods; neither decides phases,
-// retries or limits on its own, so the two cannot drift apart.
+// contract's values and environment), applies what a driver observed
+// (machine transition and fenced store write as one step; the commit wakes
+// the watchers) and acts on what follows (slots, a retry's backoff, aborting
+// the descendants of what ended). A driver only launches, observes and
+// stops: the local driver runs host processes, the kubernetes driver Pods;
+// neither decides phases, retries or limits on its own, so the two cannot
+// drift apart.
 package attempt
 
 import (
@@ -119,7 +121,7 @@ type Record struct {
 }
 
 // Apply feeds ev to the machine for a and writes the result with a's
-// version (errs.ErrConflict when a changed meanwhile), then notifies
+// version (errs.ErrConflict when a changed meanwhile); the commit wakes the
 // watchers. It returns the action as written (a itself when nothing was
 // written) and the machine's decision. spec may be nil (the default policy).
 func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec Record) (*store.Action, machine.Decision, error) {
