@@ -44,11 +44,12 @@ type launchSetup struct {
 // Python start-up.
 var defaultRunner attemptRunner = (*Driver).startProcess
 
-// startAttempt claims the current attempt of a pending action and starts
-// its process. The attempt core plans it (spec, limits, cache, secrets, the
-// contract's argv and environment); the driver adds what is local: the
-// attempt's directory, resource limits as a cgroup, a slot among
-// maxParallelism, and the process.
+// startAttempt claims the current attempt of a pending action and has the
+// driver's runner run it. The attempt core plans it (spec, limits, cache,
+// secrets, the contract's argv and environment); the driver adds what is
+// local: the attempt's directory, resource limits as a cgroup, the host's
+// share and a slot among maxParallelism (takeCapacity), and the runner (a
+// host process: startProcess).
 func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	key, n := a.ActionKey, a.Attempts
 	endpoint := d.endpoint()
@@ -79,39 +80,9 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return d.failPermanently(ctx, a, spec, machine.KindUser, attempt.CodeLaunchFailed, err.Error())
 	}
-
-	parent := ""
-	if a.ParentName != nil {
-		parent = *a.ParentName
-	}
-	gpus, busy := d.resources.acquire(key, parent, l.Request)
-	ok, wake := busy == "", []store.ActionKey(nil)
-	if ok {
-		var why string
-		if ok, why, wake = d.slots.Acquire(key, l.Ask()); !ok {
-			d.queueAll(d.resources.release(key))
-			busy = why
-		}
-	}
-	d.queueAll(wake)
+	gpus, ok, err := d.takeCapacity(ctx, a, spec, l)
 	if !ok {
-		if l.QueuedLeft > 0 {
-			d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
-		}
-		if a.Phase != phase.Queued {
-			return nil
-		}
-		if left := d.waitUnrecorded(key); left > 0 {
-			d.q.addAfter(key, left) // to record the wait then if it still lasts
-			return nil
-		}
-		if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: busy}, attempt.Record{}); err != nil {
-			return err
-		}
-		d.mu.Lock()
-		delete(d.waitingSince, key) // recorded: the phase says it waits now
-		d.mu.Unlock()
-		return nil
+		return err
 	}
 
 	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l}
@@ -219,6 +190,48 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
 	}
 	return a, nil
+}
+
+// takeCapacity takes the host's share and a slot for a's attempt. Without
+// them the attempt waits (ok false): queued again to time it out when its
+// queued timeout passes, and WAITING_FOR_RESOURCES recorded once the wait
+// outlasts the grace.
+func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.TaskSpec, l *attempt.Launch) (gpus []attempt.GPU, ok bool, err error) {
+	key := a.ActionKey
+	parent := ""
+	if a.ParentName != nil {
+		parent = *a.ParentName
+	}
+	gpus, busy := d.resources.acquire(key, parent, l.Request)
+	ok, wake := busy == "", []store.ActionKey(nil)
+	if ok {
+		var why string
+		if ok, why, wake = d.slots.Acquire(key, l.Ask()); !ok {
+			d.queueAll(d.resources.release(key))
+			busy = why
+		}
+	}
+	d.queueAll(wake)
+	if ok {
+		return gpus, true, nil
+	}
+	if l.QueuedLeft > 0 {
+		d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
+	}
+	if a.Phase != phase.Queued {
+		return nil, false, nil
+	}
+	if left := d.waitUnrecorded(key); left > 0 {
+		d.q.addAfter(key, left) // to record the wait then if it still lasts
+		return nil, false, nil
+	}
+	if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{}); err != nil {
+		return nil, false, err
+	}
+	d.mu.Lock()
+	delete(d.waitingSince, key) // recorded: the phase says it waits now
+	d.mu.Unlock()
+	return nil, false, nil
 }
 
 // waitUnrecorded returns how much longer key's wait for capacity stays
