@@ -175,7 +175,6 @@ func TestWatchForUpdates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.state.Changed()
 			return a
 		}
 		set("old1", store.Update{Phase: phase.Running})

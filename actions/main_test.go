@@ -124,7 +124,7 @@ func (h *harness) createRun(t *testing.T, name string) string {
 	}); err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
-	root, err := h.state.Store().Actions.Get(ctx, runKey(name).Action(store.RootName))
+	root, err := h.st.Actions.Get(ctx, runKey(name).Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,34 +61,23 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 	if len(evs) > MaxEventsPerRecord {
 		return nil, errs.Invalidf("events: %d events in one request, at most %d", len(evs), MaxEventsPerRecord)
 	}
-	var order []store.ActionKey // first appearance, so each action's events keep theirs
-	byAction := map[store.ActionKey][]store.Event{}
+	var reports []runstate.Reported // by first appearance, so each action's events keep their order
+	index := map[store.ActionKey]int{}
 	for i, e := range evs {
 		key, ev, err := eventOf(fmt.Sprintf("events[%d]", i), e)
 		if err != nil {
 			return nil, err
 		}
-		if _, seen := byAction[key]; !seen {
-			order = append(order, key)
+		at, seen := index[key]
+		if !seen {
+			at = len(reports)
+			index[key] = at
+			reports = append(reports, runstate.Reported{Key: key})
 		}
-		byAction[key] = append(byAction[key], ev)
+		reports[at].Events = append(reports[at].Events, ev)
 	}
-	recorded := 0
-	err := s.state.Store().InTx(ctx, func(tx *store.Store) error {
-		for _, key := range order {
-			n, err := tx.Actions.RecordEvents(ctx, key, byAction[key])
-			if err != nil {
-				return err
-			}
-			recorded += n
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.state.RecordEvents(ctx, reports); err != nil {
 		return nil, err
-	}
-	if recorded > 0 {
-		s.state.Changed()
 	}
 	return connect.NewResponse(&workflow.RecordResponse{}), nil
 }

@@ -49,7 +49,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
 		if err := events.Setup(srv, state); err != nil {
 			t.Fatal(err)
 		}
-		if err := runs.Setup(context.Background(), srv, state, config.Projects{AutoCreate: true}, env.Log); err != nil {
+		if err := runs.Setup(context.Background(), srv, state, env.Store, config.Projects{AutoCreate: true}, env.Log); err != nil {
 			t.Fatal(err)
 		}
 		hs := httptest.NewServer(srv.Handler())
@@ -254,7 +254,6 @@ func TestWatchClusterEvents(t *testing.T) {
 		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
-		h.state.Changed()
 		if stream.Receive() {
 			t.Fatalf("after the attempt ended: %v, want the end of the stream", stream.Msg())
 		}

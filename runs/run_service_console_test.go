@@ -49,7 +49,6 @@ func TestWatchGroups(t *testing.T) {
 			store.AnyVersion, store.Update{Phase: phase.Failed, ErrorInfo: errInfo}); err != nil {
 			t.Fatal(err)
 		}
-		h.state.Changed()
 		for {
 			m := w.next(t)
 			if m.GetSentinel() || len(m.GetTaskGroups()) != 1 {

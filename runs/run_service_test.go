@@ -47,7 +47,7 @@ func (h *harness) createRun(t *testing.T, id *common.RunIdentifier, taskName str
 func (h *harness) enqueue(t *testing.T, run *common.RunIdentifier, parent, name string) {
 	t.Helper()
 	ctx := context.Background()
-	root, err := h.state.Store().Actions.Get(ctx, runKeyOf(run).Action(store.RootName))
+	root, err := h.st.Actions.Get(ctx, runKeyOf(run).Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,6 @@ func (h *harness) setPhase(t *testing.T, run *common.RunIdentifier, name string,
 	if _, err := h.st.Actions.Update(context.Background(), runKeyOf(run).Action(name), store.AnyVersion, store.Update{Phase: p}); err != nil {
 		t.Fatalf("set %s %v: %v", name, p, err)
 	}
-	h.state.Changed()
 }
 
 func runKeyOf(id *common.RunIdentifier) store.RunKey {

@@ -7,13 +7,14 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/store"
 )
 
 // Setup mounts RunService (over state), TaskService and ProjectService
-// (over state's store) and the two identity services on srv, after seeding
-// the configured projects so the first request already finds them.
-func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, projects config.Projects, log *slog.Logger) error {
-	st := state.Store()
+// (over st, the store state is built over) and the two identity services on
+// srv, after seeding the configured projects so the first request already
+// finds them.
+func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, st *store.Store, projects config.Projects, log *slog.Logger) error {
 	projectService := NewProjectService(st, projects, log)
 	if err := projectService.Seed(ctx); err != nil {
 		return err

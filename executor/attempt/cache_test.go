@@ -54,7 +54,7 @@ func (f *fixture) runIn(t *testing.T, project, name string, tmpl *core.TaskTempl
 func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 	t.Helper()
 	ctx := context.Background()
-	st := f.state.Store()
+	st := f.env.Store
 	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 // withCache is a core with a cache of its own (what a restarted manager
 // has) writing under token.
 func (f *fixture) withCache(token int64) (*attempt.Core, *cache.Cache) {
-	oc := cache.New(config.Default().Cache, f.g, f.env.Blobs, f.state.Store().Actions, f.env.Log)
+	oc := cache.New(config.Default().Cache, f.g, f.env.Blobs, f.env.Store.Actions, f.env.Log)
 	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
 }
 
@@ -167,7 +167,7 @@ func TestCacheLifecycle(t *testing.T) {
 		if second.Phase != phase.Succeeded || second.CacheStatus != int32(core.CatalogCacheStatus_CACHE_HIT) {
 			t.Fatalf("identical run: %s, cache status %d, want SUCCEEDED and CACHE_HIT", second.Phase, second.CacheStatus)
 		}
-		atts, err := f.state.Store().Actions.Attempts(ctx, second.ActionKey)
+		atts, err := f.env.Store.Actions.Attempts(ctx, second.ActionKey)
 		if err != nil || len(atts) != 1 || atts[0].OutputURI != outDir || atts[0].OwnerToken != 0 {
 			t.Fatalf("the hit's attempt: %+v %v, want one, never started, with the cached output dir", atts, err)
 		}
@@ -328,7 +328,7 @@ func TestCacheOptions(t *testing.T) {
 		if err := f.env.Blobs.Delete(ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		held, err := f.state.Store().Leases.Get(ctx, store.LocalExecutorLease)
+		held, err := f.env.Store.Leases.Get(ctx, store.LocalExecutorLease)
 		if err != nil {
 			t.Fatal(err)
 		}

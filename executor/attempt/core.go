@@ -1,16 +1,21 @@
 // Package attempt is the attempt lifecycle every executor driver shares: it
 // plans a launch (spec → limits → cache → secrets → the task-process
-// contract's values and environment) and applies what a driver observed
-// (machine transition, fenced store write and change notification as one
-// step). A driver only launches, observes and stops: the local driver runs
-// host processes, the kubernetes driver Pods; neither decides phases,
-// retries or limits on its own, so the two cannot drift apart.
+// contract's values and environment), applies what a driver observed
+// (machine transition and fenced store write as one step; the commit wakes
+// the watchers) and acts on what follows (slots, a retry's backoff, aborting
+// the descendants of what ended). A driver only launches, observes and
+// stops: the local driver runs host processes, the kubernetes driver Pods;
+// neither decides phases, retries or limits on its own, so the two cannot
+// drift apart.
 package attempt
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -55,6 +60,19 @@ type Options struct {
 	Cluster string
 	// Hooks join planning.
 	Hooks
+
+	// What the driver does after a record (after.go).
+	//
+	// Slots are the driver's capacity; an action's slot is freed when its
+	// attempt retries or ends (NewSlots(0), no limit, when nil).
+	Slots *Slots
+	// Requeue has the driver look at key again after delay: a retry once
+	// its backoff passed, an action a freed slot lets start (delay 0).
+	Requeue func(key store.ActionKey, delay time.Duration)
+	// Ended tells the driver that key ended, for what it keeps of its own.
+	Ended func(key store.ActionKey)
+	// Log receives what goes wrong after a record (slog.Default when nil).
+	Log *slog.Logger
 }
 
 // Core is the shared attempt lifecycle over one run state.
@@ -62,6 +80,9 @@ type Core struct {
 	state *runstate.Service
 	opts  Options
 	runs  *runCache
+
+	mu        sync.Mutex
+	notBefore map[store.ActionKey]time.Time // retries waiting for their backoff (Backoff)
 }
 
 // New builds the core over state.
@@ -69,7 +90,19 @@ func New(state *runstate.Service, opts Options) *Core {
 	if opts.Fence == nil {
 		opts.Fence = func() int64 { return 1 }
 	}
-	return &Core{state: state, opts: opts, runs: newRunCache()}
+	if opts.Slots == nil {
+		opts.Slots = NewSlots(0)
+	}
+	if opts.Requeue == nil {
+		opts.Requeue = func(store.ActionKey, time.Duration) {}
+	}
+	if opts.Ended == nil {
+		opts.Ended = func(store.ActionKey) {}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Core{state: state, opts: opts, runs: newRunCache(), notBefore: map[store.ActionKey]time.Time{}}
 }
 
 // State is the run state the core records into.
@@ -88,7 +121,7 @@ type Record struct {
 }
 
 // Apply feeds ev to the machine for a and writes the result with a's
-// version (errs.ErrConflict when a changed meanwhile), then notifies
+// version (errs.ErrConflict when a changed meanwhile); the commit wakes the
 // watchers. It returns the action as written (a itself when nothing was
 // written) and the machine's decision. spec may be nil (the default policy).
 func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, ev machine.Event, rec Record) (*store.Action, machine.Decision, error) {
@@ -96,7 +129,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	switch ev.(type) {
 	case machine.Failed, machine.Crashed, machine.Orphaned:
 		// Retry budgets are counted from the attempts that ended in a retry.
-		atts, err := c.state.Store().Actions.Attempts(ctx, a.ActionKey)
+		atts, err := c.state.Attempts(ctx, a.ActionKey)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,39 +180,16 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	}
 	u.At = db.Now()
 	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
-	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.state.Changed()
 	return updated, dec, nil
 }
 
 // Fail records a non-recoverable failure of a's current attempt.
 func (c *Core) Fail(ctx context.Context, a *store.Action, spec *task.TaskSpec, kind machine.ErrorKind, code, msg string) (*store.Action, machine.Decision, error) {
 	return c.Apply(ctx, a, spec, machine.Failed{Attempt: uint32(a.Attempts), Kind: kind, Code: code, Message: msg}, Record{})
-}
-
-// AbortDescendants aborts the unfinished descendants of a terminal action:
-// a parent that ended no longer waits for them.
-func (c *Core) AbortDescendants(ctx context.Context, a *store.Action) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		kids, next, err := c.state.Store().Actions.ListChildren(ctx, a.ActionKey, page)
-		if err != nil {
-			return err
-		}
-		for i := range kids {
-			if !kids[i].Phase.Terminal() {
-				reason := fmt.Sprintf("parent action %s ended %s", a.Name, a.Phase)
-				return c.state.Abort(ctx, a.ActionKey, reason, "")
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
 }
 
 // spentRetries counts the retries already paid from each budget: every

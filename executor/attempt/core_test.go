@@ -168,7 +168,7 @@ func TestApply(t *testing.T) {
 			t.Fatalf("without the fence the action changed: %v", got.Phase)
 		}
 
-		st := f.state.Store()
+		st := f.env.Store
 		free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
 		if err != nil {
 			t.Fatal(err)

@@ -128,10 +128,9 @@ func (c *Core) ReportClusterEvents(ctx context.Context, a *store.Action, news []
 	e.ClusterEvents = news
 	reason := news[len(news)-1].GetReason()
 	u := store.Update{Fence: fence, At: at, Events: []store.Event{c.stored(e, reason, at)}}
-	updated, err := c.state.Store().Actions.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
 	if err != nil {
 		return nil, err
 	}
-	c.state.Changed()
 	return updated, nil
 }

@@ -18,7 +18,7 @@ import (
 func (f *fixture) hold(t *testing.T) func() int64 {
 	t.Helper()
 	ctx := context.Background()
-	st := f.state.Store()
+	st := f.env.Store
 	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
 	if err != nil {
 		t.Fatal(err)

@@ -220,7 +220,7 @@ func (c *Core) limits(ctx context.Context, a *store.Action, md *core.TaskMetadat
 	if q := md.GetTimeouts().GetQueuedTimeout().AsDuration(); q > 0 {
 		queuedAt := a.CreatedAt
 		if a.Attempts > 1 {
-			atts, err := c.state.Store().Actions.Attempts(ctx, a.ActionKey)
+			atts, err := c.state.Attempts(ctx, a.ActionKey)
 			if err != nil {
 				return l, err
 			}
@@ -286,7 +286,7 @@ func (c *Core) Spec(ctx context.Context, a *store.Action) (*task.TaskSpec, error
 	if errors.Is(err, errs.ErrNotFound) || errors.Is(err, errs.ErrInvalid) {
 		return nil, BadSpecError{err}
 	}
-	if _, rerr := c.state.Store().Tasks.GetSpec(ctx, a.SpecDigest); rerr == nil {
+	if c.state.SpecStored(ctx, a.SpecDigest) == nil {
 		return nil, BadSpecError{err} // stored, but not a TaskSpec
 	}
 	return nil, err
@@ -321,7 +321,7 @@ func (c *Core) run(ctx context.Context, run store.RunKey) (*runInfo, error) {
 	if ri != nil {
 		return ri, nil
 	}
-	root, err := c.state.Store().Actions.Get(ctx, run.Action(store.RootName))
+	root, err := c.state.Get(ctx, run.Action(store.RootName))
 	if err != nil {
 		return nil, err
 	}

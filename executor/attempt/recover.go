@@ -54,7 +54,7 @@ func (c *Core) recoveryOf(ctx context.Context, run store.RunKey, rs *task.RunSpe
 	for name := range r.Forced {
 		for name != "" && !rec.mustRun[name] {
 			rec.mustRun[name] = true
-			a, err := c.state.Store().Actions.Get(ctx, r.Source.Action(name))
+			a, err := c.state.Get(ctx, r.Source.Action(name))
 			if errors.Is(err, errs.ErrNotFound) || errors.Is(err, errs.ErrInvalid) {
 				break // unknown names are ignored
 			} else if err != nil {
@@ -77,7 +77,7 @@ func (c *Core) planRecover(ctx context.Context, a *store.Action, spec *task.Task
 	if rec == nil || a.IsRoot() || a.Attempts != 1 || a.ActionType != store.ActionTypeTask || rec.mustRun[a.Name] {
 		return Plan{}, false, nil
 	}
-	src, err := c.state.Store().Actions.Get(ctx, rec.source.Action(a.Name))
+	src, err := c.state.Get(ctx, rec.source.Action(a.Name))
 	if errors.Is(err, errs.ErrNotFound) {
 		return Plan{}, false, nil
 	} else if err != nil {
@@ -133,24 +133,11 @@ func (c *Core) seedTraces(ctx context.Context, a *store.Action, ri *runInfo) err
 	})
 }
 
-// eachTrace calls fn for every action of run that f matches, page by page.
+// eachTrace calls fn for every action of run that f matches.
 func (c *Core) eachTrace(ctx context.Context, run store.RunKey, f store.ActionFilter, fn func(*store.Action) error) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		traces, next, err := c.state.Store().Actions.ListActions(ctx, run, f, page)
-		if err != nil {
-			return err
-		}
-		for i := range traces {
-			if err := fn(&traces[i]); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
+	return eachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+		return c.state.ListActionRows(ctx, run, f, p)
+	}, fn)
 }
 
 func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *recovery) error {
@@ -175,18 +162,17 @@ func (c *Core) seedTrace(ctx context.Context, parent, src *store.Action, rec *re
 	if src.EndedAt != nil {
 		n.EndedAt = *src.EndedAt
 	}
-	created, _, err := c.state.Store().Actions.CreateChild(ctx, n)
+	created, _, err := c.state.CreateRecord(ctx, n)
 	if errors.Is(err, errs.ErrAlreadyExists) {
 		return nil // the parent recorded it itself meanwhile: its own record stands
 	} else if err != nil {
 		return err
 	}
 	if created.RecoveredFrom == "" { // new, or a seed cut short before this write
-		if _, err := c.state.Store().Actions.Update(ctx, created.ActionKey, store.AnyVersion,
+		if _, err := c.state.Update(ctx, created.ActionKey, store.AnyVersion,
 			store.Update{OutputURI: out, RecoveredFrom: rec.source.RunName, Fence: c.opts.Fence()}); err != nil {
 			return err
 		}
-		c.state.Changed()
 	}
 	return nil
 }

@@ -79,7 +79,6 @@ type Driver struct {
 
 	mu         sync.Mutex
 	keys       map[types.NamespacedName]store.ActionKey // unfinished actions by TaskAction, which may not exist (yet, or any more)
-	notBefore  map[store.ActionKey]time.Time            // retries waiting for their backoff
 	namespaces map[string]bool                          // namespaces known to exist
 	written    map[types.UID]writtenStatus              // the status last written per TaskAction (writeStatus)
 	own        versions                                 // resource versions of this driver's own writes (write)
@@ -135,19 +134,22 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		trigger:    make(chan event.GenericEvent, 8192),
 		rescan:     make(chan struct{}, 1),
 		keys:       map[types.NamespacedName]store.ActionKey{},
-		notBefore:  map[store.ActionKey]time.Time{},
 		namespaces: map[string]bool{},
 		written:    map[types.UID]writtenStatus{},
 		podEvents:  map[store.ActionKey]*podEventsSeen{},
 		own:        versions{seen: map[int64]struct{}{}},
 	}
 	d.slots = attempt.NewSlots(0)
-	d.lease = lease.New(state.Store().Leases, lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
+	d.lease = lease.New(state.Leases(), lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
 	d.coreOpts = attempt.Options{
 		SystemRetries: uint32(cfg.SystemRetries),
 		SystemBackoff: machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
 		Fence:         d.lease.Fence,
 		Cluster:       clusterName(cfg),
+		Slots:         d.slots,
+		Requeue:       d.requeue,
+		Ended:         d.forgetPodEvents,
+		Log:           d.log,
 	}
 	d.core = attempt.New(state, d.coreOpts)
 	d.metrics = newMetrics(d)
@@ -189,6 +191,17 @@ func (d *Driver) poke(key store.ActionKey) {
 	default:
 		d.askRescan() // the queue is full: the scan finds it
 	}
+}
+
+// requeue pokes key after delay (attempt.Options.Requeue). A retry's next
+// attempt starts in a pass of its own: the change feed skips this driver's
+// writes, and no object changed that would trigger one.
+func (d *Driver) requeue(key store.ActionKey, delay time.Duration) {
+	if delay <= 0 {
+		d.poke(key)
+		return
+	}
+	time.AfterFunc(delay, func() { d.poke(key) })
 }
 
 func (d *Driver) pokeAll(keys []store.ActionKey) {
@@ -364,19 +377,8 @@ func (d *Driver) background(ctx context.Context) error {
 // scan pokes every unfinished action and every TaskAction: after taking
 // the lease, or when a change notification may have been missed.
 func (d *Driver) scan(ctx context.Context) error {
-	page := store.Page{Limit: 500}
-	for {
-		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			d.poke(rows[i].ActionKey)
-		}
-		if next == "" {
-			break
-		}
-		page.Token = next
+	if err := d.core.Scan(ctx, func(a *store.Action) { d.poke(a.ActionKey) }); err != nil {
+		return err
 	}
 	var list v1.TaskActionList
 	if err := d.client.List(ctx, &list); err != nil {

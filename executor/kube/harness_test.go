@@ -75,7 +75,8 @@ func newHarnessWith(t *testing.T, dsn string, hooks func(*gorm.DB) attempt.Hooks
 	t.Cleanup(cancel)
 	h := &harness{t: t, ctx: ctx, cluster: c, k: k, fixtures: t.TempDir(), blobDir: filepath.Join(t.TempDir(), "blobs")}
 	g := dbtest.Migrated(t, dsn)
-	h.state, h.d, _ = statetest.New(t, g, statetest.Options{BlobDir: h.blobDir}, func(s *runstate.Service) *Driver {
+	var env *statetest.Env
+	h.state, h.d, env = statetest.New(t, g, statetest.Options{BlobDir: h.blobDir}, func(s *runstate.Service) *Driver {
 		cfg := config.Default().Executor.Kubernetes
 		cfg.SharedFileStorage = true
 		cfg.LeaseTTL = 4 * time.Second
@@ -88,7 +89,7 @@ func newHarnessWith(t *testing.T, dsn string, hooks func(*gorm.DB) attempt.Hooks
 		}
 		return d
 	})
-	h.st = h.state.Store()
+	h.st = env.Store
 	h.stop = h.start(h.d, true)
 	writeProto(t, filepath.Join(h.fixtures, "outputs.pb"), &task.Outputs{Literals: []*task.NamedLiteral{{Name: "o0",
 		Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 7}}}}}}}}})

@@ -33,10 +33,7 @@ import (
 // launch starts the current attempt of a pending action: the core plans
 // it, the driver claims it and creates its Pod.
 func (d *Driver) launch(ctx context.Context, ta *v1.TaskAction, a *store.Action) (*store.Action, bool, ctrl.Result, error) {
-	d.mu.Lock()
-	nb, wait := d.notBefore[a.ActionKey]
-	d.mu.Unlock()
-	if left := time.Until(nb); wait && left > 0 {
+	if left := d.core.Backoff(a.ActionKey); left > 0 {
 		return a, false, ctrl.Result{RequeueAfter: left}, nil
 	}
 	if a.ParentName != nil {

@@ -78,7 +78,7 @@ func (d *Driver) reportPodEvents(ctx context.Context, a *store.Action, pod *core
 // history holds: a restarted manager reports none of them again.
 func (d *Driver) reportedPodEvents(ctx context.Context, a *store.Action) (*podEventsSeen, error) {
 	seen := &podEventsSeen{attempt: a.Attempts, keys: map[string]bool{}}
-	evs, err := d.state.Store().Actions.Events(ctx, a.ActionKey)
+	evs, err := d.state.Events(ctx, a.ActionKey)
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,7 @@ func (d *Driver) apply(ctx context.Context, ta *v1.TaskAction, a *store.Action, 
 	if err != nil {
 		return a, err
 	}
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	switch dec := dec.(type) {
 	case *machine.Retry:
 		d.warn(ta, "Retrying", fmt.Sprintf("attempt %d failed (%s); attempt %d follows", a.Attempts, dec.Cause.Message, dec.Attempt))
@@ -173,37 +173,6 @@ func (d *Driver) write(ctx context.Context, a *store.Action, spec *task.TaskSpec
 		d.own.add(updated.ResourceVersion)
 	}
 	return updated, dec, err
-}
-
-// afterRecord acts on a recorded decision: the attempt's slot is freed
-// when it ended; a retry waits for its backoff; a terminal action's
-// unfinished descendants are aborted.
-func (d *Driver) afterRecord(ctx context.Context, a *store.Action, dec machine.Decision) {
-	switch dec.(type) {
-	case *machine.Retry, *machine.Terminal:
-		d.pokeAll(d.slots.Release(a.ActionKey))
-	}
-	switch dec := dec.(type) {
-	case *machine.Retry:
-		d.mu.Lock()
-		if dec.Delay > 0 {
-			d.notBefore[a.ActionKey] = time.Now().Add(dec.Delay)
-		}
-		d.mu.Unlock()
-		// The next attempt starts in a pass of its own (the change feed
-		// skips this driver's writes, and no object changed that would
-		// trigger one).
-		time.AfterFunc(dec.Delay, func() { d.poke(a.ActionKey) })
-	case *machine.Terminal:
-		d.slots.Forget(a.ActionKey)
-		d.forgetPodEvents(a.ActionKey)
-		d.mu.Lock()
-		delete(d.notBefore, a.ActionKey)
-		d.mu.Unlock()
-		if err := d.core.AbortDescendants(ctx, a); err != nil {
-			d.log.Warn("aborting the children of an ended action", "action", a.ActionKey.String(), "err", err)
-		}
-	}
 }
 
 // writeStatus projects a onto ta's status and writes it when it changed,

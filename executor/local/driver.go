@@ -95,12 +95,15 @@ type Driver struct {
 	systemBackoff  machine.Backoff
 	workers        int
 
-	hooks   attempt.Hooks // the services that join planning (WithHooks)
-	core    *attempt.Core // built in Start, once the tunables are fixed
-	runner  *process.Runner
-	metrics *metrics
-	lease   *lease.Keeper
-	rescan  chan struct{} // asks the resync loop for a scan now
+	hooks  attempt.Hooks // the services that join planning (WithHooks)
+	core   *attempt.Core // built in Start, once the tunables are fixed
+	runner *process.Runner
+	// runAttempt runs claimed attempts: defaultRunner, host processes
+	// through runner (or the bench build's no-op runner).
+	runAttempt attemptRunner
+	metrics    *metrics
+	lease      *lease.Keeper
+	rescan     chan struct{} // asks the resync loop for a scan now
 	// leaseStop stops keepLease, which outlives the workers at shutdown
 	// (the lease must hold while running attempts are recorded); leaseDone
 	// is closed when it returned.
@@ -112,9 +115,8 @@ type Driver struct {
 	resources            *resourcePool // the host's share running attempts hold
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
 
-	mu        sync.Mutex
-	running   map[store.ActionKey]*ownAttempt
-	notBefore map[store.ActionKey]time.Time
+	mu      sync.Mutex
+	running map[store.ActionKey]*ownAttempt
 	// waitingSince is when a QUEUED action first found no free capacity,
 	// until its wait is recorded (see waitGrace) or it starts.
 	waitingSince map[store.ActionKey]time.Time
@@ -183,11 +185,11 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		stopTimeout:    DefaultStopTimeout,
 		systemBackoff:  machine.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute},
 		workers:        defaultWorkers,
+		runAttempt:     defaultRunner,
 		q:              newQueue(50*time.Millisecond, 30*time.Second),
 		lim:            newLimiter(defaultQPS, defaultBurst),
 		slots:          attempt.NewSlots(local.MaxParallelism),
 		running:        map[store.ActionKey]*ownAttempt{},
-		notBefore:      map[store.ActionKey]time.Time{},
 		waitingSince:   map[store.ActionKey]time.Time{},
 		waitGrace:      defaultWaitGrace,
 		stopCh:         make(chan struct{}),
@@ -201,7 +203,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		d.log.Warn(n)
 	}
 	d.resources, d.unsatisfiableFails = newResourcePool(host), local.Resources.Unsatisfiable == config.UnsatisfiableFail
-	d.lease = lease.New(state.Store().Leases, local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
+	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d
 }
@@ -293,7 +295,8 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.log.Warn("cannot become a child subreaper: processes an attempt detaches are found by their working directory only", "err", err)
 	}
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
-		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks})
+		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
+		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes,
 		WarmStart: d.cfg.WarmStart, Logger: d.log})
 	if d.runner.Cgroups() {
@@ -530,30 +533,21 @@ func (d *Driver) resync() {
 // attempts this driver runs and actions waiting for a slot, unless an abort
 // was requested for them.
 func (d *Driver) scan(ctx context.Context) error {
-	page := store.Page{Limit: 500}
 	n := 0
-	for {
-		rows, next, err := d.state.Store().Actions.ListNonTerminal(ctx, page)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			a := &rows[i]
-			if a.AbortRequestedAt == nil {
-				d.mu.Lock()
-				_, mine := d.running[a.ActionKey]
-				d.mu.Unlock()
-				if mine || d.slots.Waits(a.ActionKey) {
-					continue
-				}
+	err := d.core.Scan(ctx, func(a *store.Action) {
+		if a.AbortRequestedAt == nil {
+			d.mu.Lock()
+			_, mine := d.running[a.ActionKey]
+			d.mu.Unlock()
+			if mine || d.slots.Waits(a.ActionKey) {
+				return
 			}
-			d.q.add(a.ActionKey)
-			n++
 		}
-		if next == "" {
-			break
-		}
-		page.Token = next
+		d.q.add(a.ActionKey)
+		n++
+	})
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		d.log.Debug("resync queued unfinished actions", "count", n)

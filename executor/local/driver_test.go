@@ -324,7 +324,6 @@ func TestTaskTypesWithoutAContainerFail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.state.Changed()
 		// No Submit: the resync scan finds it.
 		a = h.terminal(a.ActionKey, phase.Failed, 20*time.Second)
 		e := execErr(a.ErrorInfo)

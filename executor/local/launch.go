@@ -23,19 +23,33 @@ import (
 // Launching an attempt: the checks before it starts (spec, limits, slots),
 // the process contract values, and the process itself.
 
-// benchStart is nil in every normal build. Only noop_bench.go (built with
-// -tags bench) sets it, and only when FLYTE_MANAGER_BENCH_RUNNER=noop: it
-// then stands in for starting the attempt's process, so that `make bench`
-// measures the control plane (enqueue, dispatch, store writes, watches)
-// without Python start-up. It returns a channel that yields the attempt's
-// end, which the driver records exactly as it records a process's end.
-var benchStart func(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, endpoint string) <-chan process.ExitStatus
+// An attemptRunner runs a claimed attempt whose directories exist. Once
+// the attempt runs it returns the action as last written, and the
+// attempt's end reaches a worker later (Driver.ended), recorded as any
+// attempt's end is. When the attempt could not start it returns nil, having
+// recorded why (launchFailed).
+type attemptRunner func(d *Driver, ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error)
 
-// startAttempt claims the current attempt of a pending action and starts
-// its process. The attempt core plans it (spec, limits, cache, secrets, the
-// contract's argv and environment); the driver adds what is local: the
-// attempt's directory, resource limits as a cgroup, a slot among
-// maxParallelism, and the process.
+// launchSetup is what the driver settled for an attempt before it claimed
+// it.
+type launchSetup struct {
+	endpoint string         // the manager's host:port as the attempt reaches it
+	gpus     []attempt.GPU  // the devices it holds
+	limits   process.Limits // its resource limits
+}
+
+// defaultRunner is the runner New gives every driver: a host process per
+// attempt. Only the bench build replaces it, with the no-op runner of
+// `make bench` (noop_bench.go), which measures the control plane without
+// Python start-up.
+var defaultRunner attemptRunner = (*Driver).startProcess
+
+// startAttempt claims the current attempt of a pending action and has the
+// driver's runner run it. The attempt core plans it (spec, limits, cache,
+// secrets, the contract's argv and environment); the driver adds what is
+// local: the attempt's directory, resource limits as a cgroup, the host's
+// share and a slot among maxParallelism (takeCapacity), and the runner (a
+// host process: startProcess).
 func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	key, n := a.ActionKey, a.Attempts
 	endpoint := d.endpoint()
@@ -66,45 +80,14 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return d.failPermanently(ctx, a, spec, machine.KindUser, attempt.CodeLaunchFailed, err.Error())
 	}
-
-	parent := ""
-	if a.ParentName != nil {
-		parent = *a.ParentName
-	}
-	gpus, busy := d.resources.acquire(key, parent, l.Request)
-	ok, wake := busy == "", []store.ActionKey(nil)
-	if ok {
-		var why string
-		if ok, why, wake = d.slots.Acquire(key, l.Ask()); !ok {
-			d.queueAll(d.resources.release(key))
-			busy = why
-		}
-	}
-	d.queueAll(wake)
+	gpus, ok, err := d.takeCapacity(ctx, a, spec, l)
 	if !ok {
-		if l.QueuedLeft > 0 {
-			d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
-		}
-		if a.Phase != phase.Queued {
-			return nil
-		}
-		if left := d.waitUnrecorded(key); left > 0 {
-			d.q.addAfter(key, left) // to record the wait then if it still lasts
-			return nil
-		}
-		if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(n), Reason: busy}, attempt.Record{}); err != nil {
-			return err
-		}
-		d.mu.Lock()
-		delete(d.waitingSince, key) // recorded: the phase says it waits now
-		d.mu.Unlock()
-		return nil
+		return err
 	}
 
 	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l}
 	d.mu.Lock()
 	d.running[key] = e
-	delete(d.notBefore, key)
 	delete(d.waitingSince, key)
 	d.mu.Unlock()
 	handedOff := false
@@ -131,32 +114,32 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
-	if benchStart != nil {
-		// Bench builds only (see benchStart): no process; the attempt
-		// ends when the channel yields, recorded as a process's end is.
-		done := benchStart(ctx, d, a, e, endpoint)
-		handedOff = true
-		go func() {
-			st := <-done
-			d.mu.Lock()
-			e.status = &st
-			d.mu.Unlock()
-			d.q.add(key)
-		}()
-		d.markRunning(ctx, a, e)
-		return nil
+	running, err := d.runAttempt(d, ctx, a, e, launchSetup{endpoint: endpoint, gpus: gpus, limits: res})
+	if running == nil {
+		return err
 	}
+	handedOff = true
+	d.markRunning(ctx, running, e)
+	return nil
+}
+
+// startProcess is the attemptRunner that runs the attempt as a host
+// process: its secrets, the command (the SDK's runtime, or a raw
+// container's own), its devices, and a record of the process's identity
+// that a restarted manager finds.
+func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error) {
+	key, n, dir, l, gpus := e.key, e.n, e.dir, e.launch, s.gpus
 	env, err := deliverSecrets(dir, l)
 	if err != nil {
 		removeSecrets(dir)
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
 	args := l.Args
 	if l.Raw != nil {
 		var note string
 		if args, note, err = d.prepareRaw(ctx, dir, l); err != nil {
 			removeSecrets(dir)
-			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
 		}
 		a = d.reportRaw(ctx, a, note)
@@ -172,15 +155,15 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		Dir:     filepath.Join(dir, cwdDir),
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,
-		Limits:  res,
+		Limits:  s.limits,
 		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindSystem,
 				Code: attempt.CodeRuntimeNotFound, Message: err.Error() + " (set executor.local.python to the bin directory of a Python environment with the flyte SDK)"})
 		}
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not start the task process: "+err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not start the task process: "+err.Error()))
 	}
 	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
@@ -188,7 +171,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
-		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
+		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
 	d.mu.Lock()
 	e.proc = proc
@@ -197,7 +180,6 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if d.lease.Paused() {
 		proc.Pause() // the lease went unrenewed while it started
 	}
-	handedOff = true
 	go d.waitFor(e)
 	if abort {
 		proc.Abort("abort requested")
@@ -207,8 +189,49 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if why := proc.Unenforced(); why != "" {
 		d.log.Warn("resource limits not enforced", "action", key.String(), "attempt", n, "reason", why)
 	}
-	d.markRunning(ctx, a, e)
-	return nil
+	return a, nil
+}
+
+// takeCapacity takes the host's share and a slot for a's attempt. Without
+// them the attempt waits (ok false): queued again to time it out when its
+// queued timeout passes, and WAITING_FOR_RESOURCES recorded once the wait
+// outlasts the grace.
+func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.TaskSpec, l *attempt.Launch) (gpus []attempt.GPU, ok bool, err error) {
+	key := a.ActionKey
+	parent := ""
+	if a.ParentName != nil {
+		parent = *a.ParentName
+	}
+	gpus, busy := d.resources.acquire(key, parent, l.Request)
+	ok, wake := busy == "", []store.ActionKey(nil)
+	if ok {
+		var why string
+		if ok, why, wake = d.slots.Acquire(key, l.Ask()); !ok {
+			d.queueAll(d.resources.release(key))
+			busy = why
+		}
+	}
+	d.queueAll(wake)
+	if ok {
+		return gpus, true, nil
+	}
+	if l.QueuedLeft > 0 {
+		d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
+	}
+	if a.Phase != phase.Queued {
+		return nil, false, nil
+	}
+	if left := d.waitUnrecorded(key); left > 0 {
+		d.q.addAfter(key, left) // to record the wait then if it still lasts
+		return nil, false, nil
+	}
+	if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{}); err != nil {
+		return nil, false, err
+	}
+	d.mu.Lock()
+	delete(d.waitingSince, key) // recorded: the phase says it waits now
+	d.mu.Unlock()
+	return nil, false, nil
 }
 
 // waitUnrecorded returns how much longer key's wait for capacity stays
@@ -236,7 +259,7 @@ func (d *Driver) recordPlanned(ctx context.Context, a *store.Action, spec *task.
 	if err != nil {
 		return err
 	}
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 
@@ -250,7 +273,7 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	for try := 0; try < 5; try++ {
 		if try > 0 {
 			var err error
-			if a, err = d.state.Store().Actions.Get(ctx, key); err != nil {
+			if a, err = d.state.Get(ctx, key); err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
 				return
 			}
@@ -268,10 +291,12 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// waitFor waits for the attempt's process and queues its key so that a
+// waitFor waits for the attempt's process to end.
+func (d *Driver) waitFor(e *ownAttempt) { d.ended(e, e.proc.Wait()) }
+
+// ended takes the end of an attempt that ran and queues its key, so that a
 // worker records how it ended.
-func (d *Driver) waitFor(e *ownAttempt) {
-	st := e.proc.Wait()
+func (d *Driver) ended(e *ownAttempt, st process.ExitStatus) {
 	d.mu.Lock()
 	e.status = &st
 	d.mu.Unlock()
@@ -286,7 +311,7 @@ func (d *Driver) launchFailed(ctx context.Context, a *store.Action, e *ownAttemp
 		return err
 	}
 	d.dropEntry(e)
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 

@@ -31,7 +31,7 @@ const (
 // asks again).
 func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, follow bool, emit func([]*dataplane.LogLine) error) error {
 	if attempt <= 0 {
-		a, err := d.state.Store().Actions.Get(ctx, key)
+		a, err := d.state.Get(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -63,7 +63,7 @@ func init() {
 	switch r := os.Getenv(benchRunnerEnv); r {
 	case "", "a0", "process":
 	case "noop":
-		benchStart = noopStart
+		defaultRunner = noopRun
 		fmt.Fprintln(os.Stderr, "flyte-manager (bench build): "+benchRunnerEnv+"=noop: attempts run no process")
 	default:
 		fmt.Fprintf(os.Stderr, "flyte-manager (bench build): unknown %s=%q (want noop or a0); running processes\n", benchRunnerEnv, r)
@@ -122,7 +122,17 @@ var benchClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}
 })
 
-// noopStart is benchStart for FLYTE_MANAGER_BENCH_RUNNER=noop.
+// noopRun is the attemptRunner of FLYTE_MANAGER_BENCH_RUNNER=noop: no
+// process; the attempt ends when noopStart's channel yields, recorded as a
+// process's end is.
+func noopRun(d *Driver, ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error) {
+	done := noopStart(ctx, d, a, e, s.endpoint)
+	go func() { d.ended(e, <-done) }()
+	return a, nil
+}
+
+// noopStart starts a no-op attempt: a leaf ends at once, a parent once its
+// children did.
 func noopStart(ctx context.Context, d *Driver, a *store.Action, e *ownAttempt, endpoint string) <-chan process.ExitStatus {
 	ch := make(chan process.ExitStatus, 1)
 	fanout := int(e.spec.GetTaskTemplate().GetCustom().GetFields()[benchFanoutField].GetNumberValue())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
@@ -61,7 +60,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
-	a, parent, err := d.state.Store().Actions.GetWithParent(ctx, key)
+	a, parent, err := d.state.GetWithParent(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.slots.Forget(key)
 		return nil
@@ -84,7 +83,7 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 	if p == nil {
 		return nil
 	}
-	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	a, err := d.state.Get(ctx, e.key)
 	if err != nil {
 		return err
 	}
@@ -99,8 +98,8 @@ func (d *Driver) reconcileRunning(ctx context.Context, e *ownAttempt) error {
 func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *store.ParentState) error {
 	key := a.ActionKey
 	if a.Phase.Terminal() {
-		d.slots.Forget(key)
-		d.clearTimes(key)
+		d.core.Forget(key)
+		d.forgetWait(key)
 		return nil
 	}
 	if a.AbortRequestedAt != nil {
@@ -114,7 +113,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 		if err != nil {
 			return err
 		}
-		d.afterRecord(ctx, updated, dec)
+		d.core.AfterRecord(ctx, updated, dec)
 		return nil
 	}
 	if a.ActionType != store.ActionTypeTask {
@@ -129,14 +128,9 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 		d.log.Debug("leaving an action in a phase the executor does not drive", "action", key.String(), "phase", a.Phase)
 		return nil
 	}
-	d.mu.Lock()
-	nb, wait := d.notBefore[key]
-	d.mu.Unlock()
-	if wait {
-		if left := time.Until(nb); left > 0 {
-			d.q.addAfter(key, left)
-			return nil
-		}
+	if left := d.core.Backoff(key); left > 0 {
+		d.q.addAfter(key, left)
+		return nil
 	}
 	if parent != nil {
 		if parent.Phase.Terminal() || parent.AbortRequestedAt != nil {
@@ -157,7 +151,7 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 // stopping: an attempt it stopped for that reason is interrupted, not
 // aborted.
 func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatus, shutdown bool) error {
-	a, err := d.state.Store().Actions.Get(ctx, e.key)
+	a, err := d.state.Get(ctx, e.key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.dropEntry(e)
 		return nil
@@ -182,7 +176,7 @@ func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatu
 	d.log.Info("attempt ended", "action", e.key.String(), "attempt", e.n, "exit", st.Code, "signal", st.Signal,
 		"decision", decisionString(dec))
 	d.dropEntry(e)
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }
 
@@ -309,10 +303,9 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 	}
 }
 
-// clearTimes forgets key's retry backoff and the start of its wait.
-func (d *Driver) clearTimes(key store.ActionKey) {
+// forgetWait forgets when key began to wait for capacity (it ended).
+func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
-	delete(d.notBefore, key)
 	delete(d.waitingSince, key)
 	d.mu.Unlock()
 }

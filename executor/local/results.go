@@ -93,6 +93,6 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 	if dir, err := attemptDir(d.cfg.WorkDir, a.ActionKey, n); err == nil {
 		removeSecrets(dir) // its working directory stays (see layout.go)
 	}
-	d.afterRecord(ctx, updated, dec)
+	d.core.AfterRecord(ctx, updated, dec)
 	return nil
 }

@@ -28,7 +28,6 @@ func (s *Service) Abort(ctx context.Context, key store.ActionKey, reason, by str
 	if len(marked) == 0 {
 		return nil
 	}
-	s.Changed()
 	if e := s.executor(); e != nil {
 		for _, a := range marked {
 			failpoint.Hit(failpoint.AbortCascade)

@@ -234,7 +234,6 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 		return nil, err
 	}
 	failpoint.Hit(failpoint.CreateRunCommitted)
-	s.Changed()
 	if e := s.executor(); e != nil {
 		e.Submit(a.ActionKey)
 	}
@@ -474,7 +473,6 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 			return err
 		}
 	}
-	s.Changed()
 	if !created.Phase.Terminal() {
 		if e := s.executor(); e != nil {
 			e.Submit(key)

@@ -312,7 +312,7 @@ func TestRunBaseDirIsAPrefixNeverShared(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("CreateRun %s: %v", name, err)
 			}
-			root, err := e.state.Store().Actions.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName))
+			root, err := e.st.Actions.Get(ctx, store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName))
 			if err != nil {
 				t.Fatal(err)
 			}

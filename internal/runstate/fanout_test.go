@@ -87,7 +87,6 @@ func TestWatchChildrenReadsNoActionPerChange(t *testing.T) {
 			if _, err := e.st.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: phase.Running}); err != nil {
 				t.Fatal(err)
 			}
-			e.state.Changed()
 		}
 		running := map[string]bool{}
 		for len(running) < children {

@@ -16,8 +16,8 @@ import (
 // Hub fans the change log out to watchers. One dispatcher reads change_log
 // with each change's action row (store.ChangeFeed) once per wake-up and
 // hands each change to the subscribers that want it, so watchers neither
-// query the log nor read the action again. It wakes on a local write's
-// Notify, on a PostgreSQL notification of another replica's commit
+// query the log nor read the action again. It wakes on a local commit (the
+// store tells it, Actions.OnCommit), on a PostgreSQL notification of another replica's commit
 // (migration 0009), and on a poll that is the fallback for both.
 //
 // Subscribers are indexed by run: a change is offered to the subscribers of
@@ -32,7 +32,7 @@ type Hub struct {
 	poll, unheardPoll time.Duration
 	limit             int // changes one subscriber may fall behind by
 
-	wake  chan struct{} // a local write committed
+	wake  chan struct{} // a local write committed (wakeUp)
 	heard chan struct{} // another replica's write committed
 
 	listening  atomic.Bool
@@ -100,7 +100,7 @@ const subscriptionBuffer = 1 << 16
 
 // The poll periods: while the hub hears PostgreSQL notifications the poll
 // only covers one that got lost; without them (SQLite, whose writers are
-// all in this process and Notify it, or a listener that is reconnecting)
+// all in this process and wake it, or a listener that is reconnecting)
 // it is what brings other replicas' writes.
 const (
 	fallbackPoll = 5 * time.Second
@@ -117,7 +117,7 @@ const (
 )
 
 // HubStats counts the changes the hub dispatched by what woke it: a local
-// write's Notify, a notification from the database (another replica's
+// commit, a notification from the database (another replica's
 // commit), or the fallback poll; and Offered, how many times a change was
 // matched against a subscriber (the dispatcher's work: the subscribers of
 // the change's run and the global ones, not every subscriber).
@@ -133,7 +133,9 @@ type HubOption func(*Hub)
 // notifications (default 5 s).
 func WithFallbackPoll(d time.Duration) HubOption { return func(h *Hub) { h.poll = d } }
 
-// NewHub builds a hub over the change log; Run dispatches.
+// NewHub builds a hub over the change log; Run dispatches. Every commit of
+// actions' pool that changes actions wakes it (Actions.OnCommit): a write
+// notifies by construction, never because its caller remembered to.
 func NewHub(actions *store.Actions, log *slog.Logger, opts ...HubOption) *Hub {
 	h := &Hub{
 		actions: actions, log: log, poll: fallbackPoll, unheardPoll: unheardPoll, limit: subscriptionBuffer,
@@ -143,11 +145,12 @@ func NewHub(actions *store.Actions, log *slog.Logger, opts ...HubOption) *Hub {
 	for _, o := range opts {
 		o(h)
 	}
+	actions.OnCommit(h.wakeUp)
 	return h
 }
 
-// Notify says something was committed; cheap and non-blocking.
-func (h *Hub) Notify() {
+// wakeUp says something was committed; cheap and non-blocking.
+func (h *Hub) wakeUp() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -234,7 +237,7 @@ func (h *Hub) listen(ctx context.Context) {
 		err := h.actions.Listen(ctx, func() {
 			h.listening.Store(true)
 			pause = time.Second
-			h.Notify()
+			h.wakeUp()
 		}, h.notified)
 		h.listening.Store(false)
 		if errors.Is(err, db.ErrNoNotifications) || ctx.Err() != nil {

@@ -84,7 +84,7 @@ func createRun(t *testing.T, e *env, name string) *workflow.Run {
 
 func child(t *testing.T, e *env, runName, parent, name string) *actions.Action {
 	t.Helper()
-	root, err := e.state.Store().Actions.Get(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName}.Action(store.RootName))
+	root, err := e.st.Actions.Get(context.Background(), store.RunKey{Project: "p", Domain: "development", RunName: runName}.Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,6 @@ func TestWatchChildren(t *testing.T) {
 		if _, err := e.st.Actions.Update(ctx, key, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
-		e.state.Changed()
 		m := recv()
 		if m.name != "new" || m.phase != common.ActionPhase_ACTION_PHASE_SUCCEEDED || m.output == "" {
 			t.Fatalf("terminal update = %+v, want new SUCCEEDED with an output uri", m)

@@ -82,13 +82,10 @@ func NoExecutor(*Service) Executor { return nil }
 
 func (s *Service) executor() Executor { return s.exec }
 
-// Store and Blobs expose what the executor shares with the API.
-func (s *Service) Store() *store.Store { return s.store }
-func (s *Service) Blobs() *blob.Store  { return s.blobs }
-func (s *Service) Hub() *Hub           { return s.hub }
-
-// Changed must follow every committed action write so watchers wake up.
-func (s *Service) Changed() { s.hub.Notify() }
+// Blobs and Hub expose what the executor shares with the API. The store
+// is not shared: callers read and write through the Service (records.go).
+func (s *Service) Blobs() *blob.Store { return s.blobs }
+func (s *Service) Hub() *Hub          { return s.hub }
 
 // spec returns the TaskSpec stored under digest, cached: specs never change.
 func (s *Service) spec(ctx context.Context, digest string) (*task.TaskSpec, error) {

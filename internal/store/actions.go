@@ -32,6 +32,22 @@ func (r *Actions) q(ctx context.Context) *gorm.DB {
 	return r.db.WithContext(ctx)
 }
 
+// OnCommit has fn called after every transaction of r's pool that committed
+// a change to actions (one that appended to the change log), before the
+// writers in it return: the change hub's wake-up, so that no writer has to
+// remember to tell it. fn must not block. Repositories over a transaction of
+// the caller's own (New(tx)) do not commit, so there it is never called;
+// writes made inside InTx are told when their job commits.
+func (r *Actions) OnCommit(fn func()) {
+	c := r.w.c
+	if c == nil {
+		return
+	}
+	c.hooksMu.Lock()
+	c.onCommit = append(c.onCommit, fn)
+	c.hooksMu.Unlock()
+}
+
 // NewAction describes an action to create.
 type NewAction struct {
 	Key             ActionKey

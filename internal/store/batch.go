@@ -88,6 +88,10 @@ func (b *batch) settle(tx *gorm.DB) error {
 	return nil
 }
 
+// changed reports whether the batch handed out a version, that is, appended
+// to the change log.
+func (b *batch) changed() bool { return b.last >= b.reserved }
+
 // version hands out the next resource version.
 func (w *writeTx) version() int64 {
 	w.b.last++
@@ -191,6 +195,20 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*job
 	running bool // a goroutine is committing batches
+
+	hooksMu  sync.Mutex
+	onCommit []func() // see Actions.OnCommit
+}
+
+// committed tells every OnCommit hook that a transaction with changes to
+// actions committed.
+func (c *committer) committed() {
+	c.hooksMu.Lock()
+	hooks := c.onCommit
+	c.hooksMu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
 }
 
 type job struct {
@@ -351,5 +369,11 @@ func (c *committer) commit(jobs []*job) {
 	}
 	if err := tx.Commit().Error; err != nil {
 		fail(fmt.Errorf("commit: %w", db.Translate(err)))
+		return
+	}
+	// Before any caller hears its outcome: a writer that returns has
+	// already woken the watchers of what it wrote.
+	if b.changed() {
+		c.committed()
 	}
 }

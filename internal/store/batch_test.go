@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -423,5 +424,40 @@ func TestGroupCommitTwoManagers(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// OnCommit hears every commit that changed actions before its writer
+// returns, and nothing else: a write refused, or a transaction that changed
+// no action, wakes no one.
+func TestOnCommitHearsChanges(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		var heard atomic.Int64
+		s.Actions.OnCommit(func() { heard.Add(1) })
+		want := func(n int64, after string) {
+			t.Helper()
+			if got := heard.Load(); got != n {
+				t.Fatalf("after %s: %d commits heard, want %d", after, got, n)
+			}
+		}
+		r := createRuns(t, s, 1)[0]
+		want(1, "a run was created")
+		if _, err := s.Actions.Update(ctx, r.ActionKey, r.ResourceVersion+100, store.Update{Phase: phase.Running}); !errors.Is(err, errs.ErrConflict) {
+			t.Fatalf("stale update: %v, want a conflict", err)
+		}
+		want(1, "a refused update")
+		if err := s.InTx(ctx, func(*store.Store) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want(1, "a transaction without changes")
+		err := s.InTx(ctx, func(tx *store.Store) error {
+			_, err := tx.Actions.Update(ctx, r.ActionKey, store.AnyVersion, store.Update{Phase: phase.Running})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(2, "an update inside InTx")
 	})
 }

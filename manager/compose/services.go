@@ -71,7 +71,7 @@ func Setup(ctx context.Context, d *Deps) error {
 
 	for _, step := range []func() error{
 		setupExecutor,
-		func() error { return runs.Setup(ctx, srv, state, cfg.Projects, d.Log) },
+		func() error { return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log) },
 		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
