@@ -172,8 +172,14 @@ type KubernetesExecutor struct {
 	// Pods run on the manager's host (the test cluster).
 	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
 	// ServiceAccount runs Pods whose task names none; "" is the namespace's
-	// default.
+	// default. A task may always name this one.
 	ServiceAccount string `mapstructure:"serviceAccount" yaml:"serviceAccount"`
+	// ServiceAccounts are the other service accounts tasks may name
+	// (security_context.run_as.k8s_service_account), per project and
+	// domain. A service account holds the rights of whatever runs as it, so
+	// none is usable until listed here; a task naming one that is not fails
+	// without running.
+	ServiceAccounts []ServiceAccountGrant `mapstructure:"serviceAccounts" yaml:"serviceAccounts"`
 	// SharedFileStorage says Pods see the manager's file:// storage at the
 	// same path (a single-host cluster, a shared volume). Without it a
 	// file:// store is refused in this mode: Pods could not read their
@@ -198,6 +204,17 @@ type KubernetesExecutor struct {
 	// download` in it as an init container and `flyte-manager copilot
 	// upload` as a sidecar, to stage the task's data.
 	CopilotImage string `mapstructure:"copilotImage" yaml:"copilotImage"`
+}
+
+// ServiceAccountGrant lets the tasks of a project and domain run as the
+// service accounts Allow names.
+type ServiceAccountGrant struct {
+	// Project is the project id the grant is for; "" is every project.
+	Project string `mapstructure:"project" yaml:"project"`
+	// Domain is the domain the grant is for; "" is every domain.
+	Domain string `mapstructure:"domain" yaml:"domain"`
+	// Allow names the service accounts (in the action's namespace).
+	Allow []string `mapstructure:"allow" yaml:"allow"`
 }
 
 // LocalExecutor runs every attempt as a host process.

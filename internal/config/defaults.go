@@ -93,14 +93,15 @@ func Default() Config {
 				Resources: LocalResources{Unsatisfiable: UnsatisfiableWait, CPUs: "", Memory: "", GPUs: -1},
 			},
 			Kubernetes: KubernetesExecutor{
-				Namespace:     "flyte",
-				SystemRetries: 3,
-				LeaseTTL:      15 * time.Second,
-				GCInterval:    30 * time.Minute,
-				GCTTL:         time.Hour,
-				QPS:           1000,
-				Burst:         2000,
-				CopilotImage:  DefaultCopilotImage,
+				Namespace:       "flyte",
+				ServiceAccounts: []ServiceAccountGrant{}, // tasks may name only serviceAccount
+				SystemRetries:   3,
+				LeaseTTL:        15 * time.Second,
+				GCInterval:      30 * time.Minute,
+				GCTTL:           time.Hour,
+				QPS:             1000,
+				Burst:           2000,
+				CopilotImage:    DefaultCopilotImage,
 			},
 		},
 		Projects: Projects{

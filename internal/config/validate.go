@@ -101,6 +101,17 @@ func (c *Config) Validate() error {
 		if !k.NamespacePerProject && len(validation.IsDNS1123Label(k.Namespace)) > 0 {
 			bad("executor.kubernetes.namespace", "%q is not a valid namespace name", k.Namespace)
 		}
+		for i, g := range k.ServiceAccounts {
+			key := fmt.Sprintf("executor.kubernetes.serviceAccounts[%d]", i)
+			if len(g.Allow) == 0 {
+				bad(key+".allow", "names no service account")
+			}
+			for _, sa := range g.Allow {
+				if len(validation.IsDNS1123Subdomain(sa)) > 0 {
+					bad(key+".allow", "%q is not a valid service account name", sa)
+				}
+			}
+		}
 		if k.SystemRetries < 0 {
 			bad("executor.kubernetes.systemRetries", "must not be negative, got %d", k.SystemRetries)
 		}
