@@ -144,6 +144,9 @@ type taskOpts struct {
 	limit       uint32 // the run's max_action_concurrency
 	podTemplate string
 	secrets     []*core.Secret
+	// serviceAccount is what the task asks to run as
+	// (security_context.run_as.k8s_service_account).
+	serviceAccount string
 }
 
 // spec is a task whose container runs script with sh: $1 is the input
@@ -154,8 +157,11 @@ func (h *harness) spec(name, script string, o taskOpts) *task.TaskSpec {
 		md.Timeout = durationpb.New(o.timeout)
 	}
 	var sc *core.SecurityContext
-	if len(o.secrets) > 0 {
+	if len(o.secrets) > 0 || o.serviceAccount != "" {
 		sc = &core.SecurityContext{Secrets: o.secrets}
+	}
+	if o.serviceAccount != "" {
+		sc.RunAs = &core.Identity{K8SServiceAccount: o.serviceAccount}
 	}
 	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
 		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
@@ -185,15 +191,23 @@ func (h *harness) run(name, script string, o taskOpts) store.ActionKey {
 // runOn creates the run through state (another replica's).
 func (h *harness) runOn(state *runstate.Service, name, script string, o taskOpts) store.ActionKey {
 	h.t.Helper()
+	return h.runIn(state, "p", name, script, o)
+}
+
+// runIn creates the run in project (domain development) through state.
+func (h *harness) runIn(state *runstate.Service, project, name, script string, o taskOpts) store.ActionKey {
+	h.t.Helper()
+	spec := h.spec(name, script, o)
+	spec.TaskTemplate.Id.Project = project
 	_, err := state.CreateRun(h.ctx, &workflow.CreateRunRequest{
-		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
-		Task:    &workflow.CreateRunRequest_TaskSpec{TaskSpec: h.spec(name, script, o)},
+		Id:      &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: project, Domain: "development", Name: name}},
+		Task:    &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
 		RunSpec: &task.RunSpec{MaxActionConcurrency: o.limit},
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return store.RunKey{Project: "p", Domain: "development", RunName: name}.Action(store.RootName)
+	return store.RunKey{Project: project, Domain: "development", RunName: name}.Action(store.RootName)
 }
 
 // child enqueues a child action of parent that runs script.

@@ -13,10 +13,12 @@ import (
 // alone, so a reconcile finds an action's TaskAction and Pods without a
 // lookup table, and a restarted manager finds the same objects.
 
-// namespaceOf is the namespace of key's objects.
+// namespaceOf is the namespace of key's objects: with namespacePerProject
+// the project's and domain's own (v1.NamespaceName: a valid namespace name
+// for any project id), else the shared one.
 func (d *Driver) namespaceOf(key store.ActionKey) string {
 	if d.cfg.NamespacePerProject {
-		return v1.LabelValue(key.Project + "-" + key.Domain)
+		return v1.NamespaceName(key.Project, key.Domain)
 	}
 	return d.cfg.Namespace
 }

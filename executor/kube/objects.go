@@ -96,7 +96,11 @@ func (d *Driver) create(ctx context.Context, name types.NamespacedName, a *store
 			return err
 		}
 	}
-	if err := d.ensureNamespace(ctx, name.Namespace); err != nil {
+	if err := d.ensureNamespace(ctx, a.ActionKey, name.Namespace); err != nil {
+		var r refusal
+		if errors.As(err, &r) {
+			_, err = d.apply(ctx, nil, a, nil, refused(a, r), attempt.Record{})
+		}
 		return err
 	}
 	if err := d.client.Create(ctx, ta); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -116,31 +120,12 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// ensureNamespace creates a project's namespace on first use (in the
-// namespace-per-project mode; the shared namespace must exist).
-func (d *Driver) ensureNamespace(ctx context.Context, ns string) error {
-	if !d.cfg.NamespacePerProject {
-		return nil
-	}
-	d.mu.Lock()
-	known := d.namespaces[ns]
-	d.mu.Unlock()
-	if known {
-		return nil
-	}
-	err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelManaged: managedBy}}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
-	}
-	d.mu.Lock()
-	d.namespaces[ns] = true
-	d.mu.Unlock()
-	return nil
-}
-
 // buildPod builds the Pod of launch l, with the PodTemplate the task names
 // (TaskMetadata.pod_template_name, in the TaskAction's namespace).
 func (d *Driver) buildPod(ctx context.Context, ta *v1.TaskAction, l *attempt.Launch) (*corev1.Pod, error) {
+	if err := d.checkServiceAccount(keyOf(ta), l.Spec.GetTaskTemplate().GetSecurityContext().GetRunAs().GetK8SServiceAccount()); err != nil {
+		return nil, err // the caller fails the action with it, not retried
+	}
 	o := podSpec{serviceAccount: d.cfg.ServiceAccount,
 		raw: d.rawOptions()}
 	if name := l.Spec.GetTaskTemplate().GetMetadata().GetPodTemplateName(); name != "" {

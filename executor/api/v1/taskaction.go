@@ -28,6 +28,15 @@ func LabelValue(s string) string {
 	return safe(s, validation.IsValidLabelValue, validation.LabelValueMaxLength)
 }
 
+// NamespaceName is "<project>-<domain>" as a namespace name (a DNS-1123
+// label): itself when valid, otherwise lowered, every other character '-',
+// cut to fit, and a hash of the exact pair appended. Project ids may hold
+// upper case and '_' that a namespace may not; the hash keeps two projects
+// that differ only there ("My_Proj", "my-proj") apart.
+func NamespaceName(project, domain string) string {
+	return safe(project+"-"+domain, validation.IsDNS1123Label, validation.DNS1123LabelMaxLength)
+}
+
 // safe returns s when valid accepts it, else a lower-cased form in which each
 // character outside [a-z0-9-] is '-', trimmed to start and end with an
 // alphanumeric and to fit max together with an 8-hex-digit hash of s.

@@ -43,6 +43,49 @@ func TestObjectName(t *testing.T) {
 	}
 }
 
+// A project and domain become a valid namespace name whatever the project
+// id holds; a name that had to change carries a hash of the exact pair, so
+// projects differing only in case, '_' or past the length limit stay apart.
+func TestNamespaceName(t *testing.T) {
+	long := strings.Repeat("p", 63)
+	cases := []struct {
+		project, domain string
+		want            string // the exact name, or with a trailing "*" its prefix before the hash
+	}{
+		{"p", "development", "p-development"},
+		{"flyte-snacks", "production", "flyte-snacks-production"},
+		{"My_Proj", "development", "my-proj-development-*"},
+		{"my_proj", "development", "my-proj-development-*"},
+		{"MY-PROJ", "development", "my-proj-development-*"},
+		{"my-proj", "development", "my-proj-development"},
+		{"a.b", "staging", "a-b-staging-*"},
+		{"_x_", "development", "x--development-*"},
+		{long, "development", long[:63-9] + "-*"},
+		{long + "q", "development", long[:63-9] + "-*"},
+		{long, "Development", long[:63-9] + "-*"},
+	}
+	seen := map[string]string{}
+	for _, c := range cases {
+		got := NamespaceName(c.project, c.domain)
+		if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+			t.Errorf("NamespaceName(%q, %q) = %q is no namespace name: %v", c.project, c.domain, got, errs)
+		}
+		if prefix, hashed := strings.CutSuffix(c.want, "*"); hashed {
+			hash := strings.TrimPrefix(got, prefix)
+			if !strings.HasPrefix(got, prefix) || len(hash) != 8 || strings.Trim(hash, "0123456789abcdef") != "" {
+				t.Errorf("NamespaceName(%q, %q) = %q, want %s<8 hex digits>", c.project, c.domain, got, prefix)
+			}
+		} else if got != c.want {
+			t.Errorf("NamespaceName(%q, %q) = %q, want %q", c.project, c.domain, got, c.want)
+		}
+		key := c.project + "/" + c.domain
+		if prev, dup := seen[got]; dup {
+			t.Errorf("NamespaceName gives %q for both %s and %s", got, prev, key)
+		}
+		seen[got] = key
+	}
+}
+
 func TestLabelValue(t *testing.T) {
 	long := strings.Repeat("x", 80)
 	for _, in := range []string{"flytesnacks", "a0", "Child_1", "ends_", "-starts", long, "____"} {
