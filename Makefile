@@ -67,7 +67,7 @@ check-gen: gen
 ## sample, the chart's CRD copy) differ from what `make -C executor manifests
 ## generate` produces.
 .PHONY: check-manifests
-EXECUTOR_GENERATED := executor/config/crd executor/config/rbac/role.yaml \
+EXECUTOR_GENERATED := executor/config/crd executor/config/rbac/role.yaml executor/config/rbac-per-project/role.yaml \
 	executor/config/samples executor/api charts/flyte-binary/templates/crds
 check-manifests:
 	$(MAKE) -C executor manifests generate

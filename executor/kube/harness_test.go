@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"gorm.io/gorm"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "fmgr.dev/executor/api/v1"
@@ -62,7 +63,26 @@ func newHarness(t *testing.T, dsn string, tune ...func(*config.KubernetesExecuto
 // harness's database joining the driver's planning.
 func newHarnessWith(t *testing.T, dsn string, hooks func(*gorm.DB) attempt.Hooks, tune ...func(*config.KubernetesExecutor)) *harness {
 	t.Helper()
+	return newHarnessOpts(t, dsn, harnessOpts{hooks: hooks}, tune...)
+}
+
+// harnessOpts are a harness's optional parts.
+type harnessOpts struct {
+	// hooks builds the hooks joining the driver's planning.
+	hooks func(*gorm.DB) attempt.Hooks
+	// asDriver is the driver's client configuration, made once the cluster
+	// runs; the administrator's when nil.
+	asDriver func(*testcluster.Cluster) *rest.Config
+}
+
+func newHarnessOpts(t *testing.T, dsn string, o harnessOpts, tune ...func(*config.KubernetesExecutor)) *harness {
+	t.Helper()
+	hooks := o.hooks
 	c := testcluster.ForTest(t)
+	rc := c.Config
+	if o.asDriver != nil {
+		rc = o.asDriver(c)
+	}
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +103,7 @@ func newHarnessWith(t *testing.T, dsn string, hooks func(*gorm.DB) attempt.Hooks
 		for _, f := range tune {
 			f(&cfg)
 		}
-		d := New(s, c.Config, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
+		d := New(s, rc, cfg, t.TempDir(), func() string { return "127.0.0.1:1" }, testLog())
 		if hooks != nil {
 			d.WithHooks(hooks(g))
 		}

@@ -26,8 +26,14 @@ import (
 // service over its database, holding values (domain-wide in development).
 func secretsHarness(t *testing.T, values map[string]string) *harness {
 	t.Helper()
+	return newHarnessWith(t, dbtest.SQLiteDSN(t), secretHooks(t, values))
+}
+
+// secretHooks builds a Secret service's hooks over a harness's database,
+// holding values (domain-wide in development).
+func secretHooks(t *testing.T, values map[string]string) func(*gorm.DB) attempt.Hooks {
 	home := t.TempDir()
-	return newHarnessWith(t, dbtest.SQLiteDSN(t), func(g *gorm.DB) attempt.Hooks {
+	return func(g *gorm.DB) attempt.Hooks {
 		svc, err := secret.Open(g, config.Secrets{}, home, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +49,7 @@ func secretsHarness(t *testing.T, values map[string]string) *harness {
 			}
 		}
 		return attempt.Hooks{Secrets: svc.Hook()}
-	})
+	}
 }
 
 // A Pod gets its attempt's secrets from a Kubernetes Secret the manager

@@ -18,8 +18,9 @@ import (
 
 // TestBuildInstaller runs `make build-installer` with the test's kubectl and
 // applies the one-file installer it writes to the API server: every object
-// of config/default (namespace, CRD, ClusterRole from the RBAC markers,
-// ServiceAccount, binding, Deployment of IMG) must be there and valid.
+// of config/default (namespace, CRD, the Role from the RBAC markers in the
+// manager's namespace, ServiceAccount, binding, Deployment of IMG) must be
+// there and valid, and nothing cluster-wide but the namespace and the CRD.
 func TestBuildInstaller(t *testing.T) {
 	needKubectl(t)
 	dist := t.TempDir()
@@ -50,11 +51,16 @@ func TestBuildInstaller(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Namespace/flyte-executor", "CustomResourceDefinition/taskactions.flyte.org",
-		"ClusterRole/flyte-executor", "ServiceAccount/flyte-executor",
-		"ClusterRoleBinding/flyte-executor", "Deployment/flyte-executor",
+		"Role/flyte-executor", "ServiceAccount/flyte-executor",
+		"RoleBinding/flyte-executor", "Deployment/flyte-executor",
 	} {
 		if !kinds[want] {
 			t.Errorf("installer lacks %s (has %v)", want, kinds)
+		}
+	}
+	for _, unwanted := range []string{"ClusterRole/flyte-executor", "ClusterRoleBinding/flyte-executor"} {
+		if kinds[unwanted] {
+			t.Errorf("the single-namespace installer grants cluster-wide rights: %s", unwanted)
 		}
 	}
 
@@ -74,24 +80,23 @@ func TestBuildInstaller(t *testing.T) {
 	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != "flyte-executor" {
 		t.Errorf("Deployment runs as %q", sa)
 	}
-	var role rbacv1.ClusterRole
-	if err := cluster.client.Get(ctx, types.NamespacedName{Name: "flyte-executor"}, &role); err != nil {
+	var role rbacv1.Role
+	if err := cluster.client.Get(ctx, types.NamespacedName{Namespace: "flyte-executor", Name: "flyte-executor"}, &role); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []struct{ group, resource, verb string }{
-		{"flyte.org", "taskactions", "*"},
+		{"flyte.org", "taskactions", "create"},
 		{"flyte.org", "taskactions/status", "update"},
 		{"flyte.org", "taskactions/finalizers", "update"},
-		{"", "pods", "*"},
-		{"", "events", "create"},
-		{"coordination.k8s.io", "leases", "*"},
+		{"", "pods", "create"},
+		{"events.k8s.io", "events", "create"},
 	} {
-		if !allows(role, want.group, want.resource, want.verb) {
-			t.Errorf("ClusterRole does not allow %s %s/%s", want.verb, want.group, want.resource)
+		if !allows(role.Rules, want.group, want.resource, want.verb) {
+			t.Errorf("Role does not allow %s %s/%s", want.verb, want.group, want.resource)
 		}
 	}
-	var binding rbacv1.ClusterRoleBinding
-	if err := cluster.client.Get(ctx, types.NamespacedName{Name: "flyte-executor"}, &binding); err != nil {
+	var binding rbacv1.RoleBinding
+	if err := cluster.client.Get(ctx, types.NamespacedName{Namespace: "flyte-executor", Name: "flyte-executor"}, &binding); err != nil {
 		t.Fatal(err)
 	}
 	if s := binding.Subjects; len(s) != 1 || s[0].Name != "flyte-executor" || s[0].Namespace != "flyte-executor" || binding.RoleRef.Name != "flyte-executor" {
@@ -99,8 +104,8 @@ func TestBuildInstaller(t *testing.T) {
 	}
 }
 
-func allows(role rbacv1.ClusterRole, group, resource, verb string) bool {
-	for _, r := range role.Rules {
+func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
 		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && (slices.Contains(r.Verbs, verb) || slices.Contains(r.Verbs, "*")) {
 			return true
 		}
