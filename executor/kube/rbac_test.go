@@ -133,6 +133,12 @@ func grantRole(t *testing.T, c *testcluster.Cluster, role *rbacv1.Role, rec *req
 	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return actingAs(c, ns, sa, rec)
+}
+
+// actingAs is a configuration acting as service account ns/sa alone, its
+// requests recorded in rec.
+func actingAs(c *testcluster.Cluster, ns, sa string, rec *requests) *rest.Config {
 	rc := rest.CopyConfig(c.Config)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
@@ -236,19 +242,61 @@ func requestKey(req *http.Request) (string, bool) {
 	return verb + " " + group + "/" + resource, true
 }
 
-// The namespace-per-project ClusterRole (kube/perproject) grants what the
-// Role does, everywhere, and namespaces besides: its markers are a copy
-// that must not drift.
-func TestPerProjectRoleMatches(t *testing.T) {
-	role := loadRole(t)
+// With namespacePerProject the driver needs nothing but the generated
+// ClusterRole: it creates a project's namespace, runs there, and reads a
+// namespace it finds to refuse it.
+func TestPerProjectRoleSuffices(t *testing.T) {
+	cr := loadClusterRole(t)
+	rec := &requests{seen: map[string]int{}}
+	h := newHarnessOpts(t, dbtest.SQLiteDSN(t), harnessOpts{asDriver: func(c *testcluster.Cluster) *rest.Config {
+		ctx := t.Context()
+		if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "flyte", Name: "flyte-executor"}}}
+		if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return actingAs(c, "flyte", "flyte-executor", rec)
+	}}, func(c *config.KubernetesExecutor) { c.NamespacePerProject = true })
+	if err := h.k.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "q-development"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.terminal(h.runIn(h.state, "My_Proj", "rcaps", succeed, taskOpts{}), phase.Succeeded)
+	h.refusedWith(h.runIn(h.state, "q", "rforeign", succeed, taskOpts{}), "not created by flyte-manager")
+	if denied := rec.denied(); len(denied) > 0 {
+		t.Errorf("the ClusterRole refused the driver: %v", denied)
+	}
+	for _, k := range []string{"create /namespaces", "get /namespaces", "create /pods", "create flyte.org/taskactions"} {
+		if !rec.used(k) {
+			t.Errorf("the driver did not %s (used: %v)", k, rec.list())
+		}
+	}
+}
+
+func loadClusterRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "config", "rbac-per-project", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster := &rbacv1.ClusterRole{}
-	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(string(b), "---\n")), cluster); err != nil {
+	cr := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(string(b), "---\n")), cr); err != nil {
 		t.Fatal(err)
 	}
+	if cr.Kind != "ClusterRole" {
+		t.Fatalf("rbac-per-project/role.yaml holds a %s", cr.Kind)
+	}
+	return cr
+}
+
+// The namespace-per-project ClusterRole (kube/perproject) grants what the
+// Role does, everywhere, and namespaces besides: its markers are a copy
+// that must not drift.
+func TestPerProjectRoleMatches(t *testing.T) {
+	role, cluster := loadRole(t), loadClusterRole(t)
 	grants := func(rules []rbacv1.PolicyRule) []string {
 		var out []string
 		for _, r := range rules {
@@ -265,7 +313,7 @@ func TestPerProjectRoleMatches(t *testing.T) {
 	}
 	want := append(grants(role.Rules), "create /namespaces", "get /namespaces")
 	sort.Strings(want)
-	if got := grants(cluster.Rules); cluster.Kind != "ClusterRole" || !slices.Equal(got, want) {
-		t.Errorf("%s grants\n%v\nwant the Role's and namespaces:\n%v", cluster.Kind, got, want)
+	if got := grants(cluster.Rules); !slices.Equal(got, want) {
+		t.Errorf("the ClusterRole grants\n%v\nwant the Role's and namespaces:\n%v", got, want)
 	}
 }
