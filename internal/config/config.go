@@ -165,7 +165,9 @@ type KubernetesExecutor struct {
 	// Namespace holds every TaskAction and Pod, unless NamespacePerProject.
 	Namespace string `mapstructure:"namespace" yaml:"namespace"`
 	// NamespacePerProject puts each project and domain in a namespace of its
-	// own, "<project>-<domain>", created on first use.
+	// own, "<project>-<domain>" (made a valid name, see docs/kubernetes.md),
+	// created and labelled on first use; one the manager did not create is
+	// refused. It needs the ClusterRole of executor/config/rbac-per-project.
 	NamespacePerProject bool `mapstructure:"namespacePerProject" yaml:"namespacePerProject"`
 	// Endpoint is the manager's address as Pods reach it (host:port). ""
 	// means the address the manager listens on, which suits clusters whose
