@@ -75,6 +75,8 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 		return h.k.List(h.ctx, &list) == nil && len(list.Items) == 0
 	})
 
+	// Events are posted in the background: the abort's is the last.
+	h.eventually("the driver to post its events", func() bool { return rec.used("create events.k8s.io/events") })
 	if denied := rec.denied(); len(denied) > 0 {
 		t.Errorf("the Role refused the driver: %v", denied)
 	}
