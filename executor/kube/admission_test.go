@@ -36,28 +36,38 @@ func (h *harness) refusedWith(key store.ActionKey, says ...string) {
 	}
 }
 
-// With namespacePerProject, a project id a namespace name cannot hold
-// (upper case, '_') still gets a namespace of its own, valid and labelled
-// as the manager's and the project's, and its runs succeed there.
+// A project id a namespace name cannot hold (upper case, '_') runs: in the
+// shared namespace, and with namespacePerProject in a namespace of its
+// own, valid and labelled as the manager's and the project's.
 func TestProjectNamespaceNames(t *testing.T) {
-	h := newHarness(t, dbtest.SQLiteDSN(t), func(c *config.KubernetesExecutor) { c.NamespacePerProject = true })
-	key := h.runIn(h.state, "My_Proj", "rcaps", succeed, taskOpts{})
-	h.terminal(key, phase.Succeeded)
-	ta, err := h.taskAction(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := v1.NamespaceName("My_Proj", "development")
-	if ta.Namespace != want || !strings.HasPrefix(want, "my-proj-development-") {
-		t.Fatalf("TaskAction in namespace %q, want %q", ta.Namespace, want)
-	}
-	ns := &corev1.Namespace{}
-	if err := h.k.Get(h.ctx, client.ObjectKey{Name: want}, ns); err != nil {
-		t.Fatal(err)
-	}
-	if ns.Labels[LabelManaged] != managedBy || ns.Labels[v1.LabelProject] != "My_Proj" || ns.Labels[v1.LabelDomain] != "development" {
-		t.Fatalf("namespace labels %v", ns.Labels)
-	}
+	t.Run("shared", func(t *testing.T) {
+		h := newHarness(t, dbtest.SQLiteDSN(t))
+		key := h.runIn(h.state, "My_Proj", "rcaps", succeed, taskOpts{})
+		h.terminal(key, phase.Succeeded)
+		if ta, err := h.taskAction(key); err != nil || ta.Namespace != "flyte" {
+			t.Fatalf("TaskAction %v: %v", ta.ObjectMeta, err)
+		}
+	})
+	t.Run("perProject", func(t *testing.T) {
+		h := newHarness(t, dbtest.SQLiteDSN(t), func(c *config.KubernetesExecutor) { c.NamespacePerProject = true })
+		key := h.runIn(h.state, "My_Proj", "rcaps", succeed, taskOpts{})
+		h.terminal(key, phase.Succeeded)
+		ta, err := h.taskAction(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := v1.NamespaceName("My_Proj", "development")
+		if ta.Namespace != want || !strings.HasPrefix(want, "my-proj-development-") {
+			t.Fatalf("TaskAction in namespace %q, want %q", ta.Namespace, want)
+		}
+		ns := &corev1.Namespace{}
+		if err := h.k.Get(h.ctx, client.ObjectKey{Name: want}, ns); err != nil {
+			t.Fatal(err)
+		}
+		if ns.Labels[LabelManaged] != managedBy || ns.Labels[v1.LabelProject] != "My_Proj" || ns.Labels[v1.LabelDomain] != "development" {
+			t.Fatalf("namespace labels %v", ns.Labels)
+		}
+	})
 }
 
 // A namespace the manager did not create is never used, nor one it created
