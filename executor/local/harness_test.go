@@ -371,17 +371,6 @@ func alive(pid int) bool {
 	return i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // testLog sends slog output to t.Log until the test ends.
 type testLog struct {
 	mu   sync.Mutex

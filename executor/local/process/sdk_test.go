@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,21 +19,12 @@ import (
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/sdktest"
+	"fmgr.dev/internal/testkit"
 	"google.golang.org/protobuf/proto"
 )
 
 // sdkVenv is the virtualenv with the pinned flyte SDK (see sdktest.Venv).
 func sdkVenv(t *testing.T) string { return sdktest.Venv(t) }
-
-func unusedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestRealSDKRuntime runs tasks serialised by the real SDK through the real
 // `a0` runtime with our argv templating, environment and classification.
@@ -74,7 +64,11 @@ func TestRealSDKRuntime(t *testing.T) {
 		}
 		tasks = append(tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
 	}
-	endpoint := "localhost:" + strconv.Itoa(unusedPort(t)) // nothing listens: these tasks never fan out
+	port, err := testkit.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "localhost:" + strconv.Itoa(port) // nothing listens: these tasks never fan out
 	// The same tasks, started plainly and by the warm server: the outcome
 	// must not tell them apart.
 	for _, warm := range []bool{false, true} {
