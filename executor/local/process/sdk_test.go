@@ -1,11 +1,8 @@
 package process
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,34 +32,9 @@ func TestRealSDKRuntime(t *testing.T) {
 	venv := sdkVenv(t)
 	root := t.TempDir()
 
-	prep := exec.Command(filepath.Join(venv, "bin", "python"), "testdata/sdk_task.py", "--workdir", filepath.Join(root, "sdk"), "--x", "3", "--y", "4")
-	var stderr bytes.Buffer
-	prep.Stderr = &stderr
-	out, err := prep.Output()
-	if err != nil {
-		t.Fatalf("preparing tasks with the SDK: %v\n%s", err, stderr.String())
-	}
-	var index struct {
-		Tasks map[string]struct {
-			Spec     string `json:"spec"`
-			InputDir string `json:"input_dir"`
-		} `json:"tasks"`
-	}
-	if err := json.Unmarshal(out, &index); err != nil {
-		t.Fatalf("index %q: %v", out, err)
-	}
-
 	var tasks []sdkTask
-	for name, e := range index.Tasks {
-		b, err := os.ReadFile(e.Spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec := &task.TaskSpec{}
-		if err := proto.Unmarshal(b, spec); err != nil {
-			t.Fatal(err)
-		}
-		tasks = append(tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
+	for name, e := range sdktest.PrepareTasks(t, "testdata/sdk_task.py", filepath.Join(root, "sdk"), "--x", "3", "--y", "4") {
+		tasks = append(tasks, sdkTask{name: name, spec: e.Spec, inputDir: e.InputDir})
 	}
 	port, err := testkit.FreePort()
 	if err != nil {
