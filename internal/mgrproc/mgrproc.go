@@ -2,8 +2,8 @@
 // and the bench: build it, start it on a home and database, wait until it is
 // really ready, and stop, kill or restart it. It is the one place that knows
 // how to tell that a manager came up (its "serving on" banner, then /readyz
-// answering 200) so the end-to-end tests, the bench and the manager's own
-// tests agree on it.
+// answering 200) so the end-to-end tests, the bench, the manager's own
+// tests and the executor's dev-loop test agree on it.
 //
 //	bin, err := mgrproc.Build(ctx, filepath.Join(dir, "flyte-manager"))
 //	p, err := mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn})
@@ -104,10 +104,10 @@ func ServingURL(text string) string {
 	return ""
 }
 
-// Start runs `flyte-manager start` with o (on o.Port, else a free port) and
-// returns once the manager printed its address and /readyz answered 200. A manager that exits
-// or does not get ready in time is an error carrying its output (and is
-// killed in the second case).
+// Start runs `flyte-manager start` with o (on o.Port, else a free port), or
+// Bin with o.Args, and returns once the manager printed its address and
+// /readyz answered 200. A manager that exits or does not get ready in time
+// is an error carrying its output (and is killed in the second case).
 func Start(ctx context.Context, o Options) (*Process, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = DefaultStartTimeout
