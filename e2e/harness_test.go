@@ -16,6 +16,7 @@ import (
 
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/mgrproc"
+	"fmgr.dev/internal/testkit"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/sdktest"
 )
@@ -66,7 +67,7 @@ type manager struct {
 
 	t      *testing.T
 	proc   *mgrproc.Process
-	output *mgrproc.Buffer // what the manager printed since it last started
+	output *testkit.Buffer // what the manager printed since it last started
 }
 
 // startManager runs `flyte-manager start` on a fresh home and dsn, waits

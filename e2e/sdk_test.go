@@ -327,15 +327,3 @@ func reapRecordedOnCleanup(t *testing.T, dir string, needles func() []string) {
 	})
 }
 
-// eventually polls cond until it returns "" or the timeout passes, then
-// returns its last complaint.
-func eventually(timeout, every time.Duration, cond func() string) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" || time.Now().After(deadline) {
-			return msg
-		}
-		time.Sleep(every)
-	}
-}

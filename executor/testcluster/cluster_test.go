@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/executor/testcluster/nodeagent"
+	"fmgr.dev/internal/testkit"
 )
 
 const ns = "flyte"
@@ -51,7 +52,7 @@ func create(t *testing.T, c *testcluster.Cluster, p *corev1.Pod) *corev1.Pod {
 func waitPod(t *testing.T, c *testcluster.Cluster, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	testcluster.Eventually(t, "pod "+name+" "+what, func() (bool, error) {
+	testkit.EventuallyErr(t, "pod "+name+" "+what, testcluster.Patience, func() (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -238,7 +239,7 @@ func TestDeleteRunningPod(t *testing.T) {
 			if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), s.name, metav1.DeleteOptions{GracePeriodSeconds: s.deleteGrace}); err != nil {
 				t.Fatal(err)
 			}
-			testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
+			testkit.EventuallyErr(t, "the pod object to be gone", testcluster.Patience, func() (bool, error) {
 				_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), s.name, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), err
 			})

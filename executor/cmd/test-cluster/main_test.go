@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/testkit"
 )
 
 // TestStartStop drives the command as `make test-cluster` and
@@ -113,7 +114,7 @@ func runPod(t *testing.T, kubeconfig string) int {
 		t.Fatal(err)
 	}
 	var pid int
-	testcluster.Eventually(t, "the pod to run", func() (bool, error) {
+	testkit.EventuallyErr(t, "the pod to run", testcluster.Patience, func() (bool, error) {
 		p, err := client.CoreV1().Pods("flyte").Get(ctx, "sleeper", metav1.GetOptions{})
 		if err != nil || p.Status.Phase != corev1.PodRunning {
 			return false, err
