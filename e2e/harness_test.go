@@ -16,9 +16,9 @@ import (
 
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/mgrproc"
-	"fmgr.dev/internal/testkit"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/sdktest"
+	"fmgr.dev/internal/testkit"
 )
 
 var managerBin string

@@ -326,4 +326,3 @@ func reapRecordedOnCleanup(t *testing.T, dir string, needles func() []string) {
 		}
 	})
 }
-
