@@ -118,22 +118,9 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 }
 
 func (s *Service) eachChild(ctx context.Context, parent store.ActionKey, fn func(*store.Action) error) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		rows, next, err := s.store.Actions.ListChildren(ctx, parent, page)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			if err := fn(&rows[i]); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
+	return store.EachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+		return s.store.Actions.ListChildren(ctx, parent, p)
+	}, fn)
 }
 
 // resultDir is where a finished action's outputs are: the recorded
