@@ -153,8 +153,8 @@ func TestListProjects(t *testing.T) {
 			t.Errorf("listed project = %v", ps)
 		}
 
-		_, err := h.project.ListProjects(ctx, connect.NewRequest(&project.ListProjectsRequest{Filters: "eq(name, p01)"}))
-		wantCode(t, err, connect.CodeInvalidArgument, "eq(name, p01)", "eq(state, <n>)")
+		_, err := h.project.ListProjects(ctx, connect.NewRequest(&project.ListProjectsRequest{Filters: "eq(owner, p01)"}))
+		wantCode(t, err, connect.CodeInvalidArgument, "eq(owner, p01)", `unknown field "owner"`)
 	})
 }
 
