@@ -52,7 +52,7 @@ func TestProjectsCRUD(t *testing.T) {
 
 		p := must[*project.Project](t)(getProject(ctx, h, "", "ml"))
 		if p.GetId() != "ml" || p.GetName() != "Machine learning" || p.GetDescription() != "models" ||
-			p.GetState() != project.ProjectState_PROJECT_STATE_ACTIVE || p.GetOrg() != "" ||
+			p.GetState() != project.ProjectState_PROJECT_STATE_ACTIVE || p.GetOrg() != config.DefaultOrg ||
 			!reflect.DeepEqual(p.GetLabels().GetValues(), map[string]string{"team": "ml"}) {
 			t.Fatalf("project = %v", p)
 		}
