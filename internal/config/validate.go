@@ -19,9 +19,12 @@ import (
 	"fmgr.dev/internal/requrl"
 )
 
-// orgName is what server.orgs.default may be: one identifier segment, as
-// ident accepts in requests.
+// orgName is what an org may be, in the configuration and in requests
+// (ValidOrg): one identifier segment, as ident accepts for other parts.
 var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// ValidOrg reports whether org is a well-formed org name.
+func ValidOrg(org string) bool { return orgName.MatchString(org) }
 
 // Validate checks every value and reports each bad one by its key path.
 func (c *Config) Validate() error {

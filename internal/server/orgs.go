@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -112,11 +111,6 @@ func (i *orgInterceptor) answer(client string) string {
 	return i.cfg.Default
 }
 
-// orgName is what an org may be: one identifier segment (as ident.Run
-// and the other identifier checks accept), since it is echoed back and,
-// with separate orgs, stored.
-var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
-
 // inbound returns the first org m names and clears the org fields the
 // configuration maps to the empty org. m is a request just decoded for
 // this call, so it is changed in place. An org that is no identifier
@@ -129,7 +123,7 @@ func (i *orgInterceptor) inbound(m proto.Message) (string, error) {
 		if v == "" || bad != nil {
 			return
 		}
-		if !orgName.MatchString(v) {
+		if !config.ValidOrg(v) { // it is echoed back and, with separate orgs, stored
 			bad = errs.Invalidf("%s %q may only contain letters, digits, '-' and '_' (at most 63)", at, v)
 			return
 		}
