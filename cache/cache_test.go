@@ -46,6 +46,8 @@ func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
 		c := cache.New(cfg, g, nil, store.New(g).Actions, log)
 		srvCfg := config.Default().Server
 		srvCfg.Port = 0
+		// Entries are scoped by org: the tests name one of their own.
+		srvCfg.Orgs.Separate = true
 		s := server.New(srvCfg, log)
 		if err := cache.Setup(s, c); err != nil {
 			t.Fatal(err)

@@ -238,7 +238,7 @@ func (s *TaskService) ListTasks(ctx context.Context, req *connect.Request[task.L
 	for i := range rows {
 		row := &rows[i]
 		spec := specs[row.SpecDigest]
-		if !containsAll(row.TaskID.Name, q.NameContains) || !entrypoint(spec) {
+		if !entrypoint(spec) {
 			continue
 		}
 		latest, err := s.latestRun(ctx, row.TaskID)
@@ -278,15 +278,6 @@ func (s *TaskService) specsOf(ctx context.Context, rows []store.Task) (map[strin
 		out[digest] = spec
 	}
 	return out, nil
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 // knownFilters applies ListTasksRequest.known_filters: deployed_by (the

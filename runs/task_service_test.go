@@ -87,8 +87,11 @@ func TestDeployAndGetTask(t *testing.T) {
 		wantCode(t, err, connect.CodeAlreadyExists, "env.main", "v1", "different spec", "new version")
 
 		d := must[*task.TaskDetails](t)(getTask(ctx, h, id))
-		if !proto.Equal(d.GetTaskId(), id) {
-			t.Errorf("task_id = %v, want %v", d.GetTaskId(), id)
+		// A task deployed without an org is named in the default org.
+		named := proto.Clone(id).(*task.TaskIdentifier)
+		named.Org = config.DefaultOrg
+		if !proto.Equal(d.GetTaskId(), named) {
+			t.Errorf("task_id = %v, want %v", d.GetTaskId(), named)
 		}
 		if !proto.Equal(d.GetSpec(), spec) {
 			t.Errorf("spec did not round-trip:\n got %v\nwant %v", d.GetSpec(), spec)
@@ -136,9 +139,10 @@ func TestDeployTaskOrgs(t *testing.T) {
 		for _, c := range []struct {
 			id    *task.TaskIdentifier
 			image string
-		}{{local, "img:local"}, {acme, "img:acme"}} {
+			org   string
+		}{{local, "img:local", config.DefaultOrg}, {acme, "img:acme", "acme"}} {
 			d := must[*task.TaskDetails](t)(getTask(ctx, h, c.id))
-			if got := d.GetSpec().GetTaskTemplate().GetContainer().GetImage(); got != c.image || d.GetTaskId().GetOrg() != c.id.GetOrg() {
+			if got := d.GetSpec().GetTaskTemplate().GetContainer().GetImage(); got != c.image || d.GetTaskId().GetOrg() != c.org {
 				t.Errorf("org %q: image %q org %q", c.id.GetOrg(), got, d.GetTaskId().GetOrg())
 			}
 		}
