@@ -28,8 +28,11 @@ func TaskRuntime(ctx context.Context, env []string) (desc string, ok bool) {
 	path := envMap(env)["PATH"]
 	a0 := ""
 	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue // as the agent's processes look commands up
+		}
 		cand := filepath.Join(dir, "a0")
-		if fi, err := os.Stat(cand); err == nil && filepath.IsAbs(dir) && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if fi, err := os.Stat(cand); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			a0 = cand
 			break
 		}
@@ -52,7 +55,9 @@ func TaskRuntime(ctx context.Context, env []string) (desc string, ok bool) {
 		return fmt.Sprintf("tasks run %s with %s, which cannot report its flyte SDK (%v): tasks will likely fail", a0, python, err), true
 	}
 	var pyVersion, flyteVersion string
-	fmt.Sscan(string(out), &pyVersion, &flyteVersion)
+	if _, err := fmt.Sscan(string(out), &pyVersion, &flyteVersion); err != nil {
+		return fmt.Sprintf("tasks run %s with %s, which reports %q for its Python and flyte SDK", a0, python, out), true
+	}
 	return fmt.Sprintf("tasks run %s with %s (Python %s, flyte %s)", a0, python, pyVersion, flyteVersion), true
 }
 
