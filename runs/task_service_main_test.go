@@ -72,7 +72,7 @@ func newHarnessOrgs(t *testing.T, dsn string, cfg config.Projects, orgs config.O
 	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}
 	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
-		runs.NewTaskService(st, cfg, log).Handler,
+		runs.NewTaskService(st, state, cfg, log).Handler,
 		runs.NewRunService(h.state).Handler,
 		runs.NewTranslatorService(h.state).Handler,
 		h.projects.Handler,

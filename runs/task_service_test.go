@@ -509,3 +509,38 @@ func TestListVersions(t *testing.T) {
 		}
 	})
 }
+
+// A task whose code bundle lies in the manager's storage but is gone from
+// it (the SDK's client cache named a bundle a wiped data directory lost) is
+// refused, naming the bundle and the cache; once the bundle is uploaded
+// again, deploying succeeds. A bundle elsewhere is not checked.
+func TestDeployTaskMissingCodeBundle(t *testing.T) {
+	eachDatabase(t, autoCreate, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		blobs := h.state.Blobs()
+		const key = "uploads/_/flytesnacks/development/abc/fastabc.tar.gz"
+		withBundle := func(name, uri string) (*task.TaskIdentifier, *task.TaskSpec) {
+			id := taskID(name, "v1")
+			spec := taskSpec(id, "img:1")
+			c := spec.GetTaskTemplate().GetContainer()
+			c.Args = append(c.Args, "--tgz", uri, "--dest", ".")
+			return id, spec
+		}
+		id, spec := withBundle("env.main", blobs.URI(key))
+		err := deploy(ctx, h, id, spec)
+		wantCode(t, err, connect.CodeFailedPrecondition, "task env.main version v1 names the code bundle "+blobs.URI(key),
+			"does not exist in this manager's storage", "`flyte delete local-cache`", "deploy again")
+		if rows, _, err := h.st.Tasks.List(ctx, store.TaskFilter{}, store.Page{}); err != nil || len(rows) != 0 {
+			t.Fatalf("stored tasks = %d, %v; want none", len(rows), err)
+		}
+		if err := blobs.Put(ctx, key, []byte("bundle"), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := deploy(ctx, h, id, spec); err != nil {
+			t.Fatalf("deploy with the bundle uploaded again: %v", err)
+		}
+		if id, spec := withBundle("env.elsewhere", "s3://elsewhere/fast.tar.gz"); deploy(ctx, h, id, spec) != nil {
+			t.Fatal("deploy with a bundle elsewhere was refused")
+		}
+	})
+}

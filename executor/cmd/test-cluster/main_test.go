@@ -50,6 +50,11 @@ func TestStartStop(t *testing.T) {
 			if !strings.Contains(out, "export KUBECONFIG="+filepath.Join(dir, "kubeconfig")) {
 				t.Errorf("start does not say how to use the cluster:\n%s", out)
 			}
+			// Which Python runs tasks, or a warning that none will, as the
+			// PATH this test runs with decides.
+			if !strings.Contains(out, "Node agent: tasks run ") && !strings.Contains(out, "WARNING: no `a0`") {
+				t.Errorf("start does not say what the node agent runs tasks with:\n%s", out)
+			}
 			manager, err := os.ReadFile(filepath.Join(dir, "manager.yaml"))
 			if err != nil {
 				t.Fatal(err)
