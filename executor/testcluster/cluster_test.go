@@ -167,7 +167,7 @@ func TestPodsRunToTheirEnd(t *testing.T) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		testcluster.Eventually(t, "the agent to confirm the deletion of "+p.Name, func() (bool, error) {
+		testkit.EventuallyErr(t, "the agent to confirm the deletion of "+p.Name, testcluster.Patience, func() (bool, error) {
 			_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), err
 		})
