@@ -16,6 +16,7 @@ import (
 
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // repoRoot finds the fmgr.dev module's directory from the working directory.
@@ -55,7 +56,7 @@ type manager struct {
 func startManager(ctx context.Context, bin, home, dsn string, env, configs []string, pprof bool) (*manager, error) {
 	m := &manager{LogPath: filepath.Join(home, "manager.log")}
 	if pprof {
-		port, err := freePort()
+		port, err := testkit.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -123,13 +124,4 @@ func createDatabase(ctx context.Context, pg *pgtest.Server, name string) (string
 		return "", fmt.Errorf("creating database %s: %w", name, err)
 	}
 	return pg.DSN(name), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -27,6 +27,7 @@ import (
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -45,6 +46,8 @@ func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
 		c := cache.New(cfg, g, nil, store.New(g).Actions, log)
 		srvCfg := config.Default().Server
 		srvCfg.Port = 0
+		// Entries are scoped by org: the tests name one of their own.
+		srvCfg.Orgs.Separate = true
 		s := server.New(srvCfg, log)
 		if err := cache.Setup(s, c); err != nil {
 			t.Fatal(err)
@@ -186,19 +189,16 @@ func TestReservations(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Alice stops heartbeating: once it expired bob takes over.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			r, err = h.reserve(ctx, "k", "bob", time.Second)
-			if err != nil {
+		if testkit.Poll(time.Minute, 100*time.Millisecond, func() string {
+			if r, err = h.reserve(ctx, "k", "bob", time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if r.GetOwnerId() == "bob" {
-				break
+			if r.GetOwnerId() != "bob" {
+				return "not yet"
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("alice's reservation never expired: %v", r)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return ""
+		}) != "" {
+			t.Fatalf("alice's reservation never expired: %v", r)
 		}
 		if time.Now().Before(ext.GetExpiresAt().AsTime()) {
 			t.Fatalf("bob took over at %v, alice's reservation ran until %v", time.Now(), ext.GetExpiresAt().AsTime())
@@ -292,16 +292,14 @@ func TestBoundsAndPurge(t *testing.T) {
 		if err := h.put(ctx, "p", "k", "u", nil); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		if testkit.Poll(time.Minute, 100*time.Millisecond, func() string {
 			if _, err := h.get(ctx, "p", "k"); err != nil {
 				wantCode(t, "expired", err, connect.CodeNotFound, "k")
-				break
+				return ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("an entry past its time-to-live is still served")
-			}
-			time.Sleep(100 * time.Millisecond)
+			return "still served"
+		}) != "" {
+			t.Fatal("an entry past its time-to-live is still served")
 		}
 		if _, n, err := h.c.Repo().Sweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep removed %d entries: %v", n, err)

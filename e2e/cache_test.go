@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/internal/testkit"
 )
 
 // The output cache end to end (testdata/sdk/drive_cache.py, wf_cache.py):
@@ -221,7 +222,7 @@ func TestCacheHolderCrash(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			m.Restart()
 			// The holder's second attempt executes; then let it finish.
-			if msg := eventually(5*time.Minute, 500*time.Millisecond, func() string {
+			if msg := testkit.Poll(5*time.Minute, 500*time.Millisecond, func() string {
 				if got := executions(t, dir); len(got) < 2 {
 					return "the holder did not run again after the restart: " + strings.Join(got, "; ")
 				}
@@ -265,7 +266,7 @@ func testCacheHolderRestart(t *testing.T, m *manager) {
 	m.Restart("FLYTE_MANAGER_CACHE_MAXRESERVATIONHEARTBEAT=1s")
 	// Six heartbeats of the restarted manager: 5s and more, past the 3s in
 	// which a reservation nobody heartbeats expires.
-	if msg := eventually(3*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(3*time.Minute, 200*time.Millisecond, func() string {
 		match := heartbeatsMetric.FindStringSubmatch(m.metrics())
 		if match == nil {
 			return "no reservation heartbeats after the restart"

@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/testkit"
 )
 
 // This file holds the scenarios that drive the flyte CLI as a user types it,
@@ -56,7 +57,7 @@ func phaseName(p common.ActionPhase) string { return strings.TrimPrefix(p.String
 func waitRun(t *testing.T, ctx context.Context, m *manager, run string) string {
 	t.Helper()
 	var p common.ActionPhase
-	if msg := eventually(5*time.Minute, time.Second, func() string {
+	if msg := testkit.Poll(5*time.Minute, time.Second, func() string {
 		var err error
 		if p, err = runPhase(t, ctx, m, run); err != nil {
 			return "GetRunDetails: " + err.Error()
@@ -210,7 +211,7 @@ func testWaitReadsOwnPhase(t *testing.T, m *manager) {
 	marks := t.TempDir()
 	run := cliRun(t, ctx, dir, "cli_tasks.py", "second_try", "--dir", marks)
 
-	if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {
 		if _, err := os.Stat(filepath.Join(marks, "second-started")); err != nil {
 			return "the second attempt has not started"
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"fmgr.dev/internal/failpoint"
+	"fmgr.dev/internal/testkit"
 )
 
 // The crash matrix: for each failpoint (internal/failpoint) on each database,
@@ -128,7 +129,7 @@ func crashCell(t *testing.T, b backend, c crashCase, runs, children int, row *cr
 
 	// The manager must die at the armed point: never at all is a failure,
 	// and so is any other death (it would not have written the mark).
-	if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {
 		if _, err := os.Stat(mark); err != nil {
 			return "failpoint " + c.point + " never fired"
 		}

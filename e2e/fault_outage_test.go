@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // The database outage: PostgreSQL stops while fan-out runs of real SDK tasks
@@ -65,7 +66,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 		t.Fatalf("submitted %v, errors %v", sub.Accepted, sub.Errors)
 	}
 	// Every action runs: each parent and each of its leaves wrote its .exec.
-	if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {
 		if n := len(readFaultState(t, state, m.Home).execs); n < runs*(children+1) {
 			return fmt.Sprintf("%d of %d actions run", n, runs*(children+1))
 		}
@@ -78,7 +79,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := time.Now()
-	if msg := eventually(2*time.Minute, 100*time.Millisecond, func() string {
+	if msg := testkit.Poll(2*time.Minute, 100*time.Millisecond, func() string {
 		if code := readyzStatus(m); code != http.StatusServiceUnavailable {
 			return fmt.Sprintf("/readyz answers %d with the database down", code)
 		}
@@ -104,7 +105,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {
 		for key, execs := range readFaultState(t, state, m.Home).execs {
 			run, action, _ := strings.Cut(key, ".")
 			if action == "a0" {
@@ -134,7 +135,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	if msg := eventually(2*time.Minute, 100*time.Millisecond, func() string {
+	if msg := testkit.Poll(2*time.Minute, 100*time.Millisecond, func() string {
 		if code := readyzStatus(m); code != http.StatusOK {
 			return fmt.Sprintf("/readyz answers %d after PostgreSQL came back", code)
 		}

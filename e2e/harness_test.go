@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/sdktest"
+	"fmgr.dev/internal/testkit"
 )
 
 var managerBin string
@@ -66,7 +67,7 @@ type manager struct {
 
 	t      *testing.T
 	proc   *mgrproc.Process
-	output *mgrproc.Buffer // what the manager printed since it last started
+	output *testkit.Buffer // what the manager printed since it last started
 }
 
 // startManager runs `flyte-manager start` on a fresh home and dsn, waits

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // kubeNamespace is where the manager puts TaskActions and Pods: the
@@ -67,13 +67,17 @@ func TestSDKKubernetes(t *testing.T) {
 	pods := watchPods(t, c)
 	kubePods = pods
 	t.Cleanup(func() { showFailedPods(t, c) })
+	port, err := testkit.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := startManagerWith(t, mgrproc.Options{
 		Bin: managerBin,
 		DSN: pgtest.NewDatabase(t),
 		// Pods outlive a restart of the manager and keep the address they
 		// were given, as they keep a Service's in a cluster: the manager
 		// comes back on the same port.
-		Port: freePort(t),
+		Port: port,
 		Env: []string{
 			"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + c.Kubeconfig,
@@ -116,17 +120,6 @@ func TestSDKKubernetes(t *testing.T) {
 // start in time"). Room for the restart scenario's seven tasks, which hold
 // together, and for -parallel (GOMAXPROCS) scenarios of up to four.
 var kubeMaxRunning = max(8, 4*runtime.GOMAXPROCS(0))
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // restartActions are the actions each run of drive_restart.py has: slow<i>
 // only its root, the fan-out its root and three children.
@@ -326,7 +319,7 @@ func testKubectl(t *testing.T, m *manager, c *testcluster.Cluster) {
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		var rows []map[string]string
-		if msg := eventually(2*time.Minute, 500*time.Millisecond, func() string {
+		if msg := testkit.Poll(2*time.Minute, 500*time.Millisecond, func() string {
 			rows = taskActionRows(t, ctx, c, runs, "-o", "wide")
 			if len(rows) != wantActions {
 				return fmt.Sprintf("%d TaskActions of the runs, want %d", len(rows), wantActions)

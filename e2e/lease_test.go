@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // Two managers on one PostgreSQL database (finding 3 of issue 6): the first
@@ -61,7 +62,7 @@ func TestTwoManagersShareTheExecutorLease(t *testing.T) {
 
 	// In flight: every root and every fan-out child has started (on the
 	// holder: the standby starts nothing).
-	if msg := eventually(3*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(3*time.Minute, 200*time.Millisecond, func() string {
 		starts := readOptionalFile(t, filepath.Join(lockDir, "starts"))
 		for key, name := range runs {
 			want := []string{"a0"}
@@ -132,7 +133,7 @@ func waitExecutorState(t *testing.T, m *manager, state string) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
 	var last string
-	msg := eventually(90*time.Second, 100*time.Millisecond, func() string {
+	msg := testkit.Poll(90*time.Second, 100*time.Millisecond, func() string {
 		resp, err := client.Get(m.URL + "/readyz")
 		if err != nil {
 			last = err.Error()

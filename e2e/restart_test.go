@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Scenario 7: the manager dies (SIGKILL) while tasks run and comes back on
@@ -78,7 +80,7 @@ func holdRuns(t *testing.T, m *manager, during func(runs map[string]string)) map
 
 	// In flight: every root and all three children of the fan-out
 	// are running their task code (they hold until released).
-	if msg := eventually(5*time.Minute, 200*time.Millisecond, func() string {
+	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {
 		for _, name := range names {
 			evs := readAttemptLog(t, logDir, name)
 			if !slices.ContainsFunc(evs, func(e attemptEvent) bool { return e.Kind == "start" && e.Action == "a0" }) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // fanoutWidth is how many children the fan-out scenario starts, once per backend.
@@ -462,7 +464,7 @@ func testTimeout(t *testing.T, m *manager) {
 	}
 	// 30s: well past the executor's SIGTERM-to-SIGKILL grace, well before
 	// the task's own 60s sleep would end it.
-	if msg := eventually(30*time.Second, 500*time.Millisecond, func() string {
+	if msg := testkit.Poll(30*time.Second, 500*time.Millisecond, func() string {
 		live := append(processesWith("FM_E2E_MARKER", marker), livePIDs(pids, "FM_E2E_MARKER="+marker)...)
 		if len(live) > 0 {
 			return fmt.Sprintf("the timed-out task's process still runs: %v", live)
@@ -510,7 +512,7 @@ func testAbort(t *testing.T, m *manager) {
 	runName = started.Run
 	// Every child's task code runs (it wrote started-*); the phases may lag
 	// a moment behind the processes, so look again until they caught up.
-	if msg := eventually(2*time.Minute, time.Second, func() string {
+	if msg := testkit.Poll(2*time.Minute, time.Second, func() string {
 		active := 0
 		for _, a := range started.Actions {
 			if a.Phase == "RUNNING" || a.Phase == "INITIALIZING" {
@@ -563,7 +565,7 @@ func testAbort(t *testing.T, m *manager) {
 	}
 
 	// No process of the run remains: not the tasks, not their helpers.
-	if msg := eventually(60*time.Second, 500*time.Millisecond, func() string {
+	if msg := testkit.Poll(60*time.Second, 500*time.Millisecond, func() string {
 		if left := runProcesses(pids); len(left) > 0 {
 			return fmt.Sprintf("processes of aborted run %s still running:\n%v", runName, left)
 		}

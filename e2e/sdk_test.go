@@ -98,11 +98,19 @@ func venvCommand(t *testing.T, ctx context.Context, dir, exe string, args ...str
 // gave (its last stderr line) first and its full output after.
 func driver(t *testing.T, ctx context.Context, out any, script string, args ...string) {
 	t.Helper()
+	driverWith(t, ctx, nil, out, script, args...)
+}
+
+// driverWith is driver with env last in the script's environment: e.g. a
+// HOME of the test's, so that the SDK's client cache outlives one script.
+func driverWith(t *testing.T, ctx context.Context, env []string, out any, script string, args ...string) {
+	t.Helper()
 	path, err := filepath.Abs(filepath.Join("testdata", "sdk", script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := venvCommand(t, ctx, t.TempDir(), "python", append([]string{path}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -325,17 +333,4 @@ func reapRecordedOnCleanup(t *testing.T, dir string, needles func() []string) {
 			}
 		}
 	})
-}
-
-// eventually polls cond until it returns "" or the timeout passes, then
-// returns its last complaint.
-func eventually(timeout, every time.Duration, cond func() string) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" || time.Now().After(deadline) {
-			return msg
-		}
-		time.Sleep(every)
-	}
 }

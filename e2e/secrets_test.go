@@ -22,6 +22,7 @@ import (
 	secretpb "fmgr.dev/gen/go/flyteidl2/secret"
 	"fmgr.dev/gen/go/flyteidl2/secret/secretconnect"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // Scenario: secrets made with `flyte create secret` reach the tasks that
@@ -140,7 +141,7 @@ func testSecrets(t *testing.T, m *manager) {
 // its PostgreSQL database, and on kubernetes in every Pod spec.
 func checkNoValueStored(t *testing.T, ctx context.Context, m *manager, values []string) {
 	t.Helper()
-	if msg := eventually(time.Minute, 500*time.Millisecond, func() string {
+	if msg := testkit.Poll(time.Minute, 500*time.Millisecond, func() string {
 		var found []string
 		_ = filepath.WalkDir(m.Home, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !d.Type().IsRegular() {

@@ -7,7 +7,6 @@ import (
 
 	"fmgr.dev/cache"
 	"fmgr.dev/internal/db"
-	"fmgr.dev/manager/compose"
 )
 
 // newCacheCmd is `flyte-manager cache`: maintenance of the output cache.
@@ -37,7 +36,7 @@ func newCachePurgeCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := compose.OpenDatabase(ctx, cfg)
+			gdb, err := openDatabase(ctx, cfg, false)
 			if err != nil {
 				return err
 			}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
 	"github.com/spf13/cobra"
+	"gorm.io/gorm"
 
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/manager/compose"
 )
@@ -21,14 +24,11 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := compose.OpenDatabase(ctx, cfg)
+			gdb, err := openDatabase(ctx, cfg, true)
 			if err != nil {
 				return err
 			}
 			defer db.Close(gdb)
-			if err := db.Migrate(ctx, gdb); err != nil {
-				return fmt.Errorf("migrating: %w", err)
-			}
 			v, err := db.Version(ctx, gdb)
 			if err != nil {
 				return err
@@ -37,6 +37,22 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// openDatabase opens cfg's database for a command, first applying the
+// pending migrations when migrate is set; the caller closes it (db.Close).
+func openDatabase(ctx context.Context, cfg *config.Config, migrate bool) (*gorm.DB, error) {
+	gdb, err := compose.OpenDatabase(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := db.Migrate(ctx, gdb); err != nil {
+			_ = db.Close(gdb)
+			return nil, fmt.Errorf("migrating: %w", err)
+		}
+	}
+	return gdb, nil
 }
 
 func newConfigCmd(g *globalFlags) *cobra.Command {

@@ -16,7 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
-	"fmgr.dev/internal/mgrproc"
+	"fmgr.dev/internal/testkit"
 )
 
 // withHost sends every request with a fixed Host (:authority), as a
@@ -35,7 +35,7 @@ func (h withHost) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	home := isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &mgrproc.Buffer{}, &mgrproc.Buffer{}
+	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -97,13 +97,13 @@ func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	if _, err := client("localhost:"+port).CreateRun(context.Background(), connect.NewRequest(req)); err != nil {
 		t.Fatalf("CreateRun via localhost: %v", err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if data, err := os.ReadFile(marker); err == nil && len(data) > 0 {
-			break
+	if testkit.Poll(60*time.Second, 50*time.Millisecond, func() string {
+		if data, err := os.ReadFile(marker); err != nil || len(data) == 0 {
+			return "no marker yet"
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the accepted run did not execute its command; stderr:\n%s", stderr.String())
-		}
+		return ""
+	}) != "" {
+		t.Fatalf("the accepted run did not execute its command; stderr:\n%s", stderr.String())
 	}
 	if n := listRuns(); n != 1 {
 		t.Errorf("%d runs, want 1", n)

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fmgr.dev/internal/mgrproc"
+	"fmgr.dev/internal/testkit"
 )
 
 // isolate keeps the machine's configuration out: no FLYTE_MANAGER_
@@ -34,7 +35,7 @@ func isolate(t *testing.T) string {
 
 // waitForBanner returns the host:port the in-process manager printed to
 // out, or fails.
-func waitForBanner(t *testing.T, out *mgrproc.Buffer, done <-chan struct{}) string {
+func waitForBanner(t *testing.T, out *testkit.Buffer, done <-chan struct{}) string {
 	t.Helper()
 	select {
 	case <-out.Await(mgrproc.ServingURL):
@@ -65,11 +66,12 @@ func waitReady(t *testing.T, addr string) (int, string) {
 	t.Helper()
 	var status int
 	var body string
-	for deadline := time.Now().Add(mgrproc.DefaultStartTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if status, body = get(t, "http://"+addr+"/readyz"); status == http.StatusOK {
-			break
+	testkit.Poll(mgrproc.DefaultStartTimeout, 50*time.Millisecond, func() string {
+		if status, body = get(t, "http://"+addr+"/readyz"); status != http.StatusOK {
+			return "not ready"
 		}
-	}
+		return ""
+	})
 	return status, body
 }
 
@@ -77,7 +79,7 @@ func TestStartServesHealthAndReady(t *testing.T) {
 	home := isolate(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &mgrproc.Buffer{}, &mgrproc.Buffer{}
+	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
 	code := make(chan int, 1)
 	done := make(chan struct{})
 	go func() {

@@ -9,7 +9,6 @@ import (
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/store"
-	"fmgr.dev/manager/compose"
 )
 
 // newQueuesCmd is `flyte-manager queues`: the configured named queues with
@@ -34,7 +33,7 @@ func newQueuesCmd(g *globalFlags) *cobra.Command {
 				return nil
 			}
 			ctx := cmd.Context()
-			gdb, err := compose.OpenDatabase(ctx, cfg)
+			gdb, err := openDatabase(ctx, cfg, false)
 			if err != nil {
 				return err
 			}

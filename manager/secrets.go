@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"fmgr.dev/internal/db"
-	"fmgr.dev/manager/compose"
 	"fmgr.dev/secret"
 )
 
@@ -35,14 +34,11 @@ keyring file. A fixed secrets.key cannot be rotated: move it into a keyring file
 				return err
 			}
 			ctx := cmd.Context()
-			gdb, err := compose.OpenDatabase(ctx, cfg)
+			gdb, err := openDatabase(ctx, cfg, true)
 			if err != nil {
 				return err
 			}
 			defer db.Close(gdb)
-			if err := db.Migrate(ctx, gdb); err != nil {
-				return fmt.Errorf("migrating: %w", err)
-			}
 			rot, err := secret.Rotate(ctx, gdb, cfg.Secrets, cfg.Home)
 			if err != nil {
 				return err

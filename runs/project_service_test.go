@@ -52,7 +52,7 @@ func TestProjectsCRUD(t *testing.T) {
 
 		p := must[*project.Project](t)(getProject(ctx, h, "", "ml"))
 		if p.GetId() != "ml" || p.GetName() != "Machine learning" || p.GetDescription() != "models" ||
-			p.GetState() != project.ProjectState_PROJECT_STATE_ACTIVE || p.GetOrg() != "" ||
+			p.GetState() != project.ProjectState_PROJECT_STATE_ACTIVE || p.GetOrg() != config.DefaultOrg ||
 			!reflect.DeepEqual(p.GetLabels().GetValues(), map[string]string{"team": "ml"}) {
 			t.Fatalf("project = %v", p)
 		}
@@ -153,8 +153,8 @@ func TestListProjects(t *testing.T) {
 			t.Errorf("listed project = %v", ps)
 		}
 
-		_, err := h.project.ListProjects(ctx, connect.NewRequest(&project.ListProjectsRequest{Filters: "eq(name, p01)"}))
-		wantCode(t, err, connect.CodeInvalidArgument, "eq(name, p01)", "eq(state, <n>)")
+		_, err := h.project.ListProjects(ctx, connect.NewRequest(&project.ListProjectsRequest{Filters: "eq(owner, p01)"}))
+		wantCode(t, err, connect.CodeInvalidArgument, "eq(owner, p01)", `unknown field "owner"`)
 	})
 }
 

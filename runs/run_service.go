@@ -178,9 +178,7 @@ func runScope(req *workflow.ListRunsRequest, f *store.RunFilter) error {
 	default:
 		return errs.Invalidf("listing runs by trigger is not supported yet")
 	}
-	if req.GetPausedActionsOnly() {
-		return errs.Invalidf("paused_actions_only: pausing actions is not supported yet")
-	}
+	f.Paused = req.GetPausedActionsOnly()
 	return nil
 }
 

@@ -260,7 +260,8 @@ func TestWatchRunsRejectsBadTargets(t *testing.T) {
 }
 
 // WatchActions sends every action of the run, then every change, each
-// marked with whether it meets the request's filters.
+// marked with whether it meets the request's filters: itself, or as the
+// ancestor of an action that does (the path to a match is shown).
 func TestWatchActions(t *testing.T) {
 	eachDatabase(t, autoCreateProjects, func(t *testing.T, h *harness) {
 		r1 := rid("", "p", "development", "r1")
@@ -296,8 +297,8 @@ func TestWatchActions(t *testing.T) {
 			stream *serverStream[workflow.WatchActionsResponse]
 			first  []seen
 		}{
-			{"name", byName, []seen{{"a0", queued, false}, {"c1", queued, true}, {"c2", running, false}, {"g1", queued, false}}},
-			{"phase", byPhase, []seen{{"a0", queued, false}, {"c1", queued, false}, {"c2", running, true}, {"g1", queued, false}}},
+			{"name", byName, []seen{{"a0", queued, true}, {"c1", queued, true}, {"c2", running, false}, {"g1", queued, false}}},
+			{"phase", byPhase, []seen{{"a0", queued, true}, {"c1", queued, false}, {"c2", running, true}, {"g1", queued, false}}},
 			{"none", all, []seen{{"a0", queued, true}, {"c1", queued, true}, {"c2", running, true}, {"g1", queued, true}}},
 		} {
 			if got := flatten(c.stream.next(t).GetEnrichedActions()); !slices.Equal(got, c.first) {
@@ -316,8 +317,8 @@ func TestWatchActions(t *testing.T) {
 			stream *serverStream[workflow.WatchActionsResponse]
 			meets  func(seen) bool
 		}{
-			{"name", byName, func(s seen) bool { return s.name == "c1" }},
-			{"phase", byPhase, func(s seen) bool { return s.phase == running || s.phase == succeeded }},
+			{"name", byName, func(s seen) bool { return s.name == "c1" || s.name == "a0" }},
+			{"phase", byPhase, func(s seen) bool { return s.phase == running || s.phase == succeeded || s.name == "a0" }},
 			{"none", all, func(seen) bool { return true }},
 		} {
 			pending := map[seen]bool{{"c1", succeeded, true}: true, {"g1", running, c.name != "name"}: true}

@@ -23,7 +23,7 @@ func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, st 
 	identities := NewIdentityServices()
 	return srv.Mount(
 		server.NewService(NewRunService(state).Handler(opts...)),
-		server.NewService(NewTaskService(st, projects, log).Handler(opts...)),
+		server.NewService(NewTaskService(st, state, projects, log).Handler(opts...)),
 		server.NewService(projectService.Handler(opts...)),
 		server.NewService(identities.Identity.Handler(opts...)),
 		server.NewService(identities.AuthMetadata.Handler(opts...)),

@@ -27,19 +27,27 @@ import (
 // versions are immutable, their specs stored once by content digest.
 type TaskService struct {
 	st       *store.Store
+	bundles  BundleChecker
 	projects config.Projects
 	log      *slog.Logger
+}
+
+// BundleChecker refuses a spec whose code bundle this manager's storage
+// lost (runstate.Service.CheckCodeBundle): what and again phrase its
+// message.
+type BundleChecker interface {
+	CheckCodeBundle(ctx context.Context, spec *task.TaskSpec, what, again string) error
 }
 
 var _ taskconnect.TaskServiceHandler = (*TaskService)(nil)
 
 // NewTaskService returns the TaskService. cfg.AutoCreate decides whether
 // deploying into an unknown project creates it.
-func NewTaskService(st *store.Store, cfg config.Projects, log *slog.Logger) *TaskService {
+func NewTaskService(st *store.Store, bundles BundleChecker, cfg config.Projects, log *slog.Logger) *TaskService {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &TaskService{st: st, projects: cfg, log: log}
+	return &TaskService{st: st, bundles: bundles, projects: cfg, log: log}
 }
 
 // Handler returns the service's Connect handler and the path to mount it on.
@@ -73,6 +81,12 @@ func (s *TaskService) DeployTask(ctx context.Context, req *connect.Request[task.
 		}
 		return nil, errs.Invalidf("triggers are not supported yet: task %s declares %s; deploy it without triggers",
 			id.Name, strings.Join(names, ", "))
+	}
+	// The SDK's client cache hands out a bundle's location without
+	// uploading it again: a version whose code is gone would be recorded,
+	// and fail every run.
+	if err := s.bundles.CheckCodeBundle(ctx, msg.GetSpec(), fmt.Sprintf("task %s version %s", id.Name, id.Version), "deploy again"); err != nil {
+		return nil, err
 	}
 	_, newProject, err := s.st.Projects.AdmitWork(ctx, id.Org, id.Project, "task_id.domain", id.Domain, s.projects.AutoCreate)
 	if err != nil {
@@ -238,7 +252,7 @@ func (s *TaskService) ListTasks(ctx context.Context, req *connect.Request[task.L
 	for i := range rows {
 		row := &rows[i]
 		spec := specs[row.SpecDigest]
-		if !containsAll(row.TaskID.Name, q.NameContains) || !entrypoint(spec) {
+		if !entrypoint(spec) {
 			continue
 		}
 		latest, err := s.latestRun(ctx, row.TaskID)
@@ -278,15 +292,6 @@ func (s *TaskService) specsOf(ctx context.Context, rows []store.Task) (map[strin
 		out[digest] = spec
 	}
 	return out, nil
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 // knownFilters applies ListTasksRequest.known_filters: deployed_by (the

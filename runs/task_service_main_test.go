@@ -52,19 +52,27 @@ func eachDatabase(t *testing.T, cfg config.Projects, fn func(t *testing.T, h *ha
 	dbtest.EachDSN(t, func(t *testing.T, dsn string) { fn(t, newHarness(t, dsn, cfg)) })
 }
 
+// newHarness serves orgs kept apart: the tests of scopes name orgs of
+// their own (newHarnessOrgs serves other org settings).
 func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
+	t.Helper()
+	return newHarnessOrgs(t, dsn, cfg, config.Orgs{Default: config.DefaultOrg, Separate: true})
+}
+
+func newHarnessOrgs(t *testing.T, dsn string, cfg config.Projects, orgs config.Orgs) *harness {
 	t.Helper()
 	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Projects: &cfg}, runstate.NoExecutor)
 	st, log := env.Store, env.Log
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
+	srvCfg.Orgs = orgs
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
 	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}
 	handlers := runs.NewIdentityServices().Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
-		runs.NewTaskService(st, cfg, log).Handler,
+		runs.NewTaskService(st, state, cfg, log).Handler,
 		runs.NewRunService(h.state).Handler,
 		runs.NewTranslatorService(h.state).Handler,
 		h.projects.Handler,

@@ -87,8 +87,11 @@ func TestDeployAndGetTask(t *testing.T) {
 		wantCode(t, err, connect.CodeAlreadyExists, "env.main", "v1", "different spec", "new version")
 
 		d := must[*task.TaskDetails](t)(getTask(ctx, h, id))
-		if !proto.Equal(d.GetTaskId(), id) {
-			t.Errorf("task_id = %v, want %v", d.GetTaskId(), id)
+		// A task deployed without an org is named in the default org.
+		named := proto.Clone(id).(*task.TaskIdentifier)
+		named.Org = config.DefaultOrg
+		if !proto.Equal(d.GetTaskId(), named) {
+			t.Errorf("task_id = %v, want %v", d.GetTaskId(), named)
 		}
 		if !proto.Equal(d.GetSpec(), spec) {
 			t.Errorf("spec did not round-trip:\n got %v\nwant %v", d.GetSpec(), spec)
@@ -136,9 +139,10 @@ func TestDeployTaskOrgs(t *testing.T) {
 		for _, c := range []struct {
 			id    *task.TaskIdentifier
 			image string
-		}{{local, "img:local"}, {acme, "img:acme"}} {
+			org   string
+		}{{local, "img:local", config.DefaultOrg}, {acme, "img:acme", "acme"}} {
 			d := must[*task.TaskDetails](t)(getTask(ctx, h, c.id))
-			if got := d.GetSpec().GetTaskTemplate().GetContainer().GetImage(); got != c.image || d.GetTaskId().GetOrg() != c.id.GetOrg() {
+			if got := d.GetSpec().GetTaskTemplate().GetContainer().GetImage(); got != c.image || d.GetTaskId().GetOrg() != c.org {
 				t.Errorf("org %q: image %q org %q", c.id.GetOrg(), got, d.GetTaskId().GetOrg())
 			}
 		}
@@ -502,6 +506,41 @@ func TestListVersions(t *testing.T) {
 		})))
 		if len(empty.Msg.GetVersions()) != 0 || empty.Msg.GetToken() != "" {
 			t.Errorf("versions of an unknown task = %v", empty.Msg)
+		}
+	})
+}
+
+// A task whose code bundle lies in the manager's storage but is gone from
+// it (the SDK's client cache named a bundle a wiped data directory lost) is
+// refused, naming the bundle and the cache; once the bundle is uploaded
+// again, deploying succeeds. A bundle elsewhere is not checked.
+func TestDeployTaskMissingCodeBundle(t *testing.T) {
+	eachDatabase(t, autoCreate, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		blobs := h.state.Blobs()
+		const key = "uploads/_/flytesnacks/development/abc/fastabc.tar.gz"
+		withBundle := func(name, uri string) (*task.TaskIdentifier, *task.TaskSpec) {
+			id := taskID(name, "v1")
+			spec := taskSpec(id, "img:1")
+			c := spec.GetTaskTemplate().GetContainer()
+			c.Args = append(c.Args, "--tgz", uri, "--dest", ".")
+			return id, spec
+		}
+		id, spec := withBundle("env.main", blobs.URI(key))
+		err := deploy(ctx, h, id, spec)
+		wantCode(t, err, connect.CodeFailedPrecondition, "task env.main version v1 names the code bundle "+blobs.URI(key),
+			"does not exist in this manager's storage", "`flyte delete local-cache`", "deploy again")
+		if rows, _, err := h.st.Tasks.List(ctx, store.TaskFilter{}, store.Page{}); err != nil || len(rows) != 0 {
+			t.Fatalf("stored tasks = %d, %v; want none", len(rows), err)
+		}
+		if err := blobs.Put(ctx, key, []byte("bundle"), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := deploy(ctx, h, id, spec); err != nil {
+			t.Fatalf("deploy with the bundle uploaded again: %v", err)
+		}
+		if id, spec := withBundle("env.elsewhere", "s3://elsewhere/fast.tar.gz"); deploy(ctx, h, id, spec) != nil {
+			t.Fatal("deploy with a bundle elsewhere was refused")
 		}
 	})
 }

@@ -43,6 +43,8 @@ func newHarness(t *testing.T, g *gorm.DB) *harness {
 	}
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
+	// Secrets are scoped by org: the tests name orgs of their own.
+	srvCfg.Orgs.Separate = true
 	srv := server.New(srvCfg, nil)
 	if err := secret.Setup(srv, svc); err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func (c *Core) Forget(key store.ActionKey) {
 // AbortDescendants aborts the unfinished descendants of a terminal action:
 // a parent that ended no longer waits for them.
 func (c *Core) AbortDescendants(ctx context.Context, a *store.Action) error {
-	err := eachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+	err := store.EachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
 		return c.state.ListChildren(ctx, a.ActionKey, p)
 	}, func(kid *store.Action) error {
 		if kid.Phase.Terminal() {
@@ -99,7 +99,7 @@ const scanPage = 500
 // driver's look at everything when it takes the executor lease, and
 // whenever it may have missed news.
 func (c *Core) Scan(ctx context.Context, fn func(*store.Action)) error {
-	return eachAction(scanPage, func(p store.Page) ([]store.Action, string, error) {
+	return store.EachAction(scanPage, func(p store.Page) ([]store.Action, string, error) {
 		return c.state.ListUnfinished(ctx, p)
 	}, func(a *store.Action) error {
 		fn(a)
@@ -107,26 +107,5 @@ func (c *Core) Scan(ctx context.Context, fn func(*store.Action)) error {
 	})
 }
 
-// errStop ends an eachAction early without an error.
+// errStop ends a store.EachAction early without an error.
 var errStop = errors.New("stop")
-
-// eachAction calls fn for every action list returns, page by page of
-// limit, until fn returns an error.
-func eachAction(limit int, list func(store.Page) ([]store.Action, string, error), fn func(*store.Action) error) error {
-	page := store.Page{Limit: limit}
-	for {
-		rows, next, err := list(page)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			if err := fn(&rows[i]); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
-}

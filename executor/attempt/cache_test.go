@@ -53,17 +53,7 @@ func (f *fixture) runIn(t *testing.T, project, name string, tmpl *core.TaskTempl
 // writer is a core holding the executor lease, with the real output cache.
 func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 	t.Helper()
-	ctx := context.Background()
-	st := f.env.Store
-	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := st.Leases.Acquire(ctx, *free, store.Claimant{Holder: "test"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.withCache(held.Token)
+	return f.withCache(f.hold(t)())
 }
 
 // withCache is a core with a cache of its own (what a restarted manager

@@ -63,6 +63,22 @@ func (f *fixture) run(t *testing.T, name string, tmpl *core.TaskTemplate, rs *ta
 	return a
 }
 
+// hold takes the executor lease and returns its fence.
+func (f *fixture) hold(t *testing.T) func() int64 {
+	t.Helper()
+	ctx := context.Background()
+	st := f.env.Store
+	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Leases.Acquire(ctx, *free, store.Claimant{Holder: "test"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() int64 { return held.Token }
+}
+
 func template(name string, c *core.Container, md *core.TaskMetadata) *core.TaskTemplate {
 	t := &core.TaskTemplate{
 		Id:        &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: name, Version: "v1"},
@@ -168,16 +184,7 @@ func TestApply(t *testing.T) {
 			t.Fatalf("without the fence the action changed: %v", got.Phase)
 		}
 
-		st := f.env.Store
-		free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, err := st.Leases.Acquire(ctx, *free, store.Claimant{Holder: "test"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fence = held.Token
+		fence = f.hold(t)()
 		sub := f.state.Hub().Subscribe(runstate.ForAction(a.ActionKey))
 		defer sub.Close()
 		spec, err := c.Spec(ctx, a)

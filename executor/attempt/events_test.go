@@ -4,31 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
-	"fmgr.dev/internal/store"
 )
-
-// hold takes the executor lease and returns its fence.
-func (f *fixture) hold(t *testing.T) func() int64 {
-	t.Helper()
-	ctx := context.Background()
-	st := f.env.Store
-	free, err := st.Leases.Get(ctx, store.LocalExecutorLease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := st.Leases.Acquire(ctx, *free, store.Claimant{Holder: "test"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func() int64 { return held.Token }
-}
 
 // Every transition the core applies is recorded once in the action's
 // history with its reason, error, logs, cluster and outputs; the details

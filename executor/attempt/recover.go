@@ -135,7 +135,7 @@ func (c *Core) seedTraces(ctx context.Context, a *store.Action, ri *runInfo) err
 
 // eachTrace calls fn for every action of run that f matches.
 func (c *Core) eachTrace(ctx context.Context, run store.RunKey, f store.ActionFilter, fn func(*store.Action) error) error {
-	return eachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+	return store.EachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
 		return c.state.ListActionRows(ctx, run, f, p)
 	}, fn)
 }

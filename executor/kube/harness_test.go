@@ -33,6 +33,7 @@ import (
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -254,7 +255,7 @@ func (h *harness) child(parent store.ActionKey, name, script string) store.Actio
 // eventually polls cond with a generous deadline.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
-	testcluster.Eventually(h.t, what, func() (bool, error) { return cond(), nil })
+	testkit.Eventually(h.t, what, testcluster.Patience, cond)
 }
 
 // action reads key's row.

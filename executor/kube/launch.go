@@ -174,6 +174,15 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		a, err = d.apply(ctx, ta, a, spec, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 			Code: attempt.CodeLaunchFailed, Message: "the task's container cannot start: " + why}, attempt.Record{})
 		return a, ctrl.Result{}, err
+	case podNotStarted:
+		// The platform's failure, not the task's: retried from the system
+		// budget. A waiting container is deleted, or the kubelet would go
+		// on retrying it beside the next attempt.
+		if err := d.deletePod(ctx, ta, n); err != nil {
+			return a, ctrl.Result{}, err
+		}
+		a, err = d.apply(ctx, ta, a, spec, attempt.PlatformFailure(n, fmt.Sprintf("the Pod of attempt %d could not start the task's container: %s", n, why)), attempt.Record{})
+		return a, ctrl.Result{}, err
 	case podRunning:
 		if a.Phase == phase.Initializing {
 			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, attempt.Record{Logs: true}); err != nil {

@@ -179,12 +179,38 @@ const (
 	podWaiting observation = iota // not started yet
 	podRunning
 	podEnded
-	podBroken // it can never start (see brokenReason)
+	podBroken     // the task's image can never start (see observe)
+	podNotStarted // the container runtime could not start the container (see notStarted)
 )
 
-// observe reads pod: how far it got, and when it ended, its exit.
+// notStarted are the reasons a kubelet gives for a task's container that
+// its runtime could not create or start, whoever the runtime is: the
+// container then ended without its command ever running (StartError from
+// containerd and CRI-O, ContainerCannotRun from Docker, exit code 128), or
+// it waits with the kubelet retrying (the Config and Container errors).
+// Its message is the runtime's, e.g. `exec: "a0": executable file not
+// found in $PATH`: the task never ran, so neither its exit code nor its
+// missing error document says anything about it.
+var notStarted = map[string]bool{
+	"StartError":                 true,
+	"ContainerCannotRun":         true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+}
+
+// observe reads pod: how far it got, and when it ended, its exit; the
+// third value explains a broken, unstarted or failed Pod.
 func observe(pod *corev1.Pod) (observation, contract.Exit, string) {
 	st := taskStatus(pod)
+	if st != nil {
+		if t := st.State.Terminated; t != nil && notStarted[t.Reason] {
+			return podNotStarted, contract.Exit{}, runtimeMessage(t.Reason, t.Message)
+		}
+		if w := st.State.Waiting; w != nil && notStarted[w.Reason] {
+			return podNotStarted, contract.Exit{}, runtimeMessage(w.Reason, w.Message)
+		}
+	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded, corev1.PodFailed:
 		exit := contract.Exit{Code: -1}
@@ -208,11 +234,20 @@ func observe(pod *corev1.Pod) (observation, contract.Exit, string) {
 	}
 	if st != nil && st.State.Waiting != nil {
 		switch r := st.State.Waiting.Reason; r {
-		case "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError":
+		case "InvalidImageName", "ErrImageNeverPull":
 			return podBroken, contract.Exit{}, r + ": " + st.State.Waiting.Message
 		}
 	}
 	return podWaiting, contract.Exit{}, ""
+}
+
+// runtimeMessage is what the kubelet said about a container that did not
+// start: its reason, and the runtime's message when it gave one.
+func runtimeMessage(reason, message string) string {
+	if message = strings.TrimSpace(message); message != "" {
+		return reason + ": " + message
+	}
+	return reason
 }
 
 // taskStatus is the status of the task's container.

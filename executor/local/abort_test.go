@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 func TestAbort(t *testing.T) {
@@ -24,14 +25,14 @@ func TestAbort(t *testing.T) {
 		// finds none and waits.
 		root := h.run("rabort", `sleep 60 & echo $! > "$SHARED/gc1"; setsid sleep 60 & echo $! > "$SHARED/gc2"; echo $$ > "$SHARED/root"; wait`, taskOpts{})
 		h.wait(root, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
-		eventually(t, "the root's pids", 10*time.Second, func() bool {
+		testkit.Eventually(t, "the root's pids", 10*time.Second, func() bool {
 			return atoi(h.readShared("root")) > 0 && atoi(h.readShared("gc1")) > 0 && atoi(h.readShared("gc2")) > 0
 		})
 		c1 := h.child(root, "c1", `echo $$ > "$SHARED/c1"; exec sleep 60`, taskOpts{})
 		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c2 := h.child(root, "c2", `touch "$SHARED/c2-ran"; `+succeed, taskOpts{})
 		h.wait(c2, "WAITING_FOR_RESOURCES", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.WaitingForResources })
-		eventually(t, "c1's pid", 10*time.Second, func() bool { return atoi(h.readShared("c1")) > 0 })
+		testkit.Eventually(t, "c1's pid", 10*time.Second, func() bool { return atoi(h.readShared("c1")) > 0 })
 
 		if err := h.state.Abort(h.ctx, root, "enough", "alice"); err != nil {
 			t.Fatal(err)
@@ -45,7 +46,7 @@ func TestAbort(t *testing.T) {
 		}
 		for _, f := range []string{"root", "gc1", "gc2", "c1"} {
 			pid := atoi(h.readShared(f))
-			eventually(t, f+" to die", 10*time.Second, func() bool { return !alive(pid) })
+			testkit.Eventually(t, f+" to die", 10*time.Second, func() bool { return !alive(pid) })
 		}
 		if _, err := os.Stat(h.sharedFile("c2-ran")); err == nil {
 			t.Error("the queued sibling ran")
@@ -61,7 +62,7 @@ func TestAbort(t *testing.T) {
 		}
 		// Nothing aborted runs again, not even after two more resync scans.
 		scanned := d.scans.Load()
-		eventually(t, "two resync scans", 30*time.Second, func() bool { return d.scans.Load() >= scanned+2 })
+		testkit.Eventually(t, "two resync scans", 30*time.Second, func() bool { return d.scans.Load() >= scanned+2 })
 		for _, k := range []store.ActionKey{root, c1, c2} {
 			if a, _ := h.st.Actions.Get(h.ctx, k); a.Phase != phase.Aborted || a.Attempts != 1 {
 				t.Errorf("%s: %s, %d attempts", k.Name, a.Phase.String(), a.Attempts)
@@ -140,7 +141,7 @@ func TestShortWaitIsNotRecorded(t *testing.T) {
 		c1 := h.child(root, "c1", `while [ ! -e "$SHARED/c1-go" ]; do sleep 0.05; done; `+succeed, taskOpts{})
 		h.wait(c1, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
 		c2 := h.child(root, "c2", succeed, taskOpts{})
-		eventually(t, "c2 to find no slot", 20*time.Second, func() bool { return d.slots.Waits(c2) })
+		testkit.Eventually(t, "c2 to find no slot", 20*time.Second, func() bool { return d.slots.Waits(c2) })
 		writeFile(t, h.sharedFile("c1-go"), "", 0o644)
 		for _, k := range []store.ActionKey{c1, c2} {
 			h.terminal(k, phase.Succeeded, 30*time.Second)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // The local driver with the output cache: of three identical runs of a
@@ -37,8 +39,7 @@ func TestCachedSerializedRuns(t *testing.T) {
 			b, _ := os.ReadFile(filepath.Join(h.shared, "ran"))
 			return strings.Fields(string(b))
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		if msg := testkit.Poll(time.Minute, 20*time.Millisecond, func() string {
 			waiting := 0
 			for _, k := range keys {
 				if a, err := h.st.Actions.Get(h.ctx, k); err == nil && a.Phase == phase.WaitingForResources {
@@ -46,12 +47,11 @@ func TestCachedSerializedRuns(t *testing.T) {
 				}
 			}
 			if len(ran()) == 1 && waiting == 2 {
-				break
+				return ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("want one run executing and two waiting; ran %v, %d waiting", ran(), waiting)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return fmt.Sprintf("ran %v, %d waiting", ran(), waiting)
+		}); msg != "" {
+			t.Fatalf("want one run executing and two waiting; %s", msg)
 		}
 		if err := os.WriteFile(release, nil, 0o644); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // runSpec creates a run whose root is spec.
@@ -53,7 +54,7 @@ while [ ! -s "$SHARED/$7.setsid" ] || [ ! -s "$SHARED/$7.double" ]; do sleep 0.0
 		var out []int
 		for _, f := range []string{".setsid", ".double"} {
 			name := key.Name + f
-			eventually(t, name, 30*time.Second, func() bool { return atoi(h.readShared(name)) > 0 })
+			testkit.Eventually(t, name, 30*time.Second, func() bool { return atoi(h.readShared(name)) > 0 })
 			out = append(out, atoi(h.readShared(name)))
 		}
 		return out

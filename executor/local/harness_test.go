@@ -30,6 +30,7 @@ import (
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -251,21 +252,21 @@ func (h *harness) child(parent store.ActionKey, name, script string, o taskOpts)
 // wait polls key until cond holds.
 func (h *harness) wait(key store.ActionKey, what string, d time.Duration, cond func(a *store.Action) bool) *store.Action {
 	h.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		a, err := h.st.Actions.Get(h.ctx, key)
-		if err != nil {
+	var a *store.Action
+	if testkit.Poll(d, 20*time.Millisecond, func() string {
+		var err error
+		if a, err = h.st.Actions.Get(h.ctx, key); err != nil {
 			h.t.Fatal(err)
 		}
 		if cond(a) {
-			return a
+			return ""
 		}
-		if time.Now().After(deadline) {
-			h.dumpLogs(key)
-			h.t.Fatalf("%s: %s did not become %s within %s (phase %s, attempt %d)", h.t.Name(), key.Name, what, d, a.Phase.String(), a.Attempts)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return "not yet"
+	}) != "" {
+		h.dumpLogs(key)
+		h.t.Fatalf("%s: %s did not become %s within %s (phase %s, attempt %d)", h.t.Name(), key.Name, what, d, a.Phase.String(), a.Attempts)
 	}
+	return a
 }
 
 // terminal waits for key to end and checks the phase.
@@ -369,17 +370,6 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // testLog sends slog output to t.Log until the test ends.

@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // testLeaseTTL is short enough for quick takeovers and long enough that a
@@ -73,7 +74,7 @@ func TestLeaseStandbyAndTakeover(t *testing.T) {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		eventually(t, "the standby to take the lease", 4*testLeaseTTL, func() bool { return d2.lease.Fence() != 0 })
+		testkit.Eventually(t, "the standby to take the lease", 4*testLeaseTTL, func() bool { return d2.lease.Fence() != 0 })
 		a := h.terminal(key, phase.Succeeded, 30*time.Second)
 		tok2 := d2.lease.Fence()
 		atts := h.attempts(key)
@@ -128,8 +129,8 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 				_ = h.st.Leases.Renew(h.ctx, store.LocalExecutorLease, thief.Holder, stolen.Token, time.Hour)
 			}
 		}()
-		eventually(t, "the driver to go on standby", 4*testLeaseTTL, func() bool { return d.lease.Fence() == 0 })
-		eventually(t, "its attempt's processes to stop", 30*time.Second, func() bool {
+		testkit.Eventually(t, "the driver to go on standby", 4*testLeaseTTL, func() bool { return d.lease.Fence() == 0 })
+		testkit.Eventually(t, "its attempt's processes to stop", 30*time.Second, func() bool {
 			for _, pid := range pids {
 				if alive(pid) {
 					return false
@@ -137,7 +138,7 @@ func TestLeaseLostStopsAttemptsUnrecorded(t *testing.T) {
 			}
 			return true
 		})
-		eventually(t, "the driver to forget the attempt", 30*time.Second, func() bool {
+		testkit.Eventually(t, "the driver to forget the attempt", 30*time.Second, func() bool {
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			return len(d.running) == 0

@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // overlapCheck is the start of a script's later attempts: if a process the
@@ -42,7 +43,7 @@ fi
 func (h *harness) firstAttemptPids() []int {
 	h.t.Helper()
 	var pids []int
-	eventually(h.t, "the first attempt's pids", 20*time.Second, func() bool {
+	testkit.Eventually(h.t, "the first attempt's pids", 20*time.Second, func() bool {
 		pids = pids[:0]
 		for _, f := range strings.Fields(h.readShared("pids")) {
 			pids = append(pids, atoi(f))
@@ -214,7 +215,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- d.Run(ctx) }()
-	eventually(t, "readiness", 10*time.Second, func() bool { return d.Ready() == nil })
+	testkit.Eventually(t, "readiness", 10*time.Second, func() bool { return d.Ready() == nil })
 
 	key := h.run("rrun", longFirstAttempt, taskOpts{})
 	h.wait(key, "RUNNING", 20*time.Second, func(a *store.Action) bool { return a.Phase == phase.Running })
@@ -305,7 +306,7 @@ func TestRestartRecordsAResultWrittenWhileDown(t *testing.T) {
 		for _, k := range []store.ActionKey{ok, fatal, late} {
 			dir, _ := attemptDir(h.workDir, k, 1)
 			cwd := filepath.Join(dir, cwdDir)
-			eventually(t, k.RunName+"'s process to end", 30*time.Second, func() bool { return len(process.FindInDir(cwd)) == 0 })
+			testkit.Eventually(t, k.RunName+"'s process to end", 30*time.Second, func() bool { return len(process.FindInDir(cwd)) == 0 })
 		}
 		if _, err := h.st.Actions.RequestAbort(h.ctx, late, abortInfo(t, "too late")); err != nil {
 			t.Fatal(err)

@@ -1,10 +1,7 @@
 package local
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,41 +36,14 @@ func TestRealSDKRuntime(t *testing.T) {
 
 	// The SDK packs a bundle and serialises the tasks (the same preparation
 	// the process package's runtime test uses).
-	prep := exec.Command(filepath.Join(venv, "bin", "python"), "process/testdata/sdk_task.py",
-		"--workdir", filepath.Join(t.TempDir(), "sdk"), "--x", "3", "--y", "4")
-	var stderr bytes.Buffer
-	prep.Stderr = &stderr
-	out, err := prep.Output()
-	if err != nil {
-		t.Fatalf("preparing tasks with the SDK: %v\n%s", err, stderr.String())
-	}
-	var index struct {
-		Tasks map[string]struct {
-			Spec     string `json:"spec"`
-			InputDir string `json:"input_dir"`
-		} `json:"tasks"`
-	}
-	if err := json.Unmarshal(out, &index); err != nil {
-		t.Fatalf("index %q: %v", out, err)
-	}
+	tasks := sdktest.PrepareTasks(t, "process/testdata/sdk_task.py", filepath.Join(t.TempDir(), "sdk"), "--x", "3", "--y", "4")
 	create := func(run, name string) store.ActionKey {
 		t.Helper()
-		e := index.Tasks[name]
-		spec := &task.TaskSpec{}
-		inputs := &task.Inputs{}
-		for path, m := range map[string]proto.Message{e.Spec: spec, filepath.Join(e.InputDir, runlayout.InputsFile): inputs} {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := proto.Unmarshal(b, m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e := tasks[name]
 		_, err := h.state.CreateRun(h.ctx, &workflow.CreateRunRequest{
 			Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: run}},
-			Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: spec},
-			InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: inputs},
+			Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: e.Spec},
+			InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: e.Inputs(t)},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/testkit"
 	"fmgr.dev/secret"
 )
 
@@ -83,7 +84,7 @@ cat "$FLYTE_SECRETS_DEFAULT_DIR/team/cert" > "$SHARED/grouped-value"
 		}
 		// The directory goes once the attempt's end is recorded, just
 		// after the action turned terminal.
-		eventually(t, "the secrets directory to be removed after the attempt", 30*time.Second, func() bool {
+		testkit.Eventually(t, "the secrets directory to be removed after the attempt", 30*time.Second, func() bool {
 			_, err := os.Stat(dir)
 			return errors.Is(err, fs.ErrNotExist)
 		})

@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/executor/testcluster/nodeagent"
+	"fmgr.dev/internal/testkit"
 )
 
 const ns = "flyte"
@@ -51,7 +52,7 @@ func create(t *testing.T, c *testcluster.Cluster, p *corev1.Pod) *corev1.Pod {
 func waitPod(t *testing.T, c *testcluster.Cluster, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	testcluster.Eventually(t, "pod "+name+" "+what, func() (bool, error) {
+	testkit.EventuallyErr(t, "pod "+name+" "+what, testcluster.Patience, func() (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -140,11 +141,37 @@ func TestPodsRunToTheirEnd(t *testing.T) {
 		{pod: always, phase: corev1.PodFailed, exitCode: 128, reason: "Unsupported"},
 		{pod: notFound, phase: corev1.PodFailed, exitCode: 128, reason: "StartError",
 			check: func(t *testing.T, p *corev1.Pod) {
-				if msg := terminatedState(t, p).Message; !strings.Contains(msg, "fmgr-no-such-command") {
-					t.Errorf("message %q does not name the missing command", msg)
+				// As containerd words it, so that executors read what a
+				// kubelet would report.
+				if msg := terminatedState(t, p).Message; !strings.Contains(msg, `exec: "fmgr-no-such-command": executable file not found in $PATH`) {
+					t.Errorf("message %q does not say the command was not found as a container runtime does", msg)
 				}
 			}},
 	}
+	// A container whose environment names a missing Secret cannot be
+	// created: the Pod stays Pending, waiting with
+	// CreateContainerConfigError, until it is deleted.
+	t.Run("config-error", func(t *testing.T) {
+		t.Parallel()
+		p := pod("config-error", "exit 0")
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "token"}}}}
+		create(t, c, p)
+		got := waitPod(t, c, p.Name, "to wait for its configuration", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
+		})
+		if w := got.Status.ContainerStatuses[0].State.Waiting; got.Status.Phase != corev1.PodPending ||
+			w.Reason != "CreateContainerConfigError" || !strings.Contains(w.Message, "secret absent not found") {
+			t.Errorf("phase %s, waiting %+v; want Pending, CreateContainerConfigError naming the secret", got.Status.Phase, w)
+		}
+		if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		testkit.EventuallyErr(t, "the agent to confirm the deletion of "+p.Name, testcluster.Patience, func() (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), err
+		})
+	})
 	for _, s := range steps {
 		t.Run(s.pod.Name, func(t *testing.T) {
 			t.Parallel()
@@ -238,7 +265,7 @@ func TestDeleteRunningPod(t *testing.T) {
 			if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), s.name, metav1.DeleteOptions{GracePeriodSeconds: s.deleteGrace}); err != nil {
 				t.Fatal(err)
 			}
-			testcluster.Eventually(t, "the pod object to be gone", func() (bool, error) {
+			testkit.EventuallyErr(t, "the pod object to be gone", testcluster.Patience, func() (bool, error) {
 				_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), s.name, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), err
 			})

@@ -62,20 +62,6 @@ func logTail(t testing.TB, dir string) {
 	}
 }
 
-// Eventually polls cond every 50 ms until it returns true, failing t when
-// it has not after a generous deadline (the machine may be loaded). what
-// names the condition in the failure.
-func Eventually(t testing.TB, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
-}
+// Patience is how long tests wait for the cluster to act on something
+// (testkit.Eventually's bound): generous, the machine may be loaded.
+const Patience = 2 * time.Minute

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/testkit"
 )
 
 var taskactions = schema.GroupVersionResource{Group: "flyte.org", Version: "v1", Resource: "taskactions"}
@@ -89,8 +90,8 @@ func TestOwnerReferenceGC(t *testing.T) {
 	if err := tas.Delete(ctx, "a0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, "a1 to be collected", goneTA("a1"))
-	testcluster.Eventually(t, "a1-pod to be collected", gonePod("a1-pod"))
+	testkit.EventuallyErr(t, "a1 to be collected", testcluster.Patience, goneTA("a1"))
+	testkit.EventuallyErr(t, "a1-pod to be collected", testcluster.Patience, gonePod("a1-pod"))
 
 	// A dangling owner (never existed) is an owner that is gone.
 	dangling := taskAction("orphan", nil)
@@ -98,7 +99,7 @@ func TestOwnerReferenceGC(t *testing.T) {
 	if _, err := tas.Create(ctx, dangling, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, "an object with a dangling owner to be collected", goneTA("orphan"))
+	testkit.EventuallyErr(t, "an object with a dangling owner to be collected", testcluster.Patience, goneTA("orphan"))
 	exists("b0")
 	exists("b1")
 
@@ -109,8 +110,8 @@ func TestOwnerReferenceGC(t *testing.T) {
 	if err := tas.Delete(ctx, "c0", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, "c1 to be collected", goneTA("c1"))
-	testcluster.Eventually(t, "c0 to be deleted after its dependents", goneTA("c0"))
+	testkit.EventuallyErr(t, "c1 to be collected", testcluster.Patience, goneTA("c1"))
+	testkit.EventuallyErr(t, "c0 to be deleted after its dependents", testcluster.Patience, goneTA("c0"))
 
 	// A Pod owned by an object of a kind the collector does not watch.
 	cm, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
@@ -123,6 +124,6 @@ func TestOwnerReferenceGC(t *testing.T) {
 	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.Eventually(t, "cm-pod to be collected", gonePod("cm-pod"))
+	testkit.EventuallyErr(t, "cm-pod to be collected", testcluster.Patience, gonePod("cm-pod"))
 	exists("b1")
 }

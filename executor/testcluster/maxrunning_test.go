@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/testkit"
 )
 
 // TestMaxRunning: with one slot, a second Pod waits, Pending, until the
@@ -26,7 +27,7 @@ func TestMaxRunning(t *testing.T) {
 	waitPod(t, c, "first", "to run", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	create(t, c, second)
 	// The agent took the second Pod on and says it waits.
-	testcluster.Eventually(t, "the agent to hold the second Pod back", func() (bool, error) {
+	testkit.EventuallyErr(t, "the agent to hold the second Pod back", testcluster.Patience, func() (bool, error) {
 		b, err := os.ReadFile(filepath.Join(c.Dir, "testcluster.log"))
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.Contains(line, "pod waiting for a slot") && strings.Contains(line, "pod="+ns+"/second") {

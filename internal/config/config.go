@@ -120,6 +120,25 @@ type Server struct {
 	// MaxConcurrentStreams bounds the concurrent streams (calls) of one
 	// HTTP/2 connection.
 	MaxConcurrentStreams int `mapstructure:"maxConcurrentStreams" yaml:"maxConcurrentStreams"`
+	// Orgs is how the org named in identifiers is treated.
+	Orgs Orgs `mapstructure:"orgs" yaml:"orgs"`
+}
+
+// Orgs configures the org part of identifiers. Clients disagree on it: the
+// SDK pointed at localhost sends none, a task process sends "local", the
+// official UI sends the first label of its host name ("localhost",
+// "flyte" on flyte.example.com).
+type Orgs struct {
+	// Default is the org named in the identifiers the manager returns to a
+	// client that named none (every returned identifier names one: the
+	// official UI refuses to tail logs of an action whose run has no org).
+	// A client that names an org gets that org back.
+	Default string `mapstructure:"default" yaml:"default"`
+	// Separate keeps each org's projects, runs, tasks, secrets and cache
+	// apart. Off (the default) the deployment is one org: whatever org a
+	// request names, it reaches the same data. On, a request naming no
+	// org, Default or "local" reaches the data of the empty org.
+	Separate bool `mapstructure:"separate" yaml:"separate"`
 }
 
 // CORS is the cross-origin allow-list.

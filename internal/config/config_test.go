@@ -53,6 +53,8 @@ func TestDefaults(t *testing.T) {
 		"server.bodyReadTimeout":           {c.Server.BodyReadTimeout, 30 * time.Second},
 		"server.idleTimeout":               {c.Server.IdleTimeout, 120 * time.Second},
 		"server.maxConcurrentStreams":      {c.Server.MaxConcurrentStreams, 250},
+		"server.orgs.default":              {c.Server.Orgs.Default, "local"},
+		"server.orgs.separate":             {c.Server.Orgs.Separate, false},
 		"database.dsn":                     {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
 		"storage.url":                      {c.Storage.URL, "file://" + home + "/blobs"},
 		"storage.signingKey":               {c.Storage.SigningKey, ""},
@@ -309,6 +311,8 @@ server:
   bodyReadTimeout: 0s
   idleTimeout: -1s
   maxConcurrentStreams: 0
+  orgs:
+    default: "a b"
 database:
   dsn: mysql://x
   maxOpenConns: -1
@@ -336,7 +340,7 @@ log:
 		"server.allowedHosts[1]:", "server.allowedHosts[2]:", "server.allowedHosts[3]:", "server.allowedHosts[4]:",
 		"server.cors.allowedOrigins[1]:", "server.cors.allowedOrigins[2]:", "server.cors.allowedOrigins[3]:",
 		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
-		"database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
+		"server.orgs.default:", "database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
 		"executor.local.systemRetries:", "executor.local.leaseTTL:", "executor.local.maxLogBytes:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {

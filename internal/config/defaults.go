@@ -26,6 +26,11 @@ const (
 // to localhost:8080).
 const DefaultConsoleLocalListen = "127.0.0.1:8080"
 
+// DefaultOrg is server.orgs.default's default: the org task processes of
+// runs without one are given (ident.LocalOrg), so that what the SDK, its
+// task processes and the manager name a run agree.
+const DefaultOrg = "local"
+
 // DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
 // manager's own image (any image with this binary on PATH as
 // flyte-manager), which raw container Pods run `flyte-manager copilot` in.
@@ -63,6 +68,7 @@ func Default() Config {
 			// As many streams as a busy SDK client opens (watches plus
 			// fan-out calls) with headroom; http2's own default is 250.
 			MaxConcurrentStreams: 250,
+			Orgs:                 Orgs{Default: DefaultOrg},
 		},
 		Database: Database{
 			DSN:          "",

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,13 @@ import (
 	"fmgr.dev/internal/dsn"
 	"fmgr.dev/internal/requrl"
 )
+
+// orgName is what an org may be, in the configuration and in requests
+// (ValidOrg): one identifier segment, as ident accepts for other parts.
+var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// ValidOrg reports whether org is a well-formed org name.
+func ValidOrg(org string) bool { return orgName.MatchString(org) }
 
 // Validate checks every value and reports each bad one by its key path.
 func (c *Config) Validate() error {
@@ -64,6 +72,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.MaxConcurrentStreams < 1 {
 		bad("server.maxConcurrentStreams", "must be at least 1, got %d", c.Server.MaxConcurrentStreams)
+	}
+	if o := c.Server.Orgs.Default; !orgName.MatchString(o) {
+		bad("server.orgs.default", "must be 1 to 63 letters, digits, '-' or '_', starting with a letter or digit, got %q", o)
 	}
 
 	switch scheme := urlScheme(c.Database.DSN); scheme {

@@ -2,12 +2,9 @@ package listreq
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
-	"fmgr.dev/gen/go/flyteidl2/project"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
@@ -20,6 +17,9 @@ var (
 	eq       = []common.Filter_Function{common.Filter_EQUAL}
 	setFuncs = []common.Filter_Function{common.Filter_EQUAL, common.Filter_NOT_EQUAL, common.Filter_VALUE_IN, common.Filter_VALUE_NOT_IN}
 	cmpFuncs = []common.Filter_Function{common.Filter_GREATER_THAN, common.Filter_GREATER_THAN_OR_EQUAL, common.Filter_LESS_THAN, common.Filter_LESS_THAN_OR_EQUAL}
+	// nameFuncs are for names: exact, or a part of it (the official
+	// console's search boxes send CONTAINS_CASE_INSENSITIVE).
+	nameFuncs = []common.Filter_Function{common.Filter_EQUAL, common.Filter_CONTAINS, common.Filter_CONTAINS_CASE_INSENSITIVE}
 )
 
 // RunsSchema is what ListRuns accepts: the filters `flyte get run` and
@@ -28,7 +28,7 @@ var RunsSchema = Schema{
 	Listing: "runs",
 	Fields: map[string]Field{
 		"phase":        {Kind: KindPhase, Funcs: setFuncs},
-		"task_name":    {Kind: KindString, Funcs: eq},
+		"task_name":    {Kind: KindString, Funcs: nameFuncs},
 		"task_version": {Kind: KindString, Funcs: eq},
 		"created_by":   {Kind: KindString, Funcs: eq},
 		"created_at":   {Kind: KindTime, Funcs: cmpFuncs},
@@ -42,7 +42,7 @@ var RunsSchema = Schema{
 // The caller sets the scope (Org, Project, Domain) from ListRunsRequest.
 //
 //	phase        EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (numbers or names)
-//	task_name    EQUAL
+//	task_name    EQUAL, CONTAINS, CONTAINS_CASE_INSENSITIVE
 //	task_version EQUAL
 //	created_by   EQUAL   (the subject; `--only-mine` sends UserInfo.subject)
 //	created_at   GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
@@ -59,7 +59,11 @@ func ParseRuns(req *common.ListRequest) (store.RunFilter, store.Page, error) {
 		case "phase":
 			phases.and(c.Func, c.Phases, common.ActionPhase_name)
 		case "task_name":
-			err = setOnce(&f.TaskName, c)
+			if sub, ok := substring(c); ok {
+				f.TaskNameContains = append(f.TaskNameContains, sub)
+			} else {
+				err = setOnce(&f.TaskName, c)
+			}
 		case "task_version":
 			err = setOnce(&f.TaskVersion, c)
 		case "created_by":
@@ -145,7 +149,7 @@ func ParseActionQuery(req *common.ListRequest) (ActionQuery, error) {
 var TasksSchema = Schema{
 	Listing: "tasks",
 	Fields: map[string]Field{
-		"name":          {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_CONTAINS}},
+		"name":          {Kind: KindString, Funcs: nameFuncs},
 		"deployed_by":   {Kind: KindString, Funcs: []common.Filter_Function{common.Filter_EQUAL, common.Filter_VALUE_IN}},
 		"created_at":    {Kind: KindTime, Funcs: cmpFuncs},
 		"updated_at":    {Kind: KindTime, Funcs: cmpFuncs},
@@ -166,10 +170,6 @@ type TaskQuery struct {
 	// Filter.Name is set by a name EQUAL filter (the SDK's
 	// Task.get(auto_version="latest") and `flyte get task <name>`).
 	Filter store.TaskFilter
-	// NameContains are substrings the name must contain (name CONTAINS:
-	// the SDK lists an environment's tasks with "<env>."). The store cannot
-	// filter on them yet, so the caller checks each row it gets.
-	NameContains []string
 	// MatchNone is set when the filters together can match no task (e.g.
 	// two deployed_by filters with no subject in common, or a trigger type
 	// no task has): the caller answers an empty page without a query.
@@ -182,7 +182,8 @@ type TaskQuery struct {
 
 // ParseTasks turns the ListRequest of ListTasks into a query:
 //
-//	name           EQUAL, CONTAINS
+//	name           EQUAL, CONTAINS, CONTAINS_CASE_INSENSITIVE  (the SDK lists an
+//	               environment's tasks with CONTAINS "<env>.")
 //	deployed_by    EQUAL, VALUE_IN  (the deployer's subject)
 //	created_at, updated_at  GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
 //	trigger_types  EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (NONE, SCHEDULE, ARTIFACT or numbers)
@@ -205,8 +206,8 @@ func ParseTasks(req *common.ListRequest) (TaskQuery, error) {
 	for _, c := range q.Conds {
 		switch c.Field {
 		case "name":
-			if c.Func == common.Filter_CONTAINS {
-				out.NameContains = append(out.NameContains, c.Values[0])
+			if sub, ok := substring(c); ok {
+				f.NameContains = append(f.NameContains, sub)
 			} else if err := setOnce(&f.Name, c); err != nil {
 				return TaskQuery{}, err
 			}
@@ -251,59 +252,15 @@ func ParseVersions(req *common.ListRequest) (TaskQuery, error) {
 	return TaskQuery{Page: q.Page, Ascending: q.Sort.Ascending}, nil
 }
 
-// ParseProjects turns a ListProjectsRequest into a store filter and page.
-// Its filters are a string of "+"-joined terms; the SDK sends
-// "eq(state, <n>)" (n = ProjectState number; names are accepted too).
-// Projects are always listed by name: sort keys name and created_at (the
-// SDK's default) are accepted and both served in name order.
-func ParseProjects(req *project.ListProjectsRequest) (store.ProjectFilter, store.Page, error) {
-	f := store.ProjectFilter{Org: req.GetOrg()}
-	switch key := req.GetSortBy().GetKey(); key {
-	case "", "name", "created_at":
-	default:
-		return store.ProjectFilter{}, store.Page{}, errs.Invalidf("cannot sort projects by %q (supported: name)", key)
+// substring is the store condition of a CONTAINS filter.
+func substring(c Cond) (store.Substring, bool) {
+	switch c.Func {
+	case common.Filter_CONTAINS:
+		return store.Substring{Text: c.Values[0]}, true
+	case common.Filter_CONTAINS_CASE_INSENSITIVE:
+		return store.Substring{Text: c.Values[0], IgnoreCase: true}, true
 	}
-	for term := range strings.SplitSeq(req.GetFilters(), "+") {
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
-		}
-		state, err := parseStateTerm(term)
-		if err != nil {
-			return store.ProjectFilter{}, store.Page{}, err
-		}
-		if f.State != nil && *f.State != state {
-			return store.ProjectFilter{}, store.Page{}, errs.Invalidf("project filters %q ask for two different states", req.GetFilters())
-		}
-		f.State = &state
-	}
-	return f, Page(req.GetLimit(), req.GetToken()), nil
-}
-
-// parseStateTerm reads one "eq(state, <value>)" term.
-func parseStateTerm(term string) (store.ProjectState, error) {
-	unsupported := errs.Invalidf("project filter %q is not supported (supported: eq(state, <n>))", term)
-	fn, rest, ok := strings.Cut(term, "(")
-	if !ok || !strings.HasSuffix(rest, ")") || strings.TrimSpace(fn) != "eq" {
-		return 0, unsupported
-	}
-	field, value, ok := strings.Cut(strings.TrimSuffix(rest, ")"), ",")
-	if !ok || strings.TrimSpace(field) != "state" {
-		return 0, unsupported
-	}
-	value = strings.Trim(strings.TrimSpace(value), `"'`)
-	if n, err := strconv.ParseInt(value, 10, 32); err == nil {
-		if _, known := project.ProjectState_name[int32(n)]; known {
-			return store.ProjectState(n), nil
-		}
-	}
-	upper := strings.ToUpper(value)
-	for _, name := range []string{upper, "PROJECT_STATE_" + upper} {
-		if n, known := project.ProjectState_value[name]; known {
-			return store.ProjectState(n), nil
-		}
-	}
-	return 0, errs.Invalidf("project filter %q: %q is not a project state (e.g. 0, 1, ACTIVE, ARCHIVED)", term, value)
+	return store.Substring{}, false
 }
 
 // setOnce stores an EQUAL value; a second, different value for the same

@@ -175,6 +175,15 @@ func TestParseRuns(t *testing.T) {
 			page: store.Page{Limit: DefaultLimit},
 		},
 		{
+			name: "the official console's search box",
+			req: &common.ListRequest{Limit: 100, SortBy: &common.Sort{Key: "created_at"}, Filters: []*common.Filter{
+				filter(common.Filter_CONTAINS_CASE_INSENSITIVE, "task_name", "Boom"),
+				filter(common.Filter_GREATER_THAN_OR_EQUAL, "created_at", "2026-01-05T00:00:00Z"),
+			}},
+			want: store.RunFilter{TaskNameContains: []store.Substring{{Text: "Boom", IgnoreCase: true}}, CreatedAfter: ts("2026-01-05T00:00:00Z")},
+			page: store.Page{Limit: 100},
+		},
+		{
 			name: "empty raw filters are ignored",
 			req:  &common.ListRequest{RawFilters: []string{"", "  "}},
 			page: store.Page{Limit: DefaultLimit},
@@ -212,8 +221,8 @@ func TestParseRunsRejects(t *testing.T) {
 			[]string{"filtering by labels is not supported yet"}},
 		{"updated_at", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_GREATER_THAN_OR_EQUAL, "updated_at", "2026-01-01T00:00:00Z")}},
 			[]string{"updated_at", "not supported yet"}},
-		{"unsupported function", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS, "task_name", "x")}},
-			[]string{"CONTAINS", `"task_name"`, "EQUAL"}},
+		{"unsupported function", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS, "task_version", "x")}},
+			[]string{"CONTAINS", `"task_version"`, "EQUAL"}},
 		{"phase by comparison", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_GREATER_THAN, "phase", "4")}},
 			[]string{"GREATER_THAN", `"phase"`}},
 		{"bad phase", &common.ListRequest{Filters: []*common.Filter{filter(common.Filter_EQUAL, "phase", "DONE")}},
@@ -333,7 +342,13 @@ func TestParseTasks(t *testing.T) {
 		{
 			"tasks of an environment",
 			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS, "name", "env.")}},
-			TaskQuery{NameContains: []string{"env."}, Page: store.Page{Limit: DefaultLimit}},
+			TaskQuery{Filter: store.TaskFilter{NameContains: []store.Substring{{Text: "env."}}}, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"the official console's search box",
+			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_CONTAINS_CASE_INSENSITIVE, "name", "Ma")},
+				SortByFields: []*common.Sort{{Key: "created_at"}}},
+			TaskQuery{Filter: store.TaskFilter{NameContains: []store.Substring{{Text: "Ma", IgnoreCase: true}}}, Page: store.Page{Limit: DefaultLimit}},
 		},
 		{
 			"deployed_by sets intersect",
@@ -411,7 +426,8 @@ func TestParseTasks(t *testing.T) {
 }
 
 func TestParseProjects(t *testing.T) {
-	active, archived := store.ProjectActive, store.ProjectArchived
+	type states = []store.ProjectState
+	active, archived := states{store.ProjectActive}, states{store.ProjectArchived}
 	for _, tc := range []struct {
 		name string
 		req  *project.ListProjectsRequest
@@ -422,17 +438,44 @@ func TestParseProjects(t *testing.T) {
 		{
 			"what Project.listall sends",
 			&project.ListProjectsRequest{Limit: 100, Token: "t", Filters: "eq(state, 0)", SortBy: sortBy("created_at", common.Sort_ASCENDING)},
-			store.ProjectFilter{State: &active}, store.Page{Limit: 100, Token: "t"},
+			store.ProjectFilter{States: active}, store.Page{Limit: 100, Token: "t"},
+		},
+		{
+			"what the official console sends",
+			&project.ListProjectsRequest{Limit: 200, Filters: "value_in(state,0;1;2)"},
+			store.ProjectFilter{States: states{0, 1, 2}}, store.Page{Limit: 200},
 		},
 		{
 			"archived, by name, org",
 			&project.ListProjectsRequest{Org: "acme", Filters: "eq(state,ARCHIVED)+eq(state, 1)"},
-			store.ProjectFilter{Org: "acme", State: &archived}, store.Page{Limit: DefaultLimit},
+			store.ProjectFilter{Org: "acme", States: archived}, store.Page{Limit: DefaultLimit},
 		},
 		{
 			"state by full enum name",
 			&project.ListProjectsRequest{Filters: "eq(state, PROJECT_STATE_ACTIVE)", Limit: 1000},
-			store.ProjectFilter{State: &active}, store.Page{Limit: MaxLimit},
+			store.ProjectFilter{States: active}, store.Page{Limit: MaxLimit},
+		},
+		{
+			"comparisons and exclusions intersect",
+			&project.ListProjectsRequest{Filters: "gte(state,1)+ne(state,SYSTEM_GENERATED)+value_not_in(state, 3)"},
+			store.ProjectFilter{States: archived}, store.Page{Limit: DefaultLimit},
+		},
+		{
+			"states that cannot all hold match none",
+			&project.ListProjectsRequest{Filters: "lt(state,1)+gt(state,2)"},
+			store.ProjectFilter{States: states{store.NoProjectState}}, store.Page{Limit: DefaultLimit},
+		},
+		{
+			"text fields",
+			&project.ListProjectsRequest{Filters: "contains(name,Flyte) + eq(id, 'p1') + value_in(identifier,a;b) + lte(description,z) + value_not_in(id,x)"},
+			store.ProjectFilter{Text: []store.TextCond{
+				{Column: "display_name", Op: store.TextContains, Values: []string{"Flyte"}},
+				{Column: "name", Op: store.TextEq, Values: []string{"p1"}},
+				{Column: "name", Op: store.TextIn, Values: []string{"a", "b"}},
+				{Column: "description", Op: store.TextLte, Values: []string{"z"}},
+				{Column: "name", Op: store.TextNotIn, Values: []string{"x"}},
+			}},
+			store.Page{Limit: DefaultLimit},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,10 +492,13 @@ func TestParseProjects(t *testing.T) {
 		req       *project.ListProjectsRequest
 		fragments []string
 	}{
-		{&project.ListProjectsRequest{Filters: "eq(name, foo)"}, []string{`"eq(name, foo)"`, "eq(state, <n>)"}},
-		{&project.ListProjectsRequest{Filters: "ne(state, 0)"}, []string{"not supported"}},
+		{&project.ListProjectsRequest{Filters: "eq(owner, foo)"}, []string{`"eq(owner, foo)"`, `unknown field "owner"`, "fields state, id, name"}},
+		{&project.ListProjectsRequest{Filters: "like(state, 0)"}, []string{`unknown function "like"`}},
+		{&project.ListProjectsRequest{Filters: "state = 0"}, []string{"not a function call"}},
+		{&project.ListProjectsRequest{Filters: "eq(state)"}, []string{"has no value"}},
+		{&project.ListProjectsRequest{Filters: "value_in(state,;)"}, []string{"has no value"}},
+		{&project.ListProjectsRequest{Filters: "contains(state, 1)"}, []string{"contains on state"}},
 		{&project.ListProjectsRequest{Filters: "eq(state, 9)"}, []string{`"9"`, "not a project state"}},
-		{&project.ListProjectsRequest{Filters: "eq(state, 0)+eq(state, 1)"}, []string{"two different states"}},
 		{&project.ListProjectsRequest{SortBy: sortBy("description", common.Sort_ASCENDING)}, []string{`"description"`}},
 	} {
 		_, _, err := ParseProjects(tc.req)

@@ -2,8 +2,8 @@
 // and the bench: build it, start it on a home and database, wait until it is
 // really ready, and stop, kill or restart it. It is the one place that knows
 // how to tell that a manager came up (its "serving on" banner, then /readyz
-// answering 200) so the end-to-end tests, the bench and the manager's own
-// tests agree on it.
+// answering 200) so the end-to-end tests, the bench, the manager's own
+// tests and the executor's dev-loop test agree on it.
 //
 //	bin, err := mgrproc.Build(ctx, filepath.Join(dir, "flyte-manager"))
 //	p, err := mgrproc.Start(ctx, mgrproc.Options{Bin: bin, Home: home, DSN: dsn})
@@ -23,9 +23,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Deadlines are generous on purpose: the machines that run the suites are
@@ -74,6 +75,10 @@ type Options struct {
 	Log io.Writer
 	// StartTimeout bounds the start; DefaultStartTimeout if 0.
 	StartTimeout time.Duration
+	// Args, if set, is the whole command line after Bin instead of `start`
+	// with Home, DSN, Config and Port: for another binary that composes the
+	// manager and prints its banner (executor/cmd/manager).
+	Args []string
 }
 
 // Process is one running `flyte-manager start`.
@@ -82,7 +87,7 @@ type Process struct {
 
 	opts   Options
 	cmd    *exec.Cmd
-	output *Buffer
+	output *testkit.Buffer
 	done   chan struct{} // closed when the process has exited and been reaped
 	err    error         // the process's exit status, once done is closed
 }
@@ -99,10 +104,10 @@ func ServingURL(text string) string {
 	return ""
 }
 
-// Start runs `flyte-manager start` with o (on o.Port, else a free port) and
-// returns once the manager printed its address and /readyz answered 200. A manager that exits
-// or does not get ready in time is an error carrying its output (and is
-// killed in the second case).
+// Start runs `flyte-manager start` with o (on o.Port, else a free port), or
+// Bin with o.Args, and returns once the manager printed its address and
+// /readyz answered 200. A manager that exits or does not get ready in time
+// is an error carrying its output (and is killed in the second case).
 func Start(ctx context.Context, o Options) (*Process, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = DefaultStartTimeout
@@ -122,7 +127,10 @@ func (p *Process) start(ctx context.Context, env []string) error {
 	for _, f := range p.opts.Config {
 		args = append(args, "--config", f)
 	}
-	p.output = &Buffer{}
+	if p.opts.Args != nil {
+		args = p.opts.Args
+	}
+	p.output = &testkit.Buffer{}
 	var out io.Writer = p.output
 	if p.opts.Log != nil {
 		out = io.MultiWriter(p.output, p.opts.Log)
@@ -208,7 +216,7 @@ func (p *Process) Output() string { return p.output.String() }
 
 // Buffer is what the manager printed since it last started; it may be read
 // while the manager writes.
-func (p *Process) Buffer() *Buffer { return p.output }
+func (p *Process) Buffer() *testkit.Buffer { return p.output }
 
 // Exited is closed once the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.done }
@@ -291,53 +299,4 @@ func (p *Process) exitErr() error {
 		return errors.New("flyte-manager was never started")
 	}
 	return p.err
-}
-
-// Buffer is an io.Writer that others may read while a process writes to it,
-// and wait on for some text to appear. The zero value is ready to use.
-type Buffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	waiters []waiter
-}
-
-type waiter struct {
-	match func(string) string
-	ch    chan struct{}
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.buf.Write(p)
-	kept := b.waiters[:0]
-	for _, w := range b.waiters {
-		if w.match(b.buf.String()) != "" {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	b.waiters = kept
-	return n, err
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// Await returns a channel that is closed once match finds something in
-// the buffer (at once if it already does).
-func (b *Buffer) Await(match func(string) string) <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ch := make(chan struct{})
-	if match(b.buf.String()) != "" {
-		close(ch)
-	} else {
-		b.waiters = append(b.waiters, waiter{match, ch})
-	}
-	return ch
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // A binary that exits before serving is reported at once with what it
@@ -24,8 +26,20 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	}
 }
 
+// Args replaces the `start` command line.
+func TestStartArgs(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fake-manager")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"args: $*\" >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Options{Bin: bin, Home: "h", Args: []string{"--home", "dev", "--port", "0"}, StartTimeout: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "args: --home dev --port 0\n") {
+		t.Fatalf("Start = %v, want the output of a run with Args alone", err)
+	}
+}
+
 func TestBufferAwait(t *testing.T) {
-	var b Buffer
+	var b testkit.Buffer
 	seen := b.Await(ServingURL)
 	b.Write([]byte("starting\n"))
 	select {

@@ -166,6 +166,14 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err != nil {
 		return nil, err
 	}
+	what, again := "task_spec", "run it again"
+	if req.GetTaskSpec() == nil {
+		what = fmt.Sprintf("task %s version %s (as deployed)", t.id.Name, t.id.Version)
+		again = "deploy the task again (its bundle is uploaded again, to the same location), then run it"
+	}
+	if err := s.CheckCodeBundle(ctx, t.spec, what, again); err != nil {
+		return nil, err
+	}
 
 	runSpec := proto.Clone(req.GetRunSpec()).(*task.RunSpec)
 	if runSpec == nil {

@@ -238,14 +238,11 @@ func (s *Service) CodeBundleURI(ctx context.Context, attempt *common.ActionAttem
 	if uri := tmpl.GetMetadata().GetCodeBundleUri(); uri != "" {
 		return uri, nil
 	}
-	args := tmpl.GetContainer().GetArgs()
-	for i := 0; i+1 < len(args); i++ {
-		switch args[i] {
-		case "--tgz":
-			return args[i+1], nil
-		case "--pkl":
-			return "", errs.Invalidf("this task runs a pickled bundle, which is not source and is not offered for download")
-		}
+	switch uri, option := codeBundle(tmpl); option {
+	case "--tgz":
+		return uri, nil
+	case "--pkl":
+		return "", errs.Invalidf("this task runs a pickled bundle, which is not source and is not offered for download")
 	}
 	return "", errs.NotFoundf("this task has no code bundle")
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/ident"
@@ -38,6 +39,13 @@ func metadataOf(a *store.Action) *workflow.ActionMetadata {
 	}
 	if a.ParentName != nil {
 		md.Parent = *a.ParentName
+	}
+	if a.CreatedBy != "" {
+		// Who created it (the console's "Owned By"): the subject only, as
+		// the manager knows no names; a UI shows the subject then.
+		md.ExecutedBy = &common.EnrichedIdentity{Principal: &common.EnrichedIdentity_User{
+			User: &common.User{Id: &common.UserIdentifier{Subject: a.CreatedBy}},
+		}}
 	}
 	switch a.ActionType {
 	case store.ActionTypeTrace:

@@ -3,12 +3,10 @@ package runstate
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
-	"fmgr.dev/internal/listreq"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
@@ -118,22 +116,9 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 }
 
 func (s *Service) eachChild(ctx context.Context, parent store.ActionKey, fn func(*store.Action) error) error {
-	page := store.Page{Limit: store.MaxPageSize}
-	for {
-		rows, next, err := s.store.Actions.ListChildren(ctx, parent, page)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			if err := fn(&rows[i]); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		page.Token = next
-	}
+	return store.EachAction(store.MaxPageSize, func(p store.Page) ([]store.Action, string, error) {
+		return s.store.Actions.ListChildren(ctx, parent, p)
+	}, fn)
 }
 
 // resultDir is where a finished action's outputs are: the recorded
@@ -267,37 +252,49 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 }
 
 // WatchActions streams every action of a run, then every change, marking
-// which ones meet the request's filters.
+// which ones meet the request's filters and counting the phases of each
+// one's descendants (actiontree.go). A change of phase is also sent for
+// every ancestor, whose counts it changed.
 func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []*common.Filter, send func([]*workflow.EnrichedAction) error) error {
-	meets, err := actionFilter(filters)
+	match, err := actionFilter(filters)
 	if err != nil {
 		return err
 	}
 	if _, err := s.Get(ctx, run.Action(store.RootName)); err != nil {
 		return err
 	}
-	enrich := func(a *store.Action) *workflow.EnrichedAction {
-		return &workflow.EnrichedAction{Action: ActionOf(a), MeetsFilter: meets(a)}
-	}
 	for {
 		sub := s.hub.Subscribe(ForRun(run))
 		seen := newest{}
+		tree := newActionTree(match)
+		// The whole run is read before the first message: a page's counts
+		// need the actions of the pages after it.
+		var order []string
 		page := store.Page{Limit: store.MaxPageSize}
 		for err == nil {
 			var rows []store.Action
 			var next string
-			if rows, next, err = s.store.Actions.ListActions(ctx, run, store.ActionFilter{}, page); err != nil {
+			if rows, next, err = s.store.Actions.ListActions(ctx, run, store.ActionFilter{}, page); err != nil || next == "" && len(rows) == 0 {
 				break
 			}
-			batch := make([]*workflow.EnrichedAction, len(rows))
 			for i := range rows {
-				seen.fresh(&rows[i])
-				batch[i] = enrich(&rows[i])
+				if seen.fresh(&rows[i]) {
+					tree.put(&rows[i])
+					order = append(order, rows[i].Name)
+				}
 			}
-			if err = send(batch); err != nil || next == "" {
+			if next == "" {
 				break
 			}
 			page.Token = next
+		}
+		for len(order) > 0 && err == nil {
+			n := min(len(order), store.MaxPageSize)
+			batch := make([]*workflow.EnrichedAction, n)
+			for i, name := range order[:n] {
+				batch[i] = tree.enriched(name)
+			}
+			err, order = send(batch), order[n:]
 		}
 		for err == nil {
 			var c store.Change
@@ -307,7 +304,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 			}
 			var a *store.Action
 			if a, err = s.rowOf(ctx, c); err == nil && seen.fresh(a) {
-				err = send([]*workflow.EnrichedAction{enrich(a)})
+				err = send(tree.batch(tree.put(a)))
 			}
 		}
 		sub.Close()
@@ -315,39 +312,4 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 			return err
 		}
 	}
-}
-
-// actionFilter supports what the UI's action tree sends: name contains
-// (case-insensitive) and phase in a set.
-func actionFilter(filters []*common.Filter) (func(*store.Action) bool, error) {
-	var preds []func(*store.Action) bool
-	for _, f := range filters {
-		switch {
-		case f.GetField() == "name" && f.GetFunction() == common.Filter_CONTAINS_CASE_INSENSITIVE && len(f.GetValues()) == 1:
-			needle := strings.ToLower(f.GetValues()[0])
-			preds = append(preds, func(a *store.Action) bool {
-				return strings.Contains(strings.ToLower(a.Name), needle) || strings.Contains(strings.ToLower(a.ShortName), needle)
-			})
-		case f.GetField() == "phase" && (f.GetFunction() == common.Filter_VALUE_IN || f.GetFunction() == common.Filter_EQUAL):
-			set := map[phase.Phase]bool{}
-			for _, v := range f.GetValues() {
-				p, err := listreq.ParsePhase(v)
-				if err != nil {
-					return nil, errs.Invalidf("filter phase: %v", err)
-				}
-				set[p] = true
-			}
-			preds = append(preds, func(a *store.Action) bool { return set[a.Phase] })
-		default:
-			return nil, errs.Invalidf("filter %s %s is not supported here; use name CONTAINS_CASE_INSENSITIVE or phase VALUE_IN", f.GetField(), f.GetFunction())
-		}
-	}
-	return func(a *store.Action) bool {
-		for _, p := range preds {
-			if !p(a) {
-				return false
-			}
-		}
-		return true
-	}, nil
 }

@@ -138,11 +138,11 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 func (s *Server) Logger() *slog.Logger { return s.log }
 
 // HandlerOptions are the options every Connect service must be built with:
-// the interceptor chain (request log and metrics, error masking, panic
-// recovery) and the request size limit.
+// the interceptor chain (request log and metrics, error masking, the org
+// of identifiers (orgs.go), panic recovery) and the request size limit.
 func (s *Server) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
-		connect.WithInterceptors(&observeInterceptor{s: s}, &maskInterceptor{s: s}),
+		connect.WithInterceptors(&observeInterceptor{s: s}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
 		connect.WithRecover(recoverPanic),
 		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
 		connect.WithCompressMinBytes(1024),

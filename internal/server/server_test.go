@@ -23,6 +23,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/requrl"
+	"fmgr.dev/internal/testkit"
 )
 
 const (
@@ -35,28 +36,10 @@ const (
 	procHang    = echoService + "Hang"
 )
 
-// logBuffer collects log output from concurrent goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testServer struct {
 	*Server
 	base    string
-	logs    *logBuffer
+	logs    *testkit.Buffer
 	stop    context.CancelFunc
 	served  chan error
 	started chan string // procedures of streams/slow calls that began
@@ -74,7 +57,7 @@ func startServer(t *testing.T, mutate func(*config.Server), setup func(*Server))
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	s := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s.readHeaderTimeout = 500 * time.Millisecond
 	ts := &testServer{Server: s, logs: logs, served: make(chan error, 1), started: make(chan string, 16), release: make(chan struct{})}

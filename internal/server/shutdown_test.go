@@ -12,6 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"fmgr.dev/internal/testkit"
 )
 
 func TestGracefulShutdown(t *testing.T) {
@@ -62,7 +64,7 @@ func TestGracefulShutdown(t *testing.T) {
 	ts.stop()
 	// Release the slow call only once shutdown has begun: the listener no
 	// longer accepts. If shutdown did not wait for it, the call fails.
-	waitFor(t, "the listener to close", func() bool {
+	testkit.Eventually(t, "the listener to close", 30*time.Second, func() bool {
 		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.base, "http://"), time.Second)
 		if err == nil {
 			conn.Close()
@@ -99,15 +101,5 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := httpClient(false).Get(ts.base + "/healthz"); err == nil {
 		t.Error("still accepting connections after shutdown")
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

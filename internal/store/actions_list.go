@@ -14,12 +14,17 @@ import (
 // RunFilter narrows ListRuns. Org is always matched; every other empty
 // field matches anything.
 type RunFilter struct {
-	Org           string
-	Project       string
-	Domain        string
-	Phases        []phase.Phase // any of these
-	TaskName      string
-	TaskVersion   string
+	Org         string
+	Project     string
+	Domain      string
+	Phases      []phase.Phase // any of these
+	TaskName    string
+	TaskVersion string
+	// TaskNameContains are substrings the run's task name must contain.
+	TaskNameContains []Substring
+	// Paused keeps the runs with an action waiting in PAUSED (a condition
+	// waiting for its signal).
+	Paused        bool
 	CreatedBy     string
 	CreatedAfter  time.Time // inclusive
 	CreatedBefore time.Time // exclusive
@@ -45,6 +50,14 @@ func (r *Actions) ListRuns(ctx context.Context, f RunFilter, page Page) ([]Actio
 	q = whereSet(q, "created_by", f.CreatedBy)
 	if len(f.Phases) > 0 {
 		q = q.Where("phase IN ?", f.Phases)
+	}
+	for _, sub := range f.TaskNameContains {
+		q = whereContains(q, "task_name", sub)
+	}
+	if f.Paused {
+		// A probe of the partial index of paused actions per run root.
+		q = q.Where("EXISTS (SELECT 1 FROM actions p WHERE p.phase = ? AND p.org = actions.org AND "+
+			"p.project = actions.project AND p.domain = actions.domain AND p.run_name = actions.run_name)", phase.Paused)
 	}
 	if !f.CreatedAfter.IsZero() {
 		q = q.Where("created_at >= ?", db.Time(f.CreatedAfter))

@@ -100,3 +100,24 @@ func DecodeNameToken(query, token string) (*NameCursor, error) {
 	}
 	return &NameCursor{Name: c.Str, ID: c.ID}, nil
 }
+
+// EachAction calls fn for every action list returns, page by page of limit
+// (a keyset listing such as ListChildren), until fn returns an error.
+func EachAction(limit int, list func(Page) ([]Action, string, error), fn func(*Action) error) error {
+	page := Page{Limit: limit}
+	for {
+		rows, next, err := list(page)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			if err := fn(&rows[i]); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.Token = next
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +64,20 @@ func (r *Projects) Get(ctx context.Context, org, name string) (*Project, error) 
 
 // ProjectFilter narrows List. Org is always matched ("" is a valid org).
 type ProjectFilter struct {
-	Org   string
-	State *ProjectState
+	Org string
+	// States the project may be in; nil means any. NoProjectState alone
+	// matches no project.
+	States []ProjectState
+	// Text are conditions on the columns in ProjectTextColumns.
+	Text []TextCond
 }
+
+// NoProjectState is a state no project is in: a States filter of it alone
+// matches nothing.
+const NoProjectState ProjectState = -1
+
+// ProjectTextColumns are the text columns a ProjectFilter may test.
+var ProjectTextColumns = []string{"name", "display_name", "description"}
 
 // List returns projects of an org ordered by name.
 func (r *Projects) List(ctx context.Context, f ProjectFilter, page Page) ([]Project, string, error) {
@@ -75,8 +87,14 @@ func (r *Projects) List(ctx context.Context, f ProjectFilter, page Page) ([]Proj
 		return nil, "", err
 	}
 	q := r.db.WithContext(ctx).Where("org = ?", f.Org)
-	if f.State != nil {
-		q = q.Where("state = ?", *f.State)
+	if f.States != nil {
+		q = q.Where("state IN ?", f.States)
+	}
+	for _, c := range f.Text {
+		if !slices.Contains(ProjectTextColumns, c.Column) {
+			return nil, "", errs.Invalidf("projects cannot be filtered by %q", c.Column)
+		}
+		q = whereText(q, c)
 	}
 	if c != nil {
 		q = q.Where("(name, id) > (?, ?)", c.Str, c.ID)

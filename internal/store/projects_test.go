@@ -93,3 +93,58 @@ func TestProjectsPagination(t *testing.T) {
 		wantErr(t, err, errs.ErrInvalid)
 	})
 }
+
+// The conditions of the admin filter grammar, on both databases.
+func TestListProjectsFiltered(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, _ *gorm.DB) {
+		ctx := context.Background()
+		for _, p := range []store.Project{
+			{Name: "alpha", DisplayName: "Alpha Team", Description: "a"},
+			{Name: "beta", DisplayName: "beta", Description: "b_%", State: store.ProjectArchived},
+			{Name: "gamma", DisplayName: "Gamma", Description: "c", State: store.ProjectSystemGenerated},
+		} {
+			if err := s.Projects.Create(ctx, &p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		names := func(f store.ProjectFilter) string {
+			t.Helper()
+			rows, _, err := s.Projects.List(ctx, f, store.Page{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range rows {
+				out = append(out, r.Name)
+			}
+			return fmt.Sprint(out)
+		}
+		text := func(col string, op store.TextOp, vs ...string) store.ProjectFilter {
+			return store.ProjectFilter{Text: []store.TextCond{{Column: col, Op: op, Values: vs}}}
+		}
+		for _, c := range []struct {
+			f    store.ProjectFilter
+			want string
+		}{
+			{store.ProjectFilter{States: []store.ProjectState{store.ProjectActive}}, "[alpha flytesnacks]"},
+			{store.ProjectFilter{States: []store.ProjectState{store.NoProjectState}}, "[]"},
+			{text("display_name", store.TextContains, "Team"), "[alpha]"},
+			// LIKE's wildcards are ordinary characters.
+			{text("description", store.TextContains, "_%"), "[beta]"},
+			{text("name", store.TextEq, "gamma"), "[gamma]"},
+			{text("name", store.TextNe, "gamma"), "[alpha beta flytesnacks]"},
+			{text("name", store.TextGt, "beta"), "[flytesnacks gamma]"},
+			{text("name", store.TextGte, "beta"), "[beta flytesnacks gamma]"},
+			{text("name", store.TextLt, "beta"), "[alpha]"},
+			{text("name", store.TextLte, "beta"), "[alpha beta]"},
+			{text("name", store.TextIn, "alpha", "gamma", "zeta"), "[alpha gamma]"},
+			{text("name", store.TextNotIn, "alpha", "beta"), "[flytesnacks gamma]"},
+		} {
+			if got := names(c.f); got != c.want {
+				t.Errorf("%+v: %s, want %s", c.f, got, c.want)
+			}
+		}
+		_, _, err := s.Projects.List(ctx, text("labels", store.TextEq, "x"), store.Page{})
+		wantErr(t, err, errs.ErrInvalid)
+	})
+}

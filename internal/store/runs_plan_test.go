@@ -72,6 +72,11 @@ func TestListRunsUsesAnIndex(t *testing.T) {
 			"task":        {func(f store.RunFilter) store.RunFilter { f.TaskName = "wf.main"; return f }, ""},
 			"owner":       {func(f store.RunFilter) store.RunFilter { f.CreatedBy = "alice"; return f }, ""},
 			"time window": {func(f store.RunFilter) store.RunFilter { f.CreatedAfter = time.Now().Add(-time.Hour); return f }, ""},
+			"task name contains": {func(f store.RunFilter) store.RunFilter {
+				f.TaskNameContains = []store.Substring{{Text: "MAIN", IgnoreCase: true}}
+				return f
+			}, ""},
+			"paused": {func(f store.RunFilter) store.RunFilter { f.Paused = true; return f }, ""},
 		} {
 			if _, _, err := traced.Actions.ListRuns(ctx, c.f(base), store.Page{Limit: 5, Token: c.token}); err != nil {
 				t.Fatal(err)
@@ -80,6 +85,9 @@ func TestListRunsUsesAnIndex(t *testing.T) {
 			t.Logf("%s: %s", name, plan)
 			if !strings.Contains(plan, "actions_runs") || strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "Sort") {
 				t.Errorf("%s: the plan does not read an index of runs in order:\n%s", name, plan)
+			}
+			if name == "paused" && !strings.Contains(plan, "actions_paused_idx") {
+				t.Errorf("paused: the plan does not probe the index of paused actions:\n%s", plan)
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,6 +134,64 @@ func TestListRunsFilters(t *testing.T) {
 		orgWide, _, err := s.Actions.ListRuns(ctx, store.RunFilter{}, store.Page{})
 		if err != nil || len(orgWide) != 7 {
 			t.Fatalf("org-wide runs = %d, %v", len(orgWide), err)
+		}
+	})
+}
+
+// ListRuns finds the runs by a part of their task's name, with or without
+// case, and the runs that have a paused action (the root or any other).
+func TestListRunsByTaskNamePartAndPaused(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, _ *gorm.DB) {
+		ctx := context.Background()
+		run := func(name, task string) store.RunKey {
+			key := store.RunKey{Project: "p", Domain: "development", RunName: name}
+			n := newRun(key)
+			n.Task.Name = task
+			if _, err := s.Actions.CreateRun(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			return key
+		}
+		run("r1", "wf.Boom")
+		r2 := run("r2", "wf.quiet")
+		run("r3", "other.boomer")
+		child := newRun(r2)
+		child.Key, child.ParentName, child.RunSpec = r2.Action("c1"), store.RootName, nil
+		c, _, err := s.Actions.CreateChild(ctx, child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Actions.Update(ctx, c.ActionKey, c.ResourceVersion, store.Update{Phase: phase.Paused}); err != nil {
+			t.Fatal(err)
+		}
+		names := func(f store.RunFilter) []string {
+			t.Helper()
+			f.Project, f.Domain = "p", "development"
+			rows, _, err := s.Actions.ListRuns(ctx, f, store.Page{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range rows {
+				out = append(out, r.RunName)
+			}
+			slices.Sort(out)
+			return out
+		}
+		for name, c := range map[string]struct {
+			f    store.RunFilter
+			want []string
+		}{
+			"any case":   {store.RunFilter{TaskNameContains: []store.Substring{{Text: "BOOM", IgnoreCase: true}}}, []string{"r1", "r3"}},
+			"exact case": {store.RunFilter{TaskNameContains: []store.Substring{{Text: "Boom"}}}, []string{"r1"}},
+			"both parts": {store.RunFilter{TaskNameContains: []store.Substring{{Text: "wf.", IgnoreCase: true}, {Text: "oo"}}}, []string{"r1"}},
+			// A wildcard of LIKE is an ordinary character here.
+			"no wildcard": {store.RunFilter{TaskNameContains: []store.Substring{{Text: "%"}}}, nil},
+			"paused":      {store.RunFilter{Paused: true}, []string{"r2"}},
+		} {
+			if got := names(c.f); !slices.Equal(got, c.want) {
+				t.Errorf("%s: runs = %v, want %v", name, got, c.want)
+			}
 		}
 	})
 }

@@ -192,6 +192,9 @@ type TaskFilter struct {
 	// deploy time, created_at; zero means unbounded.
 	DeployedAfter  time.Time
 	DeployedBefore time.Time
+	// NameContains are substrings the name must contain; like DeployedBy
+	// they filter the rows the scope's index yields.
+	NameContains []Substring
 }
 
 // List returns task versions, newest first.
@@ -207,6 +210,9 @@ func (r *Tasks) List(ctx context.Context, f TaskFilter, page Page) ([]Task, stri
 	q = whereSet(q, "name", f.Name)
 	if len(f.DeployedBy) > 0 {
 		q = q.Where("deployed_by IN ?", f.DeployedBy)
+	}
+	for _, sub := range f.NameContains {
+		q = whereContains(q, "name", sub)
 	}
 	if !f.DeployedAfter.IsZero() {
 		q = q.Where("created_at >= ?", db.Time(f.DeployedAfter))

@@ -45,6 +45,10 @@ func TestListTasksUsesAnIndex(t *testing.T) {
 			"later page":  {func(f store.TaskFilter) store.TaskFilter { return f }, token},
 			"name":        {func(f store.TaskFilter) store.TaskFilter { f.Name = "env.t1"; return f }, ""},
 			"deployed_by": {func(f store.TaskFilter) store.TaskFilter { f.DeployedBy = []string{"alice", "carol"}; return f }, ""},
+			"name contains": {func(f store.TaskFilter) store.TaskFilter {
+				f.NameContains = []store.Substring{{Text: "T1", IgnoreCase: true}}
+				return f
+			}, ""},
 			"time window": {func(f store.TaskFilter) store.TaskFilter {
 				f.DeployedAfter, f.DeployedBefore = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 				return f

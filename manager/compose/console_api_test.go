@@ -1,20 +1,13 @@
 package compose_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -29,113 +22,11 @@ import (
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/rpctest"
 	"fmgr.dev/internal/sdktest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// browser speaks Connect JSON to a manager as a web console does: unary
-// calls are POSTs of application/json, server streams are
-// application/connect+json envelopes over one fetch.
-type browser struct {
-	t    *testing.T
-	base string
-}
-
-// call makes a unary call and decodes the answer into resp; a Connect
-// error is returned as its code ("not_found", ...) and message.
-func (b browser) call(procedure string, req, resp proto.Message) (code string) {
-	b.t.Helper()
-	body, err := protojson.Marshal(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	r, err := http.NewRequest(http.MethodPost, b.base+"/"+procedure, bytes.NewReader(body))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Connect-Protocol-Version", "1")
-	res, err := mgrproc.HTTPClient.Do(r)
-	if err != nil {
-		b.t.Fatalf("%s: %v", procedure, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		var e struct{ Code, Message string }
-		if err := json.Unmarshal(raw, &e); err != nil || e.Code == "" {
-			b.t.Fatalf("%s: HTTP %d with %q, not a Connect error", procedure, res.StatusCode, raw)
-		}
-		return e.Code
-	}
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(raw, resp); err != nil {
-		b.t.Fatalf("%s: answer %q: %v", procedure, raw, err)
-	}
-	return ""
-}
-
-// must is call that fails the test on any error.
-func (b browser) must(procedure string, req, resp proto.Message) {
-	b.t.Helper()
-	if code := b.call(procedure, req, resp); code != "" {
-		b.t.Fatalf("%s: %s", procedure, code)
-	}
-}
-
-// stream opens a server stream; each message is decoded by newMsg's
-// message, and handed to until, which returns true to stop reading.
-func (b browser) stream(procedure string, req proto.Message, newMsg func() proto.Message, until func(proto.Message) bool) {
-	b.t.Helper()
-	body, err := protojson.Marshal(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var env bytes.Buffer
-	env.WriteByte(0)
-	_ = binary.Write(&env, binary.BigEndian, uint32(len(body)))
-	env.Write(body)
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/"+procedure, &env)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	r.Header.Set("Content-Type", "application/connect+json")
-	r.Header.Set("Connect-Protocol-Version", "1")
-	res, err := http.DefaultClient.Do(r) // no client timeout: a stream stays open
-	if err != nil {
-		b.t.Fatalf("%s: %v", procedure, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/connect+json" {
-		b.t.Fatalf("%s: HTTP %d %s", procedure, res.StatusCode, res.Header.Get("Content-Type"))
-	}
-	rd := bufio.NewReader(res.Body)
-	for {
-		var head [5]byte
-		if _, err := io.ReadFull(rd, head[:]); err != nil {
-			b.t.Fatalf("%s: the stream ended before the awaited message: %v", procedure, err)
-		}
-		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
-		if _, err := io.ReadFull(rd, msg); err != nil {
-			b.t.Fatal(err)
-		}
-		if head[0]&2 != 0 { // end of stream
-			b.t.Fatalf("%s: the stream ended before the awaited message: %s", procedure, msg)
-		}
-		m := newMsg()
-		if err := protojson.Unmarshal(msg, m); err != nil {
-			b.t.Fatalf("%s: message %q: %v", procedure, msg, err)
-		}
-		if until(m) {
-			return
-		}
-	}
-}
 
 // Every method the console calls, over Connect JSON against a real
 // manager on each database: deploy a task, launch it, list and watch runs
@@ -154,11 +45,11 @@ func TestConsoleAPIOverConnectJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = p.Stop() })
-		consoleCalls(t, browser{t: t, base: p.URL})
+		consoleCalls(t, rpctest.Browser{T: t, Base: p.URL, Client: mgrproc.HTTPClient})
 	})
 }
 
-func consoleCalls(t *testing.T, b browser) {
+func consoleCalls(t *testing.T, b rpctest.Browser) {
 	const proj, dom = "flytesnacks", "development"
 	taskID := &task.TaskIdentifier{Project: proj, Domain: dom, Name: "console.hello", Version: "v1"}
 	inputs := &core.VariableMap{Variables: []*core.VariableEntry{{Key: "name", Value: &core.Variable{
@@ -169,31 +60,31 @@ func consoleCalls(t *testing.T, b browser) {
 		// No code bundle: a0 fails at once, after writing to its log.
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "python", Args: []string{"a0", "--inputs", "{{.input}}"}}},
 	}}
-	b.must("flyteidl2.task.TaskService/DeployTask", &task.DeployTaskRequest{TaskId: taskID, Spec: spec}, &task.DeployTaskResponse{})
+	b.Must("flyteidl2.task.TaskService/DeployTask", &task.DeployTaskRequest{TaskId: taskID, Spec: spec}, &task.DeployTaskResponse{})
 
 	// The launch form, and the literals of what the user typed.
 	form := &workflow.TaskSpecToLaunchFormJsonResponse{}
-	b.must("flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson", &workflow.TaskSpecToLaunchFormJsonRequest{TaskSpec: spec}, form)
+	b.Must("flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson", &workflow.TaskSpecToLaunchFormJsonRequest{TaskSpec: spec}, form)
 	if p := form.GetJson().GetFields()["properties"].GetStructValue().GetFields()["name"].GetStructValue().AsMap(); p["type"] != "string" || p["description"] != "who to greet" {
 		t.Fatalf("launch form property name = %v", p)
 	}
 	values := &workflow.JsonValuesToLiteralsResponse{}
-	b.must("flyteidl2.workflow.TranslatorService/JsonValuesToLiterals", &workflow.JsonValuesToLiteralsRequest{
+	b.Must("flyteidl2.workflow.TranslatorService/JsonValuesToLiterals", &workflow.JsonValuesToLiteralsRequest{
 		Variables: inputs, Values: mustStruct(t, map[string]any{"name": "World"})}, values)
-	if code := b.call("flyteidl2.workflow.TranslatorService/JsonValuesToLiterals", &workflow.JsonValuesToLiteralsRequest{
+	if code := b.Call("flyteidl2.workflow.TranslatorService/JsonValuesToLiterals", &workflow.JsonValuesToLiteralsRequest{
 		Variables: inputs, Values: mustStruct(t, map[string]any{"name": 5})}, &workflow.JsonValuesToLiteralsResponse{}); code != "invalid_argument" {
 		t.Fatalf("a number for a string: %q, want invalid_argument", code)
 	}
 
 	runID := &common.RunIdentifier{Project: proj, Domain: dom, Name: "console-r1"}
-	b.must("flyteidl2.workflow.RunService/CreateRun", &workflow.CreateRunRequest{
+	b.Must("flyteidl2.workflow.RunService/CreateRun", &workflow.CreateRunRequest{
 		Id: &workflow.CreateRunRequest_RunId{RunId: runID}, Task: &workflow.CreateRunRequest_TaskId{TaskId: taskID},
 		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: &task.Inputs{Literals: values.GetLiterals()}}, Source: workflow.RunSource_RUN_SOURCE_WEB,
 	}, &workflow.CreateRunResponse{})
 	actionID := &common.ActionIdentifier{Run: runID, Name: "a0"}
 
 	// The run ends (FAILED: there is no code to run); its details stream says so.
-	b.stream("flyteidl2.workflow.RunService/WatchRunDetails", &workflow.WatchRunDetailsRequest{RunId: runID},
+	b.Stream("flyteidl2.workflow.RunService/WatchRunDetails", &workflow.WatchRunDetailsRequest{RunId: runID},
 		func() proto.Message { return &workflow.WatchRunDetailsResponse{} },
 		func(m proto.Message) bool {
 			return m.(*workflow.WatchRunDetailsResponse).GetDetails().GetAction().GetStatus().GetPhase() == common.ActionPhase_ACTION_PHASE_FAILED
@@ -208,27 +99,27 @@ func consoleCalls(t *testing.T, b browser) {
 		{{Field: "created_at", Function: common.Filter_GREATER_THAN_OR_EQUAL, Values: []string{time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}},
 	} {
 		runs := &workflow.ListRunsResponse{}
-		b.must("flyteidl2.workflow.RunService/ListRuns", &workflow.ListRunsRequest{ScopeBy: &workflow.ListRunsRequest_ProjectId{ProjectId: scope},
+		b.Must("flyteidl2.workflow.RunService/ListRuns", &workflow.ListRunsRequest{ScopeBy: &workflow.ListRunsRequest_ProjectId{ProjectId: scope},
 			Request: &common.ListRequest{Limit: 20, Filters: f, SortByFields: []*common.Sort{{Key: "created_at", Direction: common.Sort_DESCENDING}}}}, runs)
 		if len(runs.GetRuns()) != 1 || runs.GetRuns()[0].GetAction().GetId().GetRun().GetName() != runID.Name {
 			t.Fatalf("ListRuns %v: %v", f, runs.GetRuns())
 		}
 	}
-	b.must("flyteidl2.workflow.RunService/GetRunDetails", &workflow.GetRunDetailsRequest{RunId: runID}, &workflow.GetRunDetailsResponse{})
+	b.Must("flyteidl2.workflow.RunService/GetRunDetails", &workflow.GetRunDetailsRequest{RunId: runID}, &workflow.GetRunDetailsResponse{})
 
 	// The streams: runs, actions, one action, groups.
-	b.stream("flyteidl2.workflow.RunService/WatchRuns", &workflow.WatchRunsRequest{Target: &workflow.WatchRunsRequest_ProjectId{ProjectId: scope}},
+	b.Stream("flyteidl2.workflow.RunService/WatchRuns", &workflow.WatchRunsRequest{Target: &workflow.WatchRunsRequest_ProjectId{ProjectId: scope}},
 		func() proto.Message { return &workflow.WatchRunsResponse{} },
 		func(m proto.Message) bool { return len(m.(*workflow.WatchRunsResponse).GetRuns()) == 1 })
-	b.stream("flyteidl2.workflow.RunService/WatchActions", &workflow.WatchActionsRequest{RunId: runID},
+	b.Stream("flyteidl2.workflow.RunService/WatchActions", &workflow.WatchActionsRequest{RunId: runID},
 		func() proto.Message { return &workflow.WatchActionsResponse{} },
 		func(m proto.Message) bool { return len(m.(*workflow.WatchActionsResponse).GetEnrichedActions()) == 1 })
-	b.stream("flyteidl2.workflow.RunService/WatchActionDetails", &workflow.WatchActionDetailsRequest{ActionId: actionID},
+	b.Stream("flyteidl2.workflow.RunService/WatchActionDetails", &workflow.WatchActionDetailsRequest{ActionId: actionID},
 		func() proto.Message { return &workflow.WatchActionDetailsResponse{} },
 		func(m proto.Message) bool {
 			return m.(*workflow.WatchActionDetailsResponse).GetDetails().GetId().GetName() == "a0"
 		})
-	b.stream("flyteidl2.workflow.RunService/WatchGroups", &workflow.WatchGroupsRequest{
+	b.Stream("flyteidl2.workflow.RunService/WatchGroups", &workflow.WatchGroupsRequest{
 		ScopeBy: &workflow.WatchGroupsRequest_ProjectId{ProjectId: scope}, StartDate: timestamppb.New(time.Now().Add(-time.Hour))},
 		func() proto.Message { return &workflow.WatchGroupsResponse{} },
 		func(m proto.Message) bool {
@@ -242,42 +133,42 @@ func consoleCalls(t *testing.T, b browser) {
 
 	// The run's data, its launch form filled with its inputs, its logs and log context.
 	data := &workflow.GetActionDataResponse{}
-	b.must("flyteidl2.workflow.RunService/GetActionData", &workflow.GetActionDataRequest{ActionId: actionID}, data)
+	b.Must("flyteidl2.workflow.RunService/GetActionData", &workflow.GetActionDataRequest{ActionId: actionID}, data)
 	if got := data.GetInputs().GetLiterals(); len(got) != 1 || got[0].GetValue().GetScalar().GetPrimitive().GetStringValue() != "World" {
 		t.Fatalf("GetActionData inputs %v", got)
 	}
-	b.must("flyteidl2.dataproxy.DataProxyService/GetActionData", &dataproxy.GetActionDataRequest{ActionId: actionID}, &dataproxy.GetActionDataResponse{})
+	b.Must("flyteidl2.dataproxy.DataProxyService/GetActionData", &dataproxy.GetActionDataRequest{ActionId: actionID}, &dataproxy.GetActionDataResponse{})
 	filled := &workflow.LiteralsToLaunchFormJsonResponse{}
-	b.must("flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson", &workflow.LiteralsToLaunchFormJsonRequest{
+	b.Must("flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson", &workflow.LiteralsToLaunchFormJsonRequest{
 		Variables: inputs, Owner: &workflow.LiteralsToLaunchFormJsonRequest_ActionId{ActionId: actionID}}, filled)
 	if d := filled.GetJson().GetFields()["properties"].GetStructValue().GetFields()["name"].GetStructValue().GetFields()["default"].GetStringValue(); d != "World" {
 		t.Fatalf("relaunch form: %v", filled.GetJson())
 	}
 	fromForm := &workflow.LaunchFormJsonToLiteralsResponse{}
-	b.must("flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals", &workflow.LaunchFormJsonToLiteralsRequest{Json: filled.GetJson()}, fromForm)
+	b.Must("flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals", &workflow.LaunchFormJsonToLiteralsRequest{Json: filled.GetJson()}, fromForm)
 	if got := fromForm.GetLiterals(); len(got) != 1 || !proto.Equal(got[0], values.GetLiterals()[0]) {
 		t.Fatalf("the filled form's literals %v, want %v", got, values.GetLiterals())
 	}
-	b.stream("flyteidl2.dataproxy.DataProxyService/TailLogs", &dataproxy.TailLogsRequest{ActionId: actionID, Attempt: 1},
+	b.Stream("flyteidl2.dataproxy.DataProxyService/TailLogs", &dataproxy.TailLogsRequest{ActionId: actionID, Attempt: 1},
 		func() proto.Message { return &dataproxy.TailLogsResponse{} },
 		func(m proto.Message) bool { return len(m.(*dataproxy.TailLogsResponse).GetLogs()) > 0 })
 	lc := &workflow.GetActionLogContextResponse{}
-	b.must("flyteidl2.workflow.RunService/GetActionLogContext", &workflow.GetActionLogContextRequest{ActionId: actionID, Attempt: 1}, lc)
+	b.Must("flyteidl2.workflow.RunService/GetActionLogContext", &workflow.GetActionLogContextRequest{ActionId: actionID, Attempt: 1}, lc)
 	if lc.GetLogContext().GetPrimaryPodName() == "" || lc.GetStartTime() == nil || lc.GetEndTime() == nil {
 		t.Fatalf("GetActionLogContext = %v", lc)
 	}
-	if code := b.call("flyteidl2.workflow.RunService/GetActionLogContext", &workflow.GetActionLogContextRequest{ActionId: actionID, Attempt: 7}, &workflow.GetActionLogContextResponse{}); code != "not_found" {
+	if code := b.Call("flyteidl2.workflow.RunService/GetActionLogContext", &workflow.GetActionLogContextRequest{ActionId: actionID, Attempt: 7}, &workflow.GetActionLogContextResponse{}); code != "not_found" {
 		t.Fatalf("a missing attempt: %q, want not_found", code)
 	}
 	// The attempt wrote no report: the link is refused as such.
-	if code := b.call("flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", &dataproxy.CreateDownloadLinkRequest{
+	if code := b.Call("flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", &dataproxy.CreateDownloadLinkRequest{
 		ArtifactType: dataproxy.ArtifactType_ARTIFACT_TYPE_REPORT,
 		Source:       &dataproxy.CreateDownloadLinkRequest_ActionAttemptId{ActionAttemptId: &common.ActionAttemptIdentifier{ActionId: actionID, Attempt: 1}},
 	}, &dataproxy.CreateDownloadLinkResponse{}); code != "not_found" {
 		t.Fatalf("CreateDownloadLink of a missing report: %q, want not_found", code)
 	}
 	sel := &cluster.SelectClusterResponse{}
-	b.must("flyteidl2.cluster.ClusterService/SelectCluster", &cluster.SelectClusterRequest{
+	b.Must("flyteidl2.cluster.ClusterService/SelectCluster", &cluster.SelectClusterRequest{
 		Resource: &cluster.SelectClusterRequest_ActionId{ActionId: actionID}, Operation: cluster.SelectClusterRequest_OPERATION_TAIL_LOGS}, sel)
 	if !strings.HasPrefix(sel.GetClusterEndpoint(), "http://") {
 		t.Fatalf("SelectCluster endpoint %q", sel.GetClusterEndpoint())
@@ -285,39 +176,39 @@ func consoleCalls(t *testing.T, b browser) {
 
 	// Tasks: list, versions, details.
 	tasks := &task.ListTasksResponse{}
-	b.must("flyteidl2.task.TaskService/ListTasks", &task.ListTasksRequest{ScopeBy: &task.ListTasksRequest_ProjectId{ProjectId: scope}}, tasks)
+	b.Must("flyteidl2.task.TaskService/ListTasks", &task.ListTasksRequest{ScopeBy: &task.ListTasksRequest_ProjectId{ProjectId: scope}}, tasks)
 	if len(tasks.GetTasks()) != 1 {
 		t.Fatalf("ListTasks = %v", tasks.GetTasks())
 	}
 	versions := &task.ListVersionsResponse{}
-	b.must("flyteidl2.task.TaskService/ListVersions", &task.ListVersionsRequest{TaskName: &task.TaskName{Project: proj, Domain: dom, Name: taskID.Name}}, versions)
+	b.Must("flyteidl2.task.TaskService/ListVersions", &task.ListVersionsRequest{TaskName: &task.TaskName{Project: proj, Domain: dom, Name: taskID.Name}}, versions)
 	if len(versions.GetVersions()) != 1 {
 		t.Fatalf("ListVersions = %v", versions.GetVersions())
 	}
-	b.must("flyteidl2.task.TaskService/GetTaskDetails", &task.GetTaskDetailsRequest{TaskId: taskID}, &task.GetTaskDetailsResponse{})
+	b.Must("flyteidl2.task.TaskService/GetTaskDetails", &task.GetTaskDetailsRequest{TaskId: taskID}, &task.GetTaskDetailsResponse{})
 
 	// Projects: create, archive, listed as archived, restore.
-	b.must("flyteidl2.project.ProjectService/CreateProject", &project.CreateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console"}}, &project.CreateProjectResponse{})
-	b.must("flyteidl2.project.ProjectService/UpdateProject", &project.UpdateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console", State: project.ProjectState_PROJECT_STATE_ARCHIVED}}, &project.UpdateProjectResponse{})
+	b.Must("flyteidl2.project.ProjectService/CreateProject", &project.CreateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console"}}, &project.CreateProjectResponse{})
+	b.Must("flyteidl2.project.ProjectService/UpdateProject", &project.UpdateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console", State: project.ProjectState_PROJECT_STATE_ARCHIVED}}, &project.UpdateProjectResponse{})
 	got := &project.GetProjectResponse{}
-	b.must("flyteidl2.project.ProjectService/GetProject", &project.GetProjectRequest{Id: "console-p"}, got)
+	b.Must("flyteidl2.project.ProjectService/GetProject", &project.GetProjectRequest{Id: "console-p"}, got)
 	if got.GetProject().GetState() != project.ProjectState_PROJECT_STATE_ARCHIVED {
 		t.Fatalf("archived project reads %v", got.GetProject())
 	}
-	b.must("flyteidl2.project.ProjectService/UpdateProject", &project.UpdateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console", State: project.ProjectState_PROJECT_STATE_ACTIVE}}, &project.UpdateProjectResponse{})
+	b.Must("flyteidl2.project.ProjectService/UpdateProject", &project.UpdateProjectRequest{Project: &project.Project{Id: "console-p", Name: "Console", State: project.ProjectState_PROJECT_STATE_ACTIVE}}, &project.UpdateProjectResponse{})
 	list := &project.ListProjectsResponse{}
-	b.must("flyteidl2.project.ProjectService/ListProjects", &project.ListProjectsRequest{}, list)
+	b.Must("flyteidl2.project.ProjectService/ListProjects", &project.ListProjectsRequest{}, list)
 	if !strings.Contains(fmt.Sprint(list.GetProjects()), "console-p") {
 		t.Fatalf("ListProjects = %v", list.GetProjects())
 	}
 
 	// Abort: a second run, aborted from the console.
 	run2 := &common.RunIdentifier{Project: proj, Domain: dom, Name: "console-r2"}
-	b.must("flyteidl2.workflow.RunService/CreateRun", &workflow.CreateRunRequest{
+	b.Must("flyteidl2.workflow.RunService/CreateRun", &workflow.CreateRunRequest{
 		Id: &workflow.CreateRunRequest_RunId{RunId: run2}, Task: &workflow.CreateRunRequest_TaskId{TaskId: taskID},
 		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: &task.Inputs{Literals: values.GetLiterals()}}}, &workflow.CreateRunResponse{})
-	b.must("flyteidl2.workflow.RunService/AbortRun", &workflow.AbortRunRequest{RunId: run2}, &workflow.AbortRunResponse{})
-	b.must("flyteidl2.workflow.RunService/AbortAction", &workflow.AbortActionRequest{ActionId: &common.ActionIdentifier{Run: run2, Name: "a0"}}, &workflow.AbortActionResponse{})
+	b.Must("flyteidl2.workflow.RunService/AbortRun", &workflow.AbortRunRequest{RunId: run2}, &workflow.AbortRunResponse{})
+	b.Must("flyteidl2.workflow.RunService/AbortAction", &workflow.AbortActionRequest{ActionId: &common.ActionIdentifier{Run: run2, Name: "a0"}}, &workflow.AbortActionResponse{})
 }
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // TestMakeInstallDeploy drives the executor Makefile's cluster targets against
@@ -76,12 +78,13 @@ func TestMakeInstallDeploy(t *testing.T) {
 		}
 		// Deletions finish asynchronously (the CRD's instances are removed
 		// first), so wait for the condition, generously.
-		deadline := time.Now().Add(60 * time.Second)
-		for !s.done() {
-			if time.Now().After(deadline) {
-				t.Fatalf("step %d: make %s did not take effect", i, s.target)
+		if testkit.Poll(60*time.Second, 100*time.Millisecond, func() string {
+			if !s.done() {
+				return "not yet"
 			}
-			time.Sleep(100 * time.Millisecond)
+			return ""
+		}) != "" {
+			t.Fatalf("step %d: make %s did not take effect", i, s.target)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/mgrproc"
+	"fmgr.dev/internal/testkit"
 )
 
 // TestDevLoop runs the executor development loop as docs/kubernetes.md gives it, on
@@ -37,13 +39,28 @@ func TestDevLoop(t *testing.T) {
 	}
 	env := append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
 
-	mgr := startManager(t, bin, env, "--home", filepath.Join(t.TempDir(), "home"), "--port", "0")
-	testcluster.Eventually(t, "the manager to serve", func() (bool, error) {
-		return strings.Contains(mgr.output(), "is serving on"), mgr.exited()
+	mgr, err := mgrproc.Start(context.Background(), mgrproc.Options{Bin: bin, Env: []string{"KUBECONFIG=" + c.Kubeconfig},
+		Args: []string{"--home", filepath.Join(t.TempDir(), "home"), "--port", "0"}, StartTimeout: testcluster.Patience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		mgr.Kill()
+		if t.Failed() {
+			t.Logf("manager output:\n%s", mgr.Output())
+		}
 	})
+	// exited is an error once the manager has ended (Stop then only
+	// returns its exit status).
+	exited := func() error {
+		if mgr.Running() {
+			return nil
+		}
+		return fmt.Errorf("the manager exited (%v):\n%s", mgr.Stop(), mgr.Output())
+	}
 	// The kubeconfig names no namespace: kubectl and the manager both use
 	// "default".
-	if log := mgr.output(); !strings.Contains(log, "namespace=default") || !strings.Contains(log, "Pods must see the home directory") {
+	if log := mgr.Output(); !strings.Contains(log, "namespace=default") || !strings.Contains(log, "Pods must see the home directory") {
 		t.Errorf("the manager's log names neither its namespace nor the shared storage:\n%s", log)
 	}
 
@@ -63,8 +80,8 @@ func TestDevLoop(t *testing.T) {
 	}
 
 	var last map[string]string
-	testcluster.Eventually(t, "the sample to complete", func() (bool, error) {
-		if err := mgr.exited(); err != nil {
+	testkit.EventuallyErr(t, "the sample to complete", testcluster.Patience, func() (bool, error) {
+		if err := exited(); err != nil {
 			return false, err
 		}
 		out, err := kubectl("get", "taskactions", "-o", "wide")
@@ -79,7 +96,7 @@ func TestDevLoop(t *testing.T) {
 		}
 		last = rows[0]
 		if last["FAILED"] == "True" {
-			t.Fatalf("the sample failed:\n%s\nmanager log:\n%s", out, mgr.output())
+			t.Fatalf("the sample failed:\n%s\nmanager log:\n%s", out, mgr.Output())
 		}
 		return last["STATUS"] == "Completed" && last["SUCCEEDED"] == "True", fmt.Errorf("last:\n%s", out)
 	})
@@ -94,7 +111,18 @@ func TestDevLoop(t *testing.T) {
 	} else if strings.TrimSpace(out) != "pod/"+sampleName+"-1" {
 		t.Errorf("pods:\n%s\nwant the sample's one attempt", out)
 	}
-	mgr.stop(t)
+	// SIGTERM: a clean exit.
+	if err := mgr.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-mgr.Exited():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the manager did not stop after SIGTERM")
+	}
+	if err := mgr.Stop(); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
 }
 
 // sampleName is the TaskAction of config/samples.
@@ -166,78 +194,6 @@ func containerPort(c corev1.Container, p intstr.IntOrString) int32 {
 		}
 	}
 	return 0
-}
-
-// manager is the dev binary running in the background.
-type manager struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error // set before done closes
-}
-
-func startManager(t *testing.T, bin string, env []string, args ...string) *manager {
-	t.Helper()
-	m := &manager{out: &lockedBuffer{}, done: make(chan struct{})}
-	m.cmd = exec.Command(bin, args...)
-	m.cmd.Env, m.cmd.Stdout, m.cmd.Stderr = env, m.out, m.out
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { m.err = m.cmd.Wait(); close(m.done) }()
-	t.Cleanup(func() {
-		_ = m.cmd.Process.Kill()
-		<-m.done
-		if t.Failed() {
-			t.Logf("manager output:\n%s", m.output())
-		}
-	})
-	return m
-}
-
-func (m *manager) output() string { return m.out.String() }
-
-// exited is an error once the process has ended.
-func (m *manager) exited() error {
-	select {
-	case <-m.done:
-		return fmt.Errorf("the manager exited (%v):\n%s", m.err, m.output())
-	default:
-		return nil
-	}
-}
-
-// stop sends SIGTERM and expects a clean exit.
-func (m *manager) stop(t *testing.T) {
-	t.Helper()
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-m.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the manager did not stop after SIGTERM")
-	}
-	if m.err != nil {
-		t.Errorf("exit after SIGTERM: %v", m.err)
-	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // parseTable reads kubectl's table output: each cell starts where its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -41,6 +42,7 @@ func start(args []string) error {
 		return err
 	}
 	_ = os.Remove(o.path(readyFile))
+	sayTaskRuntime(context.Background(), o)
 	logf, err := os.Create(o.path(logFile))
 	if err != nil {
 		return err

@@ -100,6 +100,7 @@ func run(args []string) error {
 		return err
 	}
 	defer os.Remove(o.path(pidFile))
+	sayTaskRuntime(ctx, o)
 	c, err := testcluster.Start(ctx, testcluster.Options{
 		Dir:        o.dir,
 		AssetsDir:  o.assets,
@@ -147,6 +148,20 @@ executor:
     # The node agent runs Pods on this host: file:// storage is shared.
     sharedFileStorage: true
 `, filepath.Join(filepath.Dir(kubeconfig), managerConfig), kubeconfig, namespace)
+}
+
+// sayTaskRuntime says which Python the node agent will run tasks with:
+// the node has no images, a task's `a0` comes from the PATH the cluster
+// starts with, and without one every task fails to start.
+func sayTaskRuntime(ctx context.Context, o options) {
+	if o.runner == nodeagent.RunNoop {
+		return
+	}
+	if desc, ok := nodeagent.TaskRuntime(ctx, nil); ok {
+		fmt.Println("Node agent: " + desc + ".")
+	} else {
+		fmt.Fprintln(os.Stderr, "WARNING: "+desc+".")
+	}
 }
 
 func hint(o options) string {

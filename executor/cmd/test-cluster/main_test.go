@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"fmgr.dev/executor/testcluster"
+	"fmgr.dev/internal/testkit"
 )
 
 // TestStartStop drives the command as `make test-cluster` and
@@ -48,6 +49,11 @@ func TestStartStop(t *testing.T) {
 			out := cmd("start")
 			if !strings.Contains(out, "export KUBECONFIG="+filepath.Join(dir, "kubeconfig")) {
 				t.Errorf("start does not say how to use the cluster:\n%s", out)
+			}
+			// Which Python runs tasks, or a warning that none will, as the
+			// PATH this test runs with decides.
+			if !strings.Contains(out, "Node agent: tasks run ") && !strings.Contains(out, "WARNING: no `a0`") {
+				t.Errorf("start does not say what the node agent runs tasks with:\n%s", out)
 			}
 			manager, err := os.ReadFile(filepath.Join(dir, "manager.yaml"))
 			if err != nil {
@@ -113,7 +119,7 @@ func runPod(t *testing.T, kubeconfig string) int {
 		t.Fatal(err)
 	}
 	var pid int
-	testcluster.Eventually(t, "the pod to run", func() (bool, error) {
+	testkit.EventuallyErr(t, "the pod to run", testcluster.Patience, func() (bool, error) {
 		p, err := client.CoreV1().Pods("flyte").Get(ctx, "sleeper", metav1.GetOptions{})
 		if err != nil || p.Status.Phase != corev1.PodRunning {
 			return false, err

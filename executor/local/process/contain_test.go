@@ -14,6 +14,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/testkit"
 )
 
 // detachScript starts two processes that leave the attempt's process
@@ -83,7 +84,7 @@ func TestDetachedProcessesDieWithTheAttempt(t *testing.T) {
 					if alive(pid) {
 						t.Errorf("pid %d survived the end of the attempt", pid)
 					}
-					eventually(t, "pid "+strconv.Itoa(pid)+" reaped", 30*time.Second, func() bool {
+					testkit.Eventually(t, "pid "+strconv.Itoa(pid)+" reaped", 30*time.Second, func() bool {
 						_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 						return os.IsNotExist(err)
 					})
@@ -178,7 +179,7 @@ func TestCPULimitSetsTheQuota(t *testing.T) {
 	s := a.spec("echo ready; exec sleep 300")
 	s.Limits = Limits{CPUMillis: 250}
 	p := start(t, r, s)
-	eventually(t, "the task to start", 30*time.Second, func() bool {
+	testkit.Eventually(t, "the task to start", 30*time.Second, func() bool {
 		lines, _ := ReadLog(a.log)
 		return containsMsg(lines, Stdout, "ready")
 	})
@@ -300,7 +301,7 @@ func TestReaperLeavesOtherChildrenAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid := cmd.Process.Pid
-		eventually(t, "the command to exit", patience, func() bool {
+		testkit.Eventually(t, "the command to exit", patience, func() bool {
 			st, err := readStat(pid)
 			return err != nil || st.zombie() // gone: someone reaped it
 		})

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"fmgr.dev/internal/testkit"
 )
 
 func TestFindInDir(t *testing.T) {
@@ -19,7 +21,7 @@ func TestFindInDir(t *testing.T) {
 	leader := p.Identity().PID
 
 	var found []int
-	eventually(t, "the leader to enter sub/", patience, func() bool {
+	testkit.Eventually(t, "the leader to enter sub/", patience, func() bool {
 		// c2 is listed until it has moved to /.
 		if cwd, _ := os.Readlink("/proc/" + strconv.Itoa(c2) + "/cwd"); cwd != "/" {
 			return false
@@ -48,7 +50,7 @@ func TestFindInDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the found processes to die", patience, func() bool { return !alive(c1) && !alive(leader) })
+	testkit.Eventually(t, "the found processes to die", patience, func() bool { return !alive(c1) && !alive(leader) })
 	p.Wait() // the group's leftovers (c2) go with the leader
-	eventually(t, "the group to die", patience, func() bool { return !alive(c2) })
+	testkit.Eventually(t, "the group to die", patience, func() bool { return !alive(c2) })
 }

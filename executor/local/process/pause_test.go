@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // A paused attempt does nothing until it is resumed, then carries on where
@@ -21,11 +23,11 @@ func TestPauseStopsTheTreeAndResumeContinuesIt(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return n
 	}
-	eventually(t, "the child to count", patience, func() bool { return count() > 0 })
+	testkit.Eventually(t, "the child to count", patience, func() bool { return count() > 0 })
 
 	p.Pause()
 	stopped := func(pid int) bool { return isStopped(pid) }
-	eventually(t, "leader and child to stop", patience, func() bool { return stopped(p.Identity().PID) && stopped(child) })
+	testkit.Eventually(t, "leader and child to stop", patience, func() bool { return stopped(p.Identity().PID) && stopped(child) })
 	// Stopped processes stay stopped: the state is the kernel's word, no
 	// sleep decides it.
 	if !stopped(child) {
@@ -34,16 +36,16 @@ func TestPauseStopsTheTreeAndResumeContinuesIt(t *testing.T) {
 	frozen := count()
 
 	p.Resume()
-	eventually(t, "the child to count on", patience, func() bool { return count() > frozen })
+	testkit.Eventually(t, "the child to count on", patience, func() bool { return count() > frozen })
 
 	p.Pause()
-	eventually(t, "the child to stop again", patience, func() bool { return stopped(child) })
+	testkit.Eventually(t, "the child to stop again", patience, func() bool { return stopped(child) })
 	p.Abort("aborted while paused")
 	st := p.Wait()
 	if !st.Aborted {
 		t.Fatalf("status %+v", st)
 	}
-	eventually(t, "the tree to die", patience, func() bool { return !alive(child) })
+	testkit.Eventually(t, "the tree to die", patience, func() bool { return !alive(child) })
 	p.Pause() // after the end: no effect, no block
 }
 

@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/testkit"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -67,21 +68,10 @@ func alive(pid int) bool {
 	return err == nil && !st.zombie()
 }
 
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	eventually(t, path, patience, func() bool {
+	testkit.Eventually(t, path, patience, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil || !strings.HasSuffix(string(b), "\n") {
 			return false
@@ -265,7 +255,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 	if !st.TimedOut || st.Aborted || st.Signal != "terminated" {
 		t.Fatalf("status %+v", st)
 	}
-	eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
+	testkit.Eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
 	if GroupAlive(p.Identity()) {
 		t.Error("group still alive")
 	}
@@ -296,7 +286,7 @@ func TestTimeoutEscalatesToSIGKILL(t *testing.T) {
 	if d := st.Ended.Sub(st.Started); d < 3300*time.Millisecond {
 		t.Errorf("killed after %s, before timeout + grace", d)
 	}
-	eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
+	testkit.Eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
 	lines, _ := ReadLog(a.log)
 	if !containsMsg(lines, System, "sending SIGKILL") {
 		t.Errorf("log: %+v", lines)
@@ -310,7 +300,7 @@ func TestAbortKillsTheTree(t *testing.T) {
 	p := start(t, r, a.spec(`sleep 60 & echo $! > "$PWD/c1.pid"; setsid sleep 60 & echo $! > "$PWD/c2.pid"; wait`))
 	c1 := readPid(t, filepath.Join(a.dir, "c1.pid"))
 	c2 := readPid(t, filepath.Join(a.dir, "c2.pid"))
-	eventually(t, "setsid", patience, func() bool {
+	testkit.Eventually(t, "setsid", patience, func() bool {
 		st, err := readStat(c2)
 		return err == nil && st.pgrp == c2
 	})
@@ -320,7 +310,7 @@ func TestAbortKillsTheTree(t *testing.T) {
 	if !st.Aborted || st.AbortReason != "user asked" || st.TimedOut || st.Signal != "terminated" {
 		t.Fatalf("status %+v", st)
 	}
-	eventually(t, "the tree to die", patience, func() bool { return !alive(c1) && !alive(c2) })
+	testkit.Eventually(t, "the tree to die", patience, func() bool { return !alive(c1) && !alive(c2) })
 	if res := contract.Classify(st.Contract(), nil, false); res.Outcome != contract.Aborted {
 		t.Errorf("classified %s", res.Outcome)
 	}
@@ -336,7 +326,7 @@ func TestLeftoversAreKilledAfterANormalExit(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	child := readPid(t, filepath.Join(a.dir, "child.pid"))
-	eventually(t, "the leftover to die", patience, func() bool { return !alive(child) })
+	testkit.Eventually(t, "the leftover to die", patience, func() bool { return !alive(child) })
 	lines, _ := ReadLog(a.log)
 	if !containsMsg(lines, System, "the attempt left running") {
 		t.Errorf("log: %+v", lines)
@@ -416,7 +406,7 @@ func TestKillOrphan(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Errorf("leader ended with %v", err)
 	}
-	eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
+	testkit.Eventually(t, "the grandchild to die", patience, func() bool { return !alive(child) })
 	if GroupAlive(id) {
 		t.Error("dead group reported alive")
 	}
@@ -502,7 +492,7 @@ func TestPdeathsig(t *testing.T) {
 	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the attempt to die with its manager", patience, func() bool { return !alive(pid) })
+	testkit.Eventually(t, "the attempt to die with its manager", patience, func() bool { return !alive(pid) })
 	// Its cgroup outlives the manager; a restarted manager's recovery
 	// removes it, as this does.
 	if _, err := NewRunner(Config{}).KillCgroup(filepath.Join(dir, "work")); err != nil {

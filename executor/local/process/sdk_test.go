@@ -1,12 +1,8 @@
 package process
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,21 +16,12 @@ import (
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/sdktest"
+	"fmgr.dev/internal/testkit"
 	"google.golang.org/protobuf/proto"
 )
 
 // sdkVenv is the virtualenv with the pinned flyte SDK (see sdktest.Venv).
 func sdkVenv(t *testing.T) string { return sdktest.Venv(t) }
-
-func unusedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestRealSDKRuntime runs tasks serialised by the real SDK through the real
 // `a0` runtime with our argv templating, environment and classification.
@@ -45,36 +32,15 @@ func TestRealSDKRuntime(t *testing.T) {
 	venv := sdkVenv(t)
 	root := t.TempDir()
 
-	prep := exec.Command(filepath.Join(venv, "bin", "python"), "testdata/sdk_task.py", "--workdir", filepath.Join(root, "sdk"), "--x", "3", "--y", "4")
-	var stderr bytes.Buffer
-	prep.Stderr = &stderr
-	out, err := prep.Output()
-	if err != nil {
-		t.Fatalf("preparing tasks with the SDK: %v\n%s", err, stderr.String())
-	}
-	var index struct {
-		Tasks map[string]struct {
-			Spec     string `json:"spec"`
-			InputDir string `json:"input_dir"`
-		} `json:"tasks"`
-	}
-	if err := json.Unmarshal(out, &index); err != nil {
-		t.Fatalf("index %q: %v", out, err)
-	}
-
 	var tasks []sdkTask
-	for name, e := range index.Tasks {
-		b, err := os.ReadFile(e.Spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec := &task.TaskSpec{}
-		if err := proto.Unmarshal(b, spec); err != nil {
-			t.Fatal(err)
-		}
-		tasks = append(tasks, sdkTask{name: name, spec: spec, inputDir: e.InputDir})
+	for name, e := range sdktest.PrepareTasks(t, "testdata/sdk_task.py", filepath.Join(root, "sdk"), "--x", "3", "--y", "4") {
+		tasks = append(tasks, sdkTask{name: name, spec: e.Spec, inputDir: e.InputDir})
 	}
-	endpoint := "localhost:" + strconv.Itoa(unusedPort(t)) // nothing listens: these tasks never fan out
+	port, err := testkit.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "localhost:" + strconv.Itoa(port) // nothing listens: these tasks never fan out
 	// The same tasks, started plainly and by the warm server: the outcome
 	// must not tell them apart.
 	for _, warm := range []bool{false, true} {

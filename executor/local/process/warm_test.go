@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"log/slog"
 	"maps"
 	"os"
@@ -9,10 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // The warm-start tests run the real SDK's a0 (FM_TEST_VENV). To look at the
@@ -33,28 +33,10 @@ func warmEnv(extra ...string) []string {
 // wrapper makes a0 exec `sh -c script` in its place.
 func wrapper(script string) string { return "_F_EXEC_WRAPPER=sh -c '" + script + "' wrapper" }
 
-// logBuffer collects a runner's log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newWarmRunner returns a warm-starting runner over the venv and its log.
-func newWarmRunner(t *testing.T, venv string, cgroupRoot string) (*Runner, *logBuffer) {
+func newWarmRunner(t *testing.T, venv string, cgroupRoot string) (*Runner, *testkit.Buffer) {
 	t.Helper()
-	lb := &logBuffer{}
+	lb := &testkit.Buffer{}
 	r := NewRunner(Config{BinDir: filepath.Join(venv, "bin"), KillGrace: time.Minute, DrainTimeout: time.Minute,
 		WarmStart: true, CgroupRoot: cgroupRoot, Logger: slog.New(slog.NewTextHandler(lb, nil))})
 	t.Cleanup(r.Close)
@@ -70,10 +52,10 @@ func warmRunner(t *testing.T, venv string) *Runner {
 }
 
 // waitWarm waits until the runner would warm-start an attempt with env.
-func waitWarm(t *testing.T, r *Runner, env []string) {
+func waitWarm(t testing.TB, r *Runner, env []string) {
 	t.Helper()
 	a0 := filepath.Join(r.cfg.BinDir, "a0")
-	eventually(t, "the warm server to be ready", 3*time.Minute, func() bool {
+	testkit.Eventually(t, "the warm server to be ready", 3*time.Minute, func() bool {
 		srv, _ := r.warm.serverFor(a0, withBinDir(env, r.cfg.BinDir))
 		return srv != nil
 	})
@@ -265,7 +247,7 @@ func TestWarmServerDiesDuringAnAttempt(t *testing.T) {
 	if st.Signal != "killed" {
 		t.Errorf("status %+v, want killed", st)
 	}
-	eventually(t, "the attempt's zombie to be reaped", patience, func() bool {
+	testkit.Eventually(t, "the attempt's zombie to be reaped", patience, func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(p.Identity().PID))
 		return os.IsNotExist(err)
 	})
@@ -362,7 +344,7 @@ func TestWarmServerRefusesWhenImportsStartThreads(t *testing.T) {
 	env := warmEnv("PYTHONPATH=" + fake)
 	a := newAttempt(t)
 	p := start(t, r, Spec{Args: warmArgs, Env: env, Dir: a.dir, LogPath: a.log})
-	eventually(t, "the server to refuse", 3*time.Minute, func() bool {
+	testkit.Eventually(t, "the server to refuse", 3*time.Minute, func() bool {
 		return strings.Contains(lb.String(), "started 1 threads")
 	})
 	if st := p.Wait(); p.Warm() || st.Code != 0 || !slices.Contains(st.StdoutTail, "fake runtime ran") {
@@ -446,13 +428,7 @@ func BenchmarkWarmStart(b *testing.B) {
 			r := NewRunner(Config{BinDir: filepath.Join(venv, "bin"), WarmStart: mode.warm, CgroupRoot: "none"})
 			defer r.Close()
 			if mode.warm {
-				deadline := time.Now().Add(3 * time.Minute)
-				for srv, _ := r.warm.serverFor(filepath.Join(venv, "bin", "a0"), withBinDir(warmEnv(), r.cfg.BinDir)); srv == nil; srv, _ = r.warm.serverFor(filepath.Join(venv, "bin", "a0"), withBinDir(warmEnv(), r.cfg.BinDir)) {
-					if time.Now().After(deadline) {
-						b.Fatal("no warm server")
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				waitWarm(b, r, warmEnv())
 			}
 			base := b.TempDir()
 			b.ResetTimer()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,8 +77,8 @@ func (r *podRun) run(ctx context.Context) {
 		mains, err = r.processSpecs(ctx, r.pod.Spec.Containers)
 	}
 	if err != nil {
-		log.Warn("cannot start pod", "err", err)
-		r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
+		log.Warn("cannot create the pod's containers", "err", err)
+		r.configError(ctx, err.Error())
 		return
 	}
 	release, ok := r.a.slot(ctx, r.stop, log)
@@ -102,13 +103,36 @@ func (r *podRun) run(ctx context.Context) {
 	r.runContainers(ctx, log, mains)
 }
 
+// configError reports containers the agent cannot even create (a Secret
+// or ConfigMap their environment names is missing) as a kubelet does: the
+// Pod stays Pending, its containers waiting with CreateContainerConfigError
+// and why. A kubelet retries until the Pod is deleted; the agent only
+// waits for the deletion.
+func (r *podRun) configError(ctx context.Context, msg string) {
+	r.writeStatus(ctx, func(s *corev1.PodStatus) {
+		for _, c := range append(append([]corev1.Container(nil), r.pod.Spec.InitContainers...), r.pod.Spec.Containers...) {
+			list := &s.ContainerStatuses
+			if slices.ContainsFunc(r.pod.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name }) {
+				list = &s.InitContainerStatuses
+			}
+			setContainer(list, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}})
+		}
+	})
+	select {
+	case <-r.stop:
+	case <-ctx.Done():
+	}
+	r.end(ctx, func(*corev1.PodStatus) {}) // confirms the deletion
+}
+
 // runInit runs init container c to its end; ok is false when the Pod was
 // finished instead (it could not start, or it is being deleted).
 func (r *podRun) runInit(ctx context.Context, log *slog.Logger, c *corev1.Container, spec process.Spec) (outcome, bool) {
 	proc, err := r.a.runners.get(gracePeriod(r.pod)).Start(spec)
 	if err != nil {
 		log.Warn("cannot start init container", "container", c.Name, "err", err)
-		out := notStarted(r.pod, "StartError", err.Error())
+		out := notStarted(r.pod, "StartError", startFailure(spec, err))
 		r.end(ctx, func(s *corev1.PodStatus) { initFailed(s, r.pod, c, out) })
 		return out, false
 	}
@@ -140,7 +164,7 @@ func (r *podRun) runContainers(ctx context.Context, log *slog.Logger, specs []pr
 				p.Abort("another container of the pod could not start")
 				p.Wait()
 			}
-			r.finish(ctx, notStarted(r.pod, "StartError", err.Error()))
+			r.finish(ctx, notStarted(r.pod, "StartError", startFailure(spec, err)))
 			return
 		}
 		procs = append(procs, proc)

@@ -1,7 +1,9 @@
 package nodeagent
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -63,6 +65,24 @@ func exited(st process.ExitStatus, pod *corev1.Pod, c *corev1.Container, started
 func notStarted(pod *corev1.Pod, reason, message string) outcome {
 	now := metav1.Now()
 	return outcome{exitCode: 128, reason: reason, message: message, started: now, finished: now}
+}
+
+// startFailure words err, why the process of spec could not start, as a
+// container runtime words a container it could not start (containerd with
+// runc: `failed to create containerd task: ... exec: "a0": executable file
+// not found in $PATH: unknown`): what reads the Pod's status reads what a
+// kubelet would report. A missing command also names the PATH it was
+// looked up on, the node's own: on this node that is where commands come
+// from, not an image.
+func startFailure(spec process.Spec, err error) string {
+	what := err.Error()
+	if errors.Is(err, exec.ErrNotFound) {
+		what = fmt.Sprintf("exec: %q: executable file not found in $PATH", spec.Args[0])
+		if path, ok := envMap(spec.Env)["PATH"]; ok {
+			what += fmt.Sprintf(" (PATH=%s)", path)
+		}
+	}
+	return "failed to start the container's process: " + what + ": unknown"
 }
 
 // running marks the Pod Running, its containers started at started (pids
