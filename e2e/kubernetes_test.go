@@ -68,8 +68,9 @@ func TestSDKKubernetes(t *testing.T) {
 	kubePods = pods
 	t.Cleanup(func() { showFailedPods(t, c) })
 	m := startManagerWith(t, mgrproc.Options{
-		Bin: managerBin,
-		DSN: pgtest.NewDatabase(t),
+		Bin:    managerBin,
+		DSN:    pgtest.NewDatabase(t),
+		Config: []string{kubeLogLinksConfig(t, clusterDir)},
 		// Pods outlive a restart of the manager and keep the address they
 		// were given, as they keep a Service's in a cluster: the manager
 		// comes back on the same port.
