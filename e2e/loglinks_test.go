@@ -95,6 +95,24 @@ func testLogLinks(t *testing.T, m *manager) {
 		}
 	}
 
+	// What cannot be served says why, with TailLogs' code as the status.
+	for path, want := range map[string]int{
+		fmt.Sprintf("/logs/local/%s/%s/%s/a0/9", testProject, testDomain, res.Run):    http.StatusNotFound,
+		fmt.Sprintf("/logs/local/%s/%s/nosuchrun/a0/1", testProject, testDomain):      http.StatusNotFound,
+		fmt.Sprintf("/logs/local/%s/%s/%s/a0/0", testProject, testDomain, res.Run):    http.StatusBadRequest,
+		fmt.Sprintf("/logs/local/%s/%s/%s/a%%21/1", testProject, testDomain, res.Run): http.StatusBadRequest,
+	} {
+		resp, err := mgrproc.HTTPClient.Get(m.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || len(strings.TrimSpace(string(body))) == 0 {
+			t.Errorf("GET %s: %d %q, want %d with a reason", path, resp.StatusCode, body, want)
+		}
+	}
+
 	// The log endpoint is behind the host guard, as every route.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/logs/local/%s/%s/%s/a0/1", m.URL, testProject, testDomain, res.Run), nil)
 	req.Host = "rebound.example.com"
