@@ -92,6 +92,7 @@ func TestTemplates(t *testing.T) {
 		{"x", "https://e.com/{{ .podName }}}}", "unclosed or stray"},
 		{"x", "https://e.com/{{ .managerURL }}/x", "may only begin the URL"},
 		{"x", "{{ .managerURL }}logs", "followed by a path starting with /"},
+		{"x", "{{ .managerURL }}//other.example.com/x", "followed by a path starting with /"},
 		{"x", "logs.example.com/{{ .podName }}", "absolute http:// or https://"},
 		{"x", "/logs/{{ .podName }}", "absolute http:// or https://"},
 		{"x", "ftp://e.com/{{ .podName }}", "absolute http:// or https://"},

@@ -106,7 +106,7 @@ func Parse(name, raw string) (Template, error) {
 	t.onManager = len(t.parts) > 1 && t.parts[1] == ManagerURL
 	sample := t.render(sampleValues())
 	if t.onManager {
-		if !strings.HasPrefix(sample, "/") {
+		if !strings.HasPrefix(sample, "/") || strings.HasPrefix(sample, "//") {
 			return Template{}, errors.New("url: {{ .managerURL }} must be followed by a path starting with /")
 		}
 		if _, err := url.Parse(sample); err != nil {
