@@ -40,7 +40,7 @@ func serveDataProxy(t *testing.T, mutate func(*config.Server)) string {
 	}
 	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, r := range dataproxy.New(dataproxy.Deps{Store: store, Signer: signer}).Handlers(srv.HandlerOptions()...) {
-		if r.Path == blob.SignedPath {
+		if r.Plain {
 			err = srv.Handle(server.Route{Pattern: r.Path, Handler: r.Handler})
 		} else {
 			err = srv.Mount(server.Service{Path: r.Path, Handler: r.Handler})

@@ -24,6 +24,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/dataproxy/dataproxyconnect"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/requrl"
 )
 
@@ -95,22 +96,26 @@ func New(d Deps) *Service {
 }
 
 // Route is one handler to mount: a Connect service's "/pkg.Service/"
-// prefix, or the /blobs/ prefix.
+// prefix, or (Plain) a net/http pattern: the /blobs/ prefix, the log
+// endpoint.
 type Route struct {
 	Path    string
 	Handler http.Handler
+	// Plain routes take no Connect options and need no gzip handling.
+	Plain bool
 }
 
 // Handlers returns the routes to mount: DataProxyService, ClusterService
-// (both with opts) and the signed-URL blob endpoint. The blob endpoint is
-// plain HTTP: it takes no Connect options and needs no gzip handling.
+// (both with opts), the signed-URL blob endpoint and the log endpoint that
+// attempts' log links point at.
 func (s *Service) Handlers(opts ...connect.HandlerOption) []Route {
 	dpPath, dp := dataproxyconnect.NewDataProxyServiceHandler(s, opts...)
 	clPath, cl := clusterconnect.NewClusterServiceHandler(s, opts...)
 	return []Route{
 		{Path: dpPath, Handler: dp},
 		{Path: clPath, Handler: cl},
-		{Path: blob.SignedPath, Handler: http.HandlerFunc(s.serveBlob)},
+		{Path: blob.SignedPath, Handler: http.HandlerFunc(s.serveBlob), Plain: true},
+		{Path: loglink.Pattern, Handler: http.HandlerFunc(s.serveLog), Plain: true},
 	}
 }
 

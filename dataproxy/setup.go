@@ -1,17 +1,14 @@
 package dataproxy
 
-import (
-	"fmgr.dev/internal/blob"
-	"fmgr.dev/internal/server"
-)
+import "fmgr.dev/internal/server"
 
 // Setup mounts DataProxyService and ClusterService on srv, and the plain
-// signed-URL blob route beside them (srv.Handle: it takes no Connect
-// options and no gzip pre-decompression).
+// routes beside them (srv.Handle: the signed-URL blobs and the log
+// endpoint take no Connect options and no gzip pre-decompression).
 func Setup(srv *server.Server, d Deps) error {
 	for _, r := range New(d).Handlers(srv.HandlerOptions()...) {
 		var err error
-		if r.Path == blob.SignedPath {
+		if r.Plain {
 			err = srv.Handle(server.Route{Pattern: r.Path, Handler: r.Handler})
 		} else {
 			err = srv.Mount(server.Service{Path: r.Path, Handler: r.Handler})

@@ -72,8 +72,9 @@ func TestSDKKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startManagerWith(t, mgrproc.Options{
-		Bin: managerBin,
-		DSN: pgtest.NewDatabase(t),
+		Bin:    managerBin,
+		DSN:    pgtest.NewDatabase(t),
+		Config: []string{kubeLogLinksConfig(t, clusterDir)},
 		// Pods outlive a restart of the manager and keep the address they
 		// were given, as they keep a Service's in a cluster: the manager
 		// comes back on the same port.

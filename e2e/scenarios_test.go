@@ -43,6 +43,7 @@ var sdkScenarios = []struct {
 	{"files", testFiles},
 	{"resources", testResourcesWait},
 	{"queues", testQueues},
+	{"loglinks", testLogLinks},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

@@ -25,6 +25,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
@@ -112,7 +113,10 @@ func (c *Core) State() *runstate.Service { return c.state }
 type Record struct {
 	OutDir   string // the attempt's output prefix, for attempts that ran
 	ErrorURI string // the error document, when the task wrote one
-	Logs     bool   // the attempt's log exists: record the log info
+	Logs     bool   // the attempt's log exists: record its log links
+	// LogLinks are the attempt's log links when Logs is set (a driver's
+	// rendered per attempt); none means the manager's own log endpoint.
+	LogLinks []*core.TaskLog
 	// Cache is the cache status to record (0: as the cache step decides).
 	Cache core.CatalogCacheStatus
 	// RecoveredFrom names the source run a recovered action took its
@@ -166,9 +170,12 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 			return a, dec, nil
 		}
 		u = store.Update{Phase: next.Phase}
-		if rec.Logs {
-			u.LogInfo, _ = proto.Marshal(&core.TaskLog{Name: "logs"})
-		}
+	}
+	if rec.Logs {
+		rec.LogLinks = logLinks(a, rec.LogLinks)
+		// The attempt's row keeps its first link: it says the log exists
+		// (logs_available); the event below carries every link.
+		u.LogInfo, _ = proto.Marshal(rec.LogLinks[0])
 	}
 	u.Fence = fence
 	if _, claim := ev.(machine.Start); claim {
@@ -185,6 +192,16 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 		return nil, nil, err
 	}
 	return updated, dec, nil
+}
+
+// logLinks are the links to the log of a's current attempt: the driver's,
+// else the manager's own log endpoint, stored as a rooted path that the
+// read side completes with each client's base URL (loglink.Resolve).
+func logLinks(a *store.Action, links []*core.TaskLog) []*core.TaskLog {
+	if len(links) > 0 {
+		return links
+	}
+	return []*core.TaskLog{{Name: loglink.DefaultName, Uri: loglink.Path(runstate.LogAttempt(a.ActionKey, a.Attempts))}}
 }
 
 // Fail records a non-recoverable failure of a's current attempt.

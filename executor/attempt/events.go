@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"fmgr.dev/executor/machine"
-	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/db"
@@ -40,6 +39,9 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		failed.Outputs = outputsOf(rec.OutDir)
 		failed.ErrorInfo = errorInfoOf(dec.Cause)
 		failed.CacheStatus = rec.Cache
+		if rec.Logs {
+			failed.LogInfo = rec.LogLinks
+		}
 		reason := dec.Reason
 		if reason == "" {
 			reason = fmt.Sprintf("attempt %d failed, retrying (%s)", cur, cause)
@@ -56,6 +58,9 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 		e := c.event(a, cur, dec.Phase, at, shown)
 		e.Outputs = outputsOf(rec.OutDir)
 		e.CacheStatus = rec.Cache
+		if rec.Logs {
+			e.LogInfo = rec.LogLinks
+		}
 		if dec.Error != nil {
 			e.ErrorInfo = errorInfoOf(*dec.Error)
 		}
@@ -68,13 +73,10 @@ func (c *Core) eventsFor(a *store.Action, ev machine.Event, dec machine.Decision
 	e := c.event(a, cur, to, at, reason)
 	e.CacheStatus = rec.Cache
 	if rec.Logs {
-		e.LogInfo = []*core.TaskLog{{Name: logName}}
+		e.LogInfo = rec.LogLinks
 	}
 	return []store.Event{c.stored(e, reason, at)}
 }
-
-// logName names the attempt's one log, as TailLogs serves it.
-const logName = "logs"
 
 // event is the ActionEvent of attempt n of a entering p at at; a reason
 // is also shown as a cluster event, where the SDK and the UI show why.

@@ -2,6 +2,7 @@ package attempt_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/requrl"
 )
 
 // Every transition the core applies is recorded once in the action's
@@ -33,7 +35,11 @@ func TestApplyRecordsHistory(t *testing.T) {
 		apply(machine.Wait{Attempt: 1, Reason: "no free slot"}, attempt.Record{})
 		for n := uint32(1); n <= 3; n++ {
 			apply(machine.Start{Attempt: n}, attempt.Record{})
-			apply(machine.Running{Attempt: n}, attempt.Record{Logs: true})
+			rec := attempt.Record{Logs: true}
+			if n == 3 { // a driver's own links (kubernetes renders them per Pod)
+				rec.LogLinks = []*core.TaskLog{{Name: "logs", Uri: "/logs/elsewhere"}, {Name: "dashboard", Uri: "https://dash.example.com/3"}}
+			}
+			apply(machine.Running{Attempt: n}, rec)
 			if n < 3 {
 				apply(machine.Crashed{Attempt: n, ExitCode: 1, Message: "exit status 1"}, attempt.Record{OutDir: "file:///out/" + string(rune('0'+n))})
 			}
@@ -43,7 +49,8 @@ func TestApplyRecordsHistory(t *testing.T) {
 		}
 		apply(machine.Succeeded{Attempt: 3}, attempt.Record{OutDir: "file:///out/3"})
 
-		d, err := f.state.Details(ctx, a)
+		// Read by a client that reached the manager at http://mgr:8090.
+		d, err := f.state.Details(requrl.WithBaseURL(ctx, "http://mgr:8090"), a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +72,20 @@ func TestApplyRecordsHistory(t *testing.T) {
 			if !equalPhases(got, want[i]) {
 				t.Fatalf("attempt %d transitions %v, want %v", i+1, got, want[i])
 			}
-			if at.GetAttempt() != uint32(i+1) || at.GetCluster() != "c1" || len(at.GetLogInfo()) != 1 || at.GetLogInfo()[0].GetName() != "logs" {
-				t.Fatalf("attempt %d: number %d cluster %q logs %v", i+1, at.GetAttempt(), at.GetCluster(), at.GetLogInfo())
+			if at.GetAttempt() != uint32(i+1) || at.GetCluster() != "c1" || !at.GetLogsAvailable() {
+				t.Fatalf("attempt %d: number %d cluster %q logs available %v", i+1, at.GetAttempt(), at.GetCluster(), at.GetLogsAvailable())
+			}
+			// Each link once, on the client's address when it is the manager's.
+			want := fmt.Sprintf("logs=http://mgr:8090/logs/local/%s/%s/rhistory/a0/%d", a.Project, a.Domain, i+1)
+			if i == 2 {
+				want = "logs=http://mgr:8090/logs/elsewhere dashboard=https://dash.example.com/3"
+			}
+			var links []string
+			for _, tl := range at.GetLogInfo() {
+				links = append(links, tl.GetName()+"="+tl.GetUri())
+			}
+			if got := strings.Join(links, " "); got != want {
+				t.Errorf("attempt %d log links %q, want %q", i+1, got, want)
 			}
 		}
 		first, last := d.GetAttempts()[0], d.GetAttempts()[2]

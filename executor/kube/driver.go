@@ -38,6 +38,7 @@ import (
 	"fmgr.dev/executor/lease"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -59,11 +60,13 @@ type Driver struct {
 	core     *attempt.Core
 	coreOpts attempt.Options // what core was built with (WithHooks rebuilds it)
 	cfg      config.KubernetesExecutor
-	rest     *rest.Config
-	endpoint func() string
-	lockDir  string
-	log      *slog.Logger
-	metrics  *metrics
+	// logTemplates are executor.kubernetes.logLinks, rendered per Pod.
+	logTemplates []loglink.Template
+	rest         *rest.Config
+	endpoint     func() string
+	lockDir      string
+	log          *slog.Logger
+	metrics      *metrics
 
 	lease   *lease.Keeper
 	slots   *attempt.Slots // runs' max_action_concurrency; no global limit
@@ -139,6 +142,7 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		podEvents:  map[store.ActionKey]*podEventsSeen{},
 		own:        versions{seen: map[int64]struct{}{}},
 	}
+	d.logTemplates = parseLogLinks(cfg.LogLinks, d.log.Warn)
 	d.slots = attempt.NewSlots(0)
 	d.lease = lease.New(state.Leases(), lockDir, cfg.LeaseTTL, d.log, leaseEvents{d})
 	d.coreOpts = attempt.Options{

@@ -185,7 +185,8 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		return a, ctrl.Result{}, err
 	case podRunning:
 		if a.Phase == phase.Initializing {
-			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, attempt.Record{Logs: true}); err != nil {
+			rec := attempt.Record{Logs: true, LogLinks: d.logLinks(a.ActionKey, n, pod)}
+			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, rec); err != nil {
 				return a, ctrl.Result{}, err
 			}
 		}
@@ -203,6 +204,11 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	}
 	ev := res.Event(uint32(n))
 	st := taskStatus(pod)
+	if a.Phase == phase.Initializing && st != nil && st.State.Terminated != nil {
+		// The task's container ran and ended before a reconcile saw it
+		// running: its log exists, record the links now.
+		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod)
+	}
 	switch {
 	case res.Outcome == contract.Succeeded:
 	case why == "OOMKilled":

@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
@@ -53,7 +54,9 @@ echo "hello from the task"; echo "to stderr" >&2
 			t.Fatalf("attempts %+v, want one SUCCEEDED with output %s and log info", atts, out)
 		}
 		tl := &core.TaskLog{}
-		if err := proto.Unmarshal(atts[0].LogInfo, tl); err != nil || tl.GetName() != "logs" {
+		// Its link is the manager's log endpoint of the attempt, rooted (the
+		// read side puts each client's base URL in front).
+		if err := proto.Unmarshal(atts[0].LogInfo, tl); err != nil || tl.GetName() != "logs" || tl.GetUri() != loglink.Path(runstate.LogAttempt(key, 1)) {
 			t.Errorf("log info %v (%v)", tl, err)
 		}
 		if got := h.phases(key, 1); !slices.Equal(got, []string{"QUEUED", "INITIALIZING", "RUNNING", "SUCCEEDED"}) {

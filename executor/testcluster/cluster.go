@@ -233,10 +233,14 @@ func (c *Cluster) startControlPlane(opts Options, crdDirs []string, missingOK bo
 			return err
 		}
 	}
+	apiServer := &envtest.APIServer{Path: filepath.Join(opts.AssetsDir, "kube-apiserver"), CertDir: filepath.Join(opts.Dir, "apiserver"), Out: apiLog, Err: apiLog}
+	// The node's host name resolves nowhere: the API server reaches the
+	// node agent's kubelet API (Pod logs) at its InternalIP.
+	apiServer.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 	c.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
 			Etcd:        &envtest.Etcd{Path: filepath.Join(opts.AssetsDir, "etcd"), DataDir: filepath.Join(opts.Dir, "etcd"), Out: etcdLog, Err: etcdLog},
-			APIServer:   &envtest.APIServer{Path: filepath.Join(opts.AssetsDir, "kube-apiserver"), CertDir: filepath.Join(opts.Dir, "apiserver"), Out: apiLog, Err: apiLog},
+			APIServer:   apiServer,
 			KubectlPath: filepath.Join(opts.AssetsDir, "kubectl"),
 		},
 		CRDDirectoryPaths:        crdDirs,

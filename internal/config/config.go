@@ -225,6 +225,27 @@ type KubernetesExecutor struct {
 	// download` in it as an init container and `flyte-manager copilot
 	// upload` as a sidecar, to stage the task's data.
 	CopilotImage string `mapstructure:"copilotImage" yaml:"copilotImage"`
+	// LogLinks are the links to its log that every attempt reports
+	// (ActionAttempt.log_info), rendered per Pod. The default links to the
+	// manager's own log endpoint; setting the list replaces it, so keep
+	// that entry to keep the link.
+	LogLinks []LogLink `mapstructure:"logLinks" yaml:"logLinks"`
+}
+
+// LogLink is a named URL template. Placeholders such as {{ .podName }} are
+// filled in per Pod (the list is loglink.Placeholders); a URL is absolute
+// http(s), or starts with {{ .managerURL }}, the address the reading client
+// uses for the manager.
+type LogLink struct {
+	Name string `mapstructure:"name" yaml:"name"`
+	URL  string `mapstructure:"url" yaml:"url"`
+}
+
+// DefaultKubernetesLogLink links an attempt's Pod to the manager's own log
+// endpoint, which streams the Pod's log from the API server.
+var DefaultKubernetesLogLink = LogLink{
+	Name: "logs",
+	URL:  "{{ .managerURL }}/logs/{{ .org }}/{{ .project }}/{{ .domain }}/{{ .runName }}/{{ .actionName }}/{{ .attempt }}",
 }
 
 // ServiceAccountGrant lets the tasks of a project and domain run as the

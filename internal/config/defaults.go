@@ -108,6 +108,7 @@ func Default() Config {
 				QPS:             1000,
 				Burst:           2000,
 				CopilotImage:    DefaultCopilotImage,
+				LogLinks:        []LogLink{DefaultKubernetesLogLink},
 			},
 		},
 		Projects: Projects{

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"fmgr.dev/internal/dsn"
+	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/requrl"
 )
 
@@ -138,6 +139,7 @@ func (c *Config) Validate() error {
 		if k.CopilotImage == "" || strings.ContainsFunc(k.CopilotImage, unicode.IsSpace) {
 			bad("executor.kubernetes.copilotImage", "must name the manager's image (no spaces), got %q", k.CopilotImage)
 		}
+		validateLogLinks(k.LogLinks, bad)
 	default:
 		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)
 	}
@@ -270,5 +272,24 @@ func (c *Config) validateQueues(bad func(key, format string, args ...any)) {
 				bad(key+"."+l.field, "must not be negative (0 means unlimited), got %d", l.v)
 			}
 		}
+	}
+}
+
+// validateLogLinks checks executor.kubernetes.logLinks: each a named
+// template the executor can render (known placeholders, a usable URL), no
+// name twice (a client lists links by name).
+func validateLogLinks(links []LogLink, bad func(key, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, l := range links {
+		key := fmt.Sprintf("executor.kubernetes.logLinks[%d]", i)
+		t, err := loglink.Parse(l.Name, l.URL)
+		if err != nil {
+			bad(key, "%v", err)
+			continue
+		}
+		if seen[t.Name] {
+			bad(key+".name", "link %q is declared twice", t.Name)
+		}
+		seen[t.Name] = true
 	}
 }

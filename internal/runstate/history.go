@@ -9,6 +9,8 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/loglink"
+	"fmgr.dev/internal/requrl"
 	"fmgr.dev/internal/store"
 )
 
@@ -32,11 +34,32 @@ func (s *Service) attemptsOf(ctx context.Context, key store.ActionKey) ([]*workf
 	for _, e := range events {
 		byAttempt[e.Attempt] = append(byAttempt[e.Attempt], e)
 	}
+	base := requrl.BaseURL(ctx)
 	out := make([]*workflow.ActionAttempt, len(attempts))
 	for i := range attempts {
 		out[i] = attemptOf(&attempts[i], byAttempt[attempts[i].Attempt])
+		resolveLogLinks(out[i], base, LogAttempt(key, attempts[i].Attempt))
 	}
 	return out, nil
+}
+
+// LogAttempt identifies attempt n of key for its log links.
+func LogAttempt(key store.ActionKey, n int32) loglink.Attempt {
+	return loglink.Attempt{Org: key.Org, Project: key.Project, Domain: key.Domain, Run: key.RunName, Action: key.Name, Number: n}
+}
+
+// resolveLogLinks makes each stored log link of at one the reading client
+// can open: links on the manager get the client's base URL (see
+// loglink.Resolve).
+func resolveLogLinks(at *workflow.ActionAttempt, base string, a loglink.Attempt) {
+	for i, tl := range at.GetLogInfo() {
+		name, uri := loglink.Resolve(base, a, tl.GetName(), tl.GetUri())
+		if name != tl.GetName() || uri != tl.GetUri() {
+			tl = proto.CloneOf(tl)
+			tl.Name, tl.Uri = name, uri
+			at.LogInfo[i] = tl
+		}
+	}
 }
 
 // eventInfo decodes what a reporter said with an event (empty when the

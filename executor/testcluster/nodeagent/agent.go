@@ -22,8 +22,9 @@
 // Pod's directories bound at their mount paths in a private mount namespace
 // per process (root only; volumes.go). What it does not do: restarts
 // (restartPolicy must be Never; no sidecar init containers), images (the
-// container's command is found on PATH of the host), other volumes, probes,
-// `kubectl logs`. A memory limit is enforced by the runner's cgroup where the
+// container's command is found on PATH of the host), other volumes, probes.
+// Of the kubelet's API it serves container logs (kubelet.go), so `kubectl
+// logs` works. A memory limit is enforced by the runner's cgroup where the
 // host gives one, else by sampling RSS (memory.go).
 package nodeagent
 
@@ -183,11 +184,15 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	if err := os.MkdirAll(a.opts.Dir, 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
-	if err := registerNode(ctx, a.opts.Client, a.opts.NodeName); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	kubeletPort, err := a.serveKubelet(ctx)
+	if err != nil {
+		return err
+	}
+	if err := registerNode(ctx, a.opts.Client, a.opts.NodeName, kubeletPort); err != nil {
+		return err
+	}
 
 	bound := informers.NewSharedInformerFactoryWithOptions(a.opts.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + a.opts.NodeName }))

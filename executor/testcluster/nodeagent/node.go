@@ -16,10 +16,11 @@ import (
 )
 
 // registerNode creates the agent's Node (or takes over one left by an
-// earlier agent) and reports it Ready with this host's CPUs and memory.
+// earlier agent) and reports it Ready with this host's CPUs and memory, and
+// where its kubelet API listens.
 // Nothing watches node heartbeats in the test cluster (no controller
 // manager), so one Ready report lasts.
-func registerNode(ctx context.Context, client kubernetes.Interface, name string) error {
+func registerNode(ctx context.Context, client kubernetes.Interface, name string, kubeletPort int) error {
 	nodes := client.CoreV1().Nodes()
 	node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,
@@ -46,7 +47,9 @@ func registerNode(ctx context.Context, client kubernetes.Interface, name string)
 			Message: "the test node agent runs Pods as local processes", LastHeartbeatTime: now, LastTransitionTime: now,
 		}},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: name}},
-		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "fmgr-nodeagent"},
+		// Where the API server reaches the agent's kubelet API (kubelet.go).
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
+		NodeInfo:        corev1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "fmgr-nodeagent"},
 	}
 	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("nodeagent: reporting node %s ready: %w", name, err)

@@ -1,0 +1,58 @@
+package kube
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/loglink"
+	"fmgr.dev/internal/runstate"
+	"fmgr.dev/internal/store"
+)
+
+// parseLogLinks parses executor.kubernetes.logLinks. The configuration was
+// validated when it was loaded, so an entry that does not parse here is
+// left out (and said so) rather than stopping the executor.
+func parseLogLinks(links []config.LogLink, warn func(msg string, args ...any)) []loglink.Template {
+	var out []loglink.Template
+	for i, l := range links {
+		t, err := loglink.Parse(l.Name, l.URL)
+		if err != nil {
+			warn("ignoring a log link", "key", "executor.kubernetes.logLinks["+strconv.Itoa(i)+"]", "error", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// logLinks renders the configured links for attempt n of key, which runs
+// in pod: its identity and the Pod's own values. Links on the manager stay
+// rooted paths until a client reads them (loglink.Resolve). No links
+// configured: the core records the manager's log endpoint.
+func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod) []*core.TaskLog {
+	if len(d.logTemplates) == 0 {
+		return nil
+	}
+	v := loglink.IdentityValues(runstate.LogAttempt(key, n))
+	v[loglink.Namespace] = pod.Namespace
+	v[loglink.PodName] = pod.Name
+	v[loglink.PodUID] = string(pod.UID)
+	v[loglink.ContainerName] = containerName
+	v[loglink.NodeName] = pod.Spec.NodeName
+	if st := taskStatus(pod); st != nil {
+		v[loglink.ContainerID] = st.ContainerID
+	}
+	started := startedAt(pod)
+	v[loglink.PodRFC3339StartTime] = started.UTC().Format(time.RFC3339)
+	v[loglink.PodUnixStartTime] = strconv.FormatInt(started.Unix(), 10)
+	out := make([]*core.TaskLog, len(d.logTemplates))
+	for i, t := range d.logTemplates {
+		name, uri := t.Render(v)
+		out[i] = &core.TaskLog{Name: name, Uri: uri}
+	}
+	return out
+}
