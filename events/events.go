@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -109,12 +108,13 @@ func (s *Service) eventOf(field string, e *workflow.ActionEvent) (store.ActionKe
 	if _, known := common.ActionPhase_name[int32(p)]; !known {
 		return key, store.Event{}, errs.Invalidf("%s.phase: %d is not an action phase", field, p)
 	}
-	at := time.Time{} // the store's now
+	// The reporter's time stays in the event's details; the history orders
+	// the event by when it is recorded (the store's), so a reporter's clock
+	// cannot move it before the phase it is about.
 	if t := e.GetUpdatedTime(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return key, store.Event{}, errs.Invalidf("%s.updated_time: %v", field, err)
 		}
-		at = t.AsTime()
 	}
 	info, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
 	if err != nil {
@@ -127,7 +127,6 @@ func (s *Service) eventOf(field string, e *workflow.ActionEvent) (store.ActionKe
 		Attempt:    int32(e.GetAttempt()),
 		Phase:      p,
 		Version:    int32(e.GetVersion()),
-		OccurredAt: at,
 		Reason:     reasonOf(e),
 		Info:       info,
 	}, nil

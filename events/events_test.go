@@ -308,6 +308,43 @@ func TestRecordRefusesForgedHistory(t *testing.T) {
 	})
 }
 
+// A report's own time (updated_time) cannot reorder the history: a report
+// of the running attempt that claims to be from 2001 still comes after the
+// attempt's QUEUED, so the transitions stay QUEUED, RUNNING.
+func TestRecordKeepsHistoryOrder(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		a := h.createRun(t)
+		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Running}); err != nil {
+			t.Fatal(err)
+		}
+		early := pulled(1)
+		early.Phase = common.ActionPhase_ACTION_PHASE_RUNNING
+		early.UpdatedTime = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+		if err := h.record(early); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: rootID}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		att := resp.Msg.GetDetails().GetAttempts()[0]
+		var phases []common.ActionPhase
+		for _, pt := range att.GetPhaseTransitions() {
+			phases = append(phases, pt.GetPhase())
+			if pt.GetStartTime().AsTime().Year() == 2001 {
+				t.Errorf("transition %v starts at the report's time", pt)
+			}
+		}
+		if want := []common.ActionPhase{common.ActionPhase_ACTION_PHASE_QUEUED, common.ActionPhase_ACTION_PHASE_RUNNING}; !slices.Equal(phases, want) {
+			t.Fatalf("transitions %v, want %v", phases, want)
+		}
+		if ce := att.GetClusterEvents(); len(ce) != 1 || ce[0].GetReason() != "Pulled" {
+			t.Fatalf("cluster events %v", ce)
+		}
+	})
+}
+
 // The bounds of events.*: a version beyond the events an attempt may hold,
 // an event larger than maxEventBytes, a history past maxAttemptBytes or
 // maxPerAttempt are refused and record nothing; the executor's own events
