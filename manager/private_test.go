@@ -13,9 +13,10 @@ import (
 )
 
 // A home that already exists with the modes mkdir and older managers left
-// (the home, blobs and work 0755, the database 0644) is made private by
-// start: the home and its directories 0700, the database and the -wal and
-// -shm SQLite makes beside it 0600, the files created below it 0600.
+// (the home, blobs and work 0755, the database and signing key 0644) is
+// made private by start: the home and its directories 0700, the database,
+// the -wal and -shm SQLite makes beside it and the key 0600, and every file
+// created below it 0600.
 func TestStartMakesDataPrivate(t *testing.T) {
 	home := isolate(t)
 	for _, d := range []string{home, filepath.Join(home, "blobs"), filepath.Join(home, "work")} {
@@ -27,11 +28,14 @@ func TestStartMakesDataPrivate(t *testing.T) {
 		}
 	}
 	db := filepath.Join(home, "flyte-manager.db")
-	if err := os.WriteFile(db, nil, 0o644); err != nil { // an empty file is a new database to SQLite
-		t.Fatal(err)
-	}
-	if err := os.Chmod(db, 0o644); err != nil {
-		t.Fatal(err)
+	key := filepath.Join(home, "signing.key")
+	for p, content := range map[string]string{db: "", key: "an-older-managers-key\n"} { // an empty file is a new database to SQLite
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,13 +60,13 @@ func TestStartMakesDataPrivate(t *testing.T) {
 	}
 
 	want := map[string]os.FileMode{
-		home:                               0o700,
-		filepath.Join(home, "blobs"):       0o700,
-		filepath.Join(home, "work"):        0o700,
-		db:                                 0o600,
-		db + "-wal":                        0o600, // the database is open in WAL mode: both exist now
-		db + "-shm":                        0o600,
-		filepath.Join(home, "signing.key"): 0o600,
+		home:                         0o700,
+		filepath.Join(home, "blobs"): 0o700,
+		filepath.Join(home, "work"):  0o700,
+		db:                           0o600,
+		db + "-wal":                  0o600, // the database is open in WAL mode: both exist now
+		db + "-shm":                  0o600,
+		key:                          0o600,
 	}
 	for p, mode := range want {
 		info, err := os.Stat(p)
