@@ -20,8 +20,9 @@ import (
 // twice and succeeds on attempt 3: the SDK's remote ActionDetails and
 // `flyte get action` show the three attempts, each with its phase
 // transitions in lifecycle order, each phase once, the failures' causes
-// once as cluster events; the same event sent twice to the events service
-// (a Go Connect client over HTTP) is recorded once.
+// once as cluster events; the events service (a Go Connect client over
+// HTTP) takes the executor's own event again without recording it twice,
+// and refuses news about the ended attempt and a forged FAILED.
 func testHistory(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
 	type historyAttempt struct {
@@ -65,6 +66,67 @@ func testHistory(t *testing.T, m *manager) {
 		}
 	}
 
+	// After the run ended: what the executor recorded may be sent again
+	// (idempotent) and changes nothing; anything new about the ended
+	// attempt, a forged FAILED above all, is refused and shows nowhere, in
+	// the details or in `flyte get action` below.
+	t.Run("events service", func(t *testing.T) {
+		id := &common.ActionIdentifier{Run: &common.RunIdentifier{Project: testProject, Domain: testDomain, Name: res.Run}, Name: "a0"}
+		events := workflowconnect.NewEventsProxyServiceClient(rpcClient, m.URL)
+		record := func(e *workflow.ActionEvent) error {
+			_, err := events.Record(ctx, connect.NewRequest(&workflow.RecordRequest{Events: []*workflow.ActionEvent{e}}))
+			return err
+		}
+		recorded := &workflow.ActionEvent{Id: id, Attempt: 3, Phase: common.ActionPhase_ACTION_PHASE_SUCCEEDED, Version: 0, UpdatedTime: timestamppb.Now()}
+		for range 2 {
+			if err := record(recorded); err != nil {
+				t.Fatalf("Record of the executor's own SUCCEEDED: %v", err)
+			}
+		}
+		for _, forged := range []*workflow.ActionEvent{
+			{Id: id, Attempt: 3, Phase: common.ActionPhase_ACTION_PHASE_SUCCEEDED, Version: 1, UpdatedTime: timestamppb.Now(),
+				ClusterEvents: []*workflow.ClusterEvent{{Reason: "E2E", Message: "reported after the end by the e2e test"}}},
+			{Id: id, Attempt: 3, Phase: common.ActionPhase_ACTION_PHASE_FAILED, Version: 0, UpdatedTime: timestamppb.Now(),
+				ErrorInfo: &workflow.ErrorInfo{Message: "forged by the e2e test"}},
+		} {
+			if err := record(forged); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+				t.Errorf("Record of %s after the attempt ended: %v, want FailedPrecondition", forged.GetPhase(), err)
+			}
+		}
+		runs := workflowconnect.NewRunServiceClient(rpcClient, m.URL)
+		resp, err := runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := resp.Msg.GetDetails().GetStatus().GetPhase(); p != common.ActionPhase_ACTION_PHASE_SUCCEEDED {
+			t.Errorf("after Record the action is %s", p)
+		}
+		atts := resp.Msg.GetDetails().GetAttempts()
+		if len(atts) != 3 {
+			t.Fatalf("%d attempts after Record, want 3", len(atts))
+		}
+		var msgs []string
+		for _, ce := range atts[2].GetClusterEvents() {
+			msgs = append(msgs, ce.GetMessage())
+		}
+		if n := countContaining(msgs, "e2e test"); n != 0 || atts[2].GetErrorInfo() != nil {
+			t.Errorf("a refused report shows: attempt 3's cluster events %q, error %v", msgs, atts[2].GetErrorInfo())
+		}
+		var phases []string
+		for _, pt := range atts[2].GetPhaseTransitions() {
+			phases = append(phases, strings.TrimPrefix(pt.GetPhase().String(), "ACTION_PHASE_"))
+		}
+		if !slices.Equal(phases, res.Attempts[2].SDKTransitions) {
+			t.Errorf("after Record attempt 3 transitions %v, want %v", phases, res.Attempts[2].SDKTransitions)
+		}
+		err = record(&workflow.ActionEvent{
+			Id: &common.ActionIdentifier{Run: id.Run, Name: "nosuchaction"}, Attempt: 1, Phase: common.ActionPhase_ACTION_PHASE_RUNNING,
+		})
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("Record for an unknown action: %v, want NotFound", err)
+		}
+	})
+
 	t.Run("flyte get action", func(t *testing.T) {
 		dir := t.TempDir()
 		mustFlyte(t, ctx, dir, "create", "config", "--endpoint", sdkEndpoint(m), "--insecure", "--project", testProject, "--domain", testDomain)
@@ -79,49 +141,6 @@ func testHistory(t *testing.T, m *manager) {
 		}
 	})
 
-	t.Run("events service", func(t *testing.T) {
-		id := &common.ActionIdentifier{Run: &common.RunIdentifier{Project: testProject, Domain: testDomain, Name: res.Run}, Name: "a0"}
-		report := &workflow.ActionEvent{
-			Id: id, Attempt: 3, Phase: common.ActionPhase_ACTION_PHASE_SUCCEEDED, Version: 1000,
-			UpdatedTime:   timestamppb.Now(),
-			ClusterEvents: []*workflow.ClusterEvent{{Reason: "E2E", Message: "reported twice by the e2e test"}},
-		}
-		events := workflowconnect.NewEventsProxyServiceClient(rpcClient, m.URL)
-		for range 2 {
-			if _, err := events.Record(ctx, connect.NewRequest(&workflow.RecordRequest{Events: []*workflow.ActionEvent{report}})); err != nil {
-				t.Fatalf("Record: %v", err)
-			}
-		}
-		runs := workflowconnect.NewRunServiceClient(rpcClient, m.URL)
-		resp, err := runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: id}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		atts := resp.Msg.GetDetails().GetAttempts()
-		if len(atts) != 3 {
-			t.Fatalf("%d attempts after Record, want 3", len(atts))
-		}
-		var msgs []string
-		for _, ce := range atts[2].GetClusterEvents() {
-			msgs = append(msgs, ce.GetMessage())
-		}
-		if n := countContaining(msgs, "reported twice by the e2e test"); n != 1 {
-			t.Errorf("the event sent twice shows %d times in attempt 3's cluster events %q, want once", n, msgs)
-		}
-		var phases []string
-		for _, pt := range atts[2].GetPhaseTransitions() {
-			phases = append(phases, strings.TrimPrefix(pt.GetPhase().String(), "ACTION_PHASE_"))
-		}
-		if !slices.Equal(phases, res.Attempts[2].SDKTransitions) {
-			t.Errorf("after Record attempt 3 transitions %v, want %v (a report in the same phase is no transition)", phases, res.Attempts[2].SDKTransitions)
-		}
-		_, err = events.Record(ctx, connect.NewRequest(&workflow.RecordRequest{Events: []*workflow.ActionEvent{{
-			Id: &common.ActionIdentifier{Run: id.Run, Name: "nosuchaction"}, Attempt: 1, Phase: common.ActionPhase_ACTION_PHASE_RUNNING,
-		}}}))
-		if connect.CodeOf(err) != connect.CodeNotFound {
-			t.Errorf("Record for an unknown action: %v, want NotFound", err)
-		}
-	})
 }
 
 // checkOnceEach fails unless phases starts with first and names no phase twice.

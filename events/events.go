@@ -9,14 +9,16 @@
 // reference: a reporter that is unsure an event arrived sends it again and
 // nothing is recorded twice. The action's phase is not changed by an event:
 // it stays its executor's to write (one writer), so a report can add history
-// but never contradict the state.
+// but never contradict the state: a new event must be about the phase its
+// attempt is in, and an attempt that ended takes none (FAILED_PRECONDITION).
+// The configured bounds (config.Events) keep every history small, since
+// every details answer and watcher snapshot carries all of it.
 package events
 
 import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -24,6 +26,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/phase"
@@ -40,14 +43,15 @@ const maxReason = 256
 
 // Service records reported events into the run state's history.
 type Service struct {
-	state *runstate.Service
+	state  *runstate.Service
+	limits config.Events
 }
 
 var _ workflowconnect.EventsProxyServiceHandler = (*Service)(nil)
 
-// Setup mounts EventsProxyService over state on srv.
-func Setup(srv *server.Server, state *runstate.Service) error {
-	s := &Service{state: state}
+// Setup mounts EventsProxyService over state on srv, bounded by limits.
+func Setup(srv *server.Server, state *runstate.Service, limits config.Events) error {
+	s := &Service{state: state, limits: limits}
 	return srv.Mount(server.NewService(workflowconnect.NewEventsProxyServiceHandler(s, srv.HandlerOptions()...)))
 }
 
@@ -64,7 +68,7 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 	var reports []runstate.Reported // by first appearance, so each action's events keep their order
 	index := map[store.ActionKey]int{}
 	for i, e := range evs {
-		key, ev, err := eventOf(fmt.Sprintf("events[%d]", i), e)
+		key, ev, err := s.eventOf(fmt.Sprintf("events[%d]", i), e)
 		if err != nil {
 			return nil, err
 		}
@@ -76,14 +80,15 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 		}
 		reports[at].Events = append(reports[at].Events, ev)
 	}
-	if err := s.state.RecordEvents(ctx, reports); err != nil {
+	lim := store.ReportLimits{MaxPerAttempt: s.limits.MaxPerAttempt, MaxAttemptBytes: int64(s.limits.MaxAttemptBytes)}
+	if err := s.state.RecordEvents(ctx, reports, lim); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&workflow.RecordResponse{}), nil
 }
 
 // eventOf checks one reported event and converts it for the store.
-func eventOf(field string, e *workflow.ActionEvent) (store.ActionKey, store.Event, error) {
+func (s *Service) eventOf(field string, e *workflow.ActionEvent) (store.ActionKey, store.Event, error) {
 	key, err := ident.Action(field+".id", e.GetId())
 	if err != nil {
 		return key, store.Event{}, err
@@ -91,8 +96,10 @@ func eventOf(field string, e *workflow.ActionEvent) (store.ActionKey, store.Even
 	if e.GetAttempt() < 1 || e.GetAttempt() > 1<<30 {
 		return key, store.Event{}, errs.Invalidf("%s.attempt: attempts are numbered from 1, got %d", field, e.GetAttempt())
 	}
-	if e.GetVersion() > 1<<30 {
-		return key, store.Event{}, errs.Invalidf("%s.version: %d is out of range", field, e.GetVersion())
+	// A version numbers the reports of one phase of one attempt, which
+	// holds at most MaxPerAttempt events.
+	if e.GetVersion() >= uint32(s.limits.MaxPerAttempt) {
+		return key, store.Event{}, errs.Invalidf("%s.version: %d is out of range (below %d, events.maxPerAttempt)", field, e.GetVersion(), s.limits.MaxPerAttempt)
 	}
 	p := phase.FromProto(e.GetPhase())
 	if p == phase.Unspecified {
@@ -101,22 +108,25 @@ func eventOf(field string, e *workflow.ActionEvent) (store.ActionKey, store.Even
 	if _, known := common.ActionPhase_name[int32(p)]; !known {
 		return key, store.Event{}, errs.Invalidf("%s.phase: %d is not an action phase", field, p)
 	}
-	at := time.Time{} // the store's now
+	// The reporter's time stays in the event's details; the history orders
+	// the event by when it is recorded (the store's), so a reporter's clock
+	// cannot move it before the phase it is about.
 	if t := e.GetUpdatedTime(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return key, store.Event{}, errs.Invalidf("%s.updated_time: %v", field, err)
 		}
-		at = t.AsTime()
 	}
 	info, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
 	if err != nil {
 		return key, store.Event{}, errs.Invalidf("%s: unreadable event", field)
 	}
+	if len(info) > s.limits.MaxEventBytes {
+		return key, store.Event{}, fmt.Errorf("%s: %d bytes, at most %d (events.maxEventBytes): %w", field, len(info), s.limits.MaxEventBytes, errs.ErrTooLarge)
+	}
 	return key, store.Event{
 		Attempt:    int32(e.GetAttempt()),
 		Phase:      p,
 		Version:    int32(e.GetVersion()),
-		OccurredAt: at,
 		Reason:     reasonOf(e),
 		Info:       info,
 	}, nil

@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,12 +43,17 @@ type harness struct {
 }
 
 func eachDB(t *testing.T, fn func(t *testing.T, h *harness)) {
+	eachDBWith(t, config.Default().Events, fn)
+}
+
+// eachDBWith is eachDB with the events service bounded by limits.
+func eachDBWith(t *testing.T, limits config.Events, fn func(t *testing.T, h *harness)) {
 	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
 		state, _, env := statetest.New(t, g, statetest.Options{}, runstate.NoExecutor)
 		srvCfg := config.Default().Server
 		srvCfg.Port = 0
 		srv := server.New(srvCfg, env.Log)
-		if err := events.Setup(srv, state); err != nil {
+		if err := events.Setup(srv, state, limits); err != nil {
 			t.Fatal(err)
 		}
 		if err := runs.Setup(context.Background(), srv, state, env.Store, config.Projects{AutoCreate: true}, env.Log); err != nil {
@@ -68,7 +75,15 @@ var rootID = &common.ActionIdentifier{Run: runID, Name: store.RootName}
 
 func (h *harness) createRun(t *testing.T) *store.Action {
 	t.Helper()
+	return h.createRunNamed(t, runID.Name)
+}
+
+// createRunNamed creates the run name of runID's project and domain and
+// returns its root action.
+func (h *harness) createRunNamed(t *testing.T, name string) *store.Action {
+	t.Helper()
 	ctx := context.Background()
+	runID := &common.RunIdentifier{Project: runID.Project, Domain: runID.Domain, Name: name}
 	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
 		Id:        &core.Identifier{ResourceType: core.ResourceType_TASK, Project: runID.Project, Domain: runID.Domain, Name: "env.main", Version: "v1"},
 		Type:      "python",
@@ -180,10 +195,11 @@ func TestRecordRejectsBadInput(t *testing.T) {
 }
 
 // A recorded event changes no action row, yet WatchActionDetails sends a
-// new snapshot that shows it.
+// new snapshot that shows it; an event that would change the action's phase
+// (a FAILED of its QUEUED attempt) is refused and shows nowhere.
 func TestRecordWakesActionWatchers(t *testing.T) {
 	eachDB(t, func(t *testing.T, h *harness) {
-		h.createRun(t)
+		a := h.createRun(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		stream, err := h.runs.WatchActionDetails(ctx, connect.NewRequest(&workflow.WatchActionDetailsRequest{ActionId: rootID}))
@@ -197,15 +213,180 @@ func TestRecordWakesActionWatchers(t *testing.T) {
 		if n := len(stream.Msg().GetDetails().GetAttempts()[0].GetClusterEvents()); n != 0 {
 			t.Fatalf("snapshot has %d cluster events before any was recorded", n)
 		}
+		failed := pulled(1)
+		failed.Phase = common.ActionPhase_ACTION_PHASE_FAILED
+		failed.ErrorInfo = &workflow.ErrorInfo{Message: "forged"}
+		rpctest.WantCode(t, h.record(failed), connect.CodeFailedPrecondition, "attempt 1", "is QUEUED", "FAILED contradicts")
 		if err := h.record(pulled(1)); err != nil {
 			t.Fatal(err)
 		}
 		if !stream.Receive() {
 			t.Fatalf("no snapshot after the event: %v", stream.Err())
 		}
-		ce := stream.Msg().GetDetails().GetAttempts()[0].GetClusterEvents()
+		d := stream.Msg().GetDetails()
+		att := d.GetAttempts()[0]
+		ce := att.GetClusterEvents()
 		if len(ce) != 1 || ce[0].GetReason() != "Pulled" {
 			t.Fatalf("cluster events after Record: %v", ce)
+		}
+		if d.GetStatus().GetPhase() != common.ActionPhase_ACTION_PHASE_QUEUED || att.GetPhase() != common.ActionPhase_ACTION_PHASE_QUEUED ||
+			len(att.GetPhaseTransitions()) != 1 || att.GetErrorInfo() != nil {
+			t.Fatalf("details after Record: status %v, attempt %v", d.GetStatus(), att)
+		}
+		after, err := h.st.Actions.Get(ctx, a.ActionKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Phase != a.Phase || after.ResourceVersion != a.ResourceVersion || after.ErrorInfo != nil || after.EndedAt != nil {
+			t.Fatalf("the action row changed: %+v, was %+v", after, a)
+		}
+	})
+}
+
+// A report may add news about the phase its attempt is in, never another
+// phase, and nothing new once the attempt ended; re-sending what was
+// recorded stays harmless. The history and the details, the action's and
+// the attempt's phase, say what the executor recorded.
+func TestRecordRefusesForgedHistory(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		a := h.createRun(t)
+		before := h.countEvents(t, a)
+		in := func(p common.ActionPhase, version uint32) *workflow.ActionEvent {
+			e := pulled(version)
+			e.Phase = p
+			return e
+		}
+		const (
+			queued    = common.ActionPhase_ACTION_PHASE_QUEUED
+			running   = common.ActionPhase_ACTION_PHASE_RUNNING
+			succeeded = common.ActionPhase_ACTION_PHASE_SUCCEEDED
+			failed    = common.ActionPhase_ACTION_PHASE_FAILED
+		)
+		rpctest.WantCode(t, h.record(in(running, 0)), connect.CodeFailedPrecondition, "is QUEUED", "RUNNING contradicts")
+		rpctest.WantCode(t, h.record(in(succeeded, 0)), connect.CodeFailedPrecondition, "is QUEUED", "SUCCEEDED contradicts")
+		if err := h.record(in(queued, 1)); err != nil {
+			t.Fatal(err)
+		}
+		// The executor ends the attempt.
+		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.record(in(queued, 1)); err != nil {
+			t.Fatalf("re-sending a recorded event: %v", err)
+		}
+		for _, tc := range []struct {
+			name string
+			ev   *workflow.ActionEvent
+		}{
+			{"news after the end", in(queued, 2)},
+			{"its own terminal phase again", in(succeeded, 1)},
+			{"a failure after success", in(failed, 0)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				rpctest.WantCode(t, h.record(in(queued, 1), tc.ev), connect.CodeFailedPrecondition, "attempt 1", "ended SUCCEEDED", "closed")
+			})
+		}
+		if n := h.countEvents(t, a); n != before+2 { // the report while QUEUED and the executor's SUCCEEDED
+			t.Fatalf("%d events, want %d", n, before+2)
+		}
+		resp, err := h.runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: rootID}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := resp.Msg.GetDetails()
+		att := d.GetAttempts()[0]
+		var phases []common.ActionPhase
+		for _, pt := range att.GetPhaseTransitions() {
+			phases = append(phases, pt.GetPhase())
+		}
+		if d.GetStatus().GetPhase() != succeeded || att.GetPhase() != succeeded || !slices.Equal(phases, []common.ActionPhase{queued, succeeded}) ||
+			att.GetErrorInfo() != nil || len(att.GetClusterEvents()) != 1 {
+			t.Fatalf("details: status %v, attempt phase %v, transitions %v, error %v, cluster events %v",
+				d.GetStatus(), att.GetPhase(), phases, att.GetErrorInfo(), att.GetClusterEvents())
+		}
+	})
+}
+
+// A report's own time (updated_time) cannot reorder the history: a report
+// of the running attempt that claims to be from 2001 still comes after the
+// attempt's QUEUED, so the transitions stay QUEUED, RUNNING.
+func TestRecordKeepsHistoryOrder(t *testing.T) {
+	eachDB(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		a := h.createRun(t)
+		if _, err := h.st.Actions.Update(ctx, a.ActionKey, store.AnyVersion, store.Update{Phase: phase.Running}); err != nil {
+			t.Fatal(err)
+		}
+		early := pulled(1)
+		early.Phase = common.ActionPhase_ACTION_PHASE_RUNNING
+		early.UpdatedTime = timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+		if err := h.record(early); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: rootID}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		att := resp.Msg.GetDetails().GetAttempts()[0]
+		var phases []common.ActionPhase
+		for _, pt := range att.GetPhaseTransitions() {
+			phases = append(phases, pt.GetPhase())
+			if pt.GetStartTime().AsTime().Year() == 2001 {
+				t.Errorf("transition %v starts at the report's time", pt)
+			}
+		}
+		if want := []common.ActionPhase{common.ActionPhase_ACTION_PHASE_QUEUED, common.ActionPhase_ACTION_PHASE_RUNNING}; !slices.Equal(phases, want) {
+			t.Fatalf("transitions %v, want %v", phases, want)
+		}
+		if ce := att.GetClusterEvents(); len(ce) != 1 || ce[0].GetReason() != "Pulled" {
+			t.Fatalf("cluster events %v", ce)
+		}
+	})
+}
+
+// The bounds of events.*: a version beyond the events an attempt may hold,
+// an event larger than maxEventBytes, a history past maxAttemptBytes or
+// maxPerAttempt are refused and record nothing; the executor's own events
+// are never refused, but count.
+func TestRecordBounds(t *testing.T) {
+	limits := config.Events{MaxPerAttempt: 5, MaxEventBytes: 1000, MaxAttemptBytes: 2500}
+	eachDBWith(t, limits, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		on := func(a *store.Action, version uint32, message int) *workflow.ActionEvent {
+			e := pulled(version)
+			e.Id = &common.ActionIdentifier{Run: &common.RunIdentifier{Project: runID.Project, Domain: runID.Domain, Name: a.RunName}, Name: a.Name}
+			e.ClusterEvents[0].Message = strings.Repeat("m", message)
+			return e
+		}
+		bytes := h.createRunNamed(t, "bytes")
+		rpctest.WantCode(t, h.record(on(bytes, 5, 10)), connect.CodeInvalidArgument, "events[0].version", "5", "below 5")
+		rpctest.WantCode(t, h.record(on(bytes, 1, 1000)), connect.CodeResourceExhausted, "events[0]", "at most 1000", "events.maxEventBytes")
+		// 900 bytes and more each: two fit in 2500, three do not.
+		if err := h.record(on(bytes, 1, 900), on(bytes, 2, 900)); err != nil {
+			t.Fatal(err)
+		}
+		before := h.countEvents(t, bytes)
+		rpctest.WantCode(t, h.record(on(bytes, 3, 10), on(bytes, 4, 900)), connect.CodeResourceExhausted, "at most 2500 bytes", "events.maxAttemptBytes")
+		if n := h.countEvents(t, bytes); n != before {
+			t.Fatalf("a refused request recorded %d events", n-before)
+		}
+
+		count := h.createRunNamed(t, "count") // its QUEUED is the first of five
+		if err := h.record(on(count, 1, 10), on(count, 2, 10), on(count, 3, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.st.Actions.Update(ctx, count.ActionKey, store.AnyVersion, store.Update{Phase: phase.Running}); err != nil {
+			t.Fatalf("the executor's event, the fifth: %v", err)
+		}
+		running := on(count, 1, 10)
+		running.Phase = common.ActionPhase_ACTION_PHASE_RUNNING
+		rpctest.WantCode(t, h.record(running), connect.CodeResourceExhausted, "at most 5 events", "events.maxPerAttempt")
+		if _, err := h.st.Actions.Update(ctx, count.ActionKey, store.AnyVersion, store.Update{Phase: phase.Succeeded}); err != nil {
+			t.Fatalf("the executor's event past the bound: %v", err)
+		}
+		if n := h.countEvents(t, count); n != 6 {
+			t.Fatalf("%d events, want 6 (the executor's three, three reports)", n)
 		}
 	})
 }

@@ -38,6 +38,7 @@ type Config struct {
 	Log      Log      `mapstructure:"log" yaml:"log"`
 	Secrets  Secrets  `mapstructure:"secrets" yaml:"secrets"`
 	Console  Console  `mapstructure:"console" yaml:"console"`
+	Events   Events   `mapstructure:"events" yaml:"events"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
@@ -388,6 +389,22 @@ type Queue struct {
 	// (queued, waiting or running): one more is refused at submit with
 	// RESOURCE_EXHAUSTED.
 	MaxDepth int `mapstructure:"maxDepth" yaml:"maxDepth"`
+}
+
+// Events bounds what reporters may add to an action's history through
+// EventsProxyService.Record. The executors' own records (through the run
+// state, not this service) are never refused, but they count towards the
+// bounds. Every bound keeps GetActionDetails and every watcher's snapshot,
+// which carry the whole history, small.
+type Events struct {
+	// MaxPerAttempt bounds the events of one attempt: a report that would
+	// take it past this many is refused (RESOURCE_EXHAUSTED). It also bounds
+	// an event's version, which numbers the reports of one phase.
+	MaxPerAttempt int `mapstructure:"maxPerAttempt" yaml:"maxPerAttempt"`
+	// MaxEventBytes bounds one reported event, serialized.
+	MaxEventBytes int `mapstructure:"maxEventBytes" yaml:"maxEventBytes"`
+	// MaxAttemptBytes bounds the serialized events of one attempt.
+	MaxAttemptBytes int `mapstructure:"maxAttemptBytes" yaml:"maxAttemptBytes"`
 }
 
 // Log configures the process logger.

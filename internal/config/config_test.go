@@ -379,6 +379,21 @@ executor:
 		t.Errorf("file storage shared with the Pods refused: %v", err)
 	}
 
+	ev := writeFile(t, dir, "events.yaml", "events:\n  maxPerAttempt: 0\n  maxAttemptBytes: 100\n  maxEventBytes: 101\n")
+	_, err = Load(Sources{Files: []string{ev}})
+	for _, key := range []string{"events.maxPerAttempt:", "events.maxEventBytes:"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("events bounds: error does not name %s:\n%v", key, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "events.maxAttemptBytes:") {
+		t.Errorf("valid events.maxAttemptBytes reported:\n%v", err)
+	}
+	typo := writeFile(t, dir, "events-typo.yaml", "events:\n  maxPerAttemp: 10\n")
+	if _, err := Load(Sources{Files: []string{typo}}); err == nil || !strings.Contains(err.Error(), "events.maxPerAttemp") {
+		t.Errorf("unknown events key: err = %v", err)
+	}
+
 	g := writeFile(t, dir, "py.yaml", "executor:\n  local:\n    python: /does/not/exist\n")
 	if _, err := Load(Sources{Files: []string{g}}); err == nil || !strings.Contains(err.Error(), "executor.local.python") {
 		t.Errorf("missing python dir: err = %v", err)

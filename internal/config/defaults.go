@@ -136,6 +136,15 @@ func Default() Config {
 			Enabled:     true,
 			LocalListen: DefaultConsoleLocalListen,
 		},
+		// Far above what an executor reports about an attempt (a few
+		// phases, a few dozen cluster events; the reference's executor
+		// numbers a phase's reports in single digits), far below what
+		// makes a details answer heavy: 1 MiB of history per attempt.
+		Events: Events{
+			MaxPerAttempt:   1000,
+			MaxEventBytes:   64 << 10,
+			MaxAttemptBytes: 1 << 20,
+		},
 	}
 }
 

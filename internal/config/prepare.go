@@ -15,12 +15,14 @@ import (
 // generated signing key.
 const SigningKeyFile = "signing.key"
 
-// Prepare creates the data directory and makes sure a signing key is set:
-// when storage.signingKey is empty it is read from <home>/signing.key,
-// which is created (mode 0600) with a random key the first time.
+// Prepare makes the process and the data directory private (private.go:
+// umask 077, the home created or tightened to 0700, or refused when another
+// user owns it) and makes sure a signing key is set: when
+// storage.signingKey is empty it is read from <home>/signing.key, which is
+// created (mode 0600) with a random key the first time.
 func (c *Config) Prepare() error {
-	if err := os.MkdirAll(c.Home, 0o700); err != nil {
-		return fmt.Errorf("creating data directory: %w", err)
+	if err := c.makePrivate(); err != nil {
+		return err
 	}
 	if c.Storage.SigningKey != "" {
 		return nil

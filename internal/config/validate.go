@@ -178,6 +178,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateCache(bad)
+	c.validateEvents(bad)
 	c.validateQueues(bad)
 	if a := c.Console.LocalListen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
@@ -291,5 +292,20 @@ func validateLogLinks(links []LogLink, bad func(key, format string, args ...any)
 			bad(key+".name", "link %q is declared twice", t.Name)
 		}
 		seen[t.Name] = true
+	}
+}
+
+// validateEvents checks the events: section: positive bounds, one event no
+// larger than an attempt's whole history may be.
+func (c *Config) validateEvents(bad func(key, format string, args ...any)) {
+	e := c.Events
+	if e.MaxPerAttempt < 1 || e.MaxPerAttempt > 1<<20 {
+		bad("events.maxPerAttempt", "must be between 1 and 1048576, got %d", e.MaxPerAttempt)
+	}
+	if e.MaxAttemptBytes < 1 || e.MaxAttemptBytes > 1<<30 {
+		bad("events.maxAttemptBytes", "must be between 1 and 1073741824, got %d", e.MaxAttemptBytes)
+	}
+	if e.MaxEventBytes < 1 || e.MaxEventBytes > e.MaxAttemptBytes {
+		bad("events.maxEventBytes", "must be between 1 and events.maxAttemptBytes (%d), got %d", e.MaxAttemptBytes, e.MaxEventBytes)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -57,8 +55,8 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	case Postgres:
 		dialector = postgres.New(postgres.Config{DSN: target})
 	case SQLite:
-		if err := os.MkdirAll(filepath.Dir(sqlitePath(target)), 0o750); err != nil {
-			return nil, fmt.Errorf("create database directory for %s: %w", redact(dsn), err)
+		if err := privateSQLite(sqlitePath(target)); err != nil {
+			return nil, err
 		}
 		// Its connections keep their compiled statements themselves
 		// (stmtcache.go), inside transactions too, which gorm's

@@ -57,3 +57,38 @@ func TestOpenSQLiteSettings(t *testing.T) {
 		}
 	}
 }
+
+// A SQLite database is private wherever it lives: a new one is created
+// 0600 in a 0700 directory, an existing one that other users may read is
+// tightened to 0600 before SQLite opens it, and so the -wal and -shm files
+// SQLite creates with the database file's mode are 0600 too.
+func TestOpenSQLiteKeepsFilesPrivate(t *testing.T) {
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "new", "m.db")
+	old := filepath.Join(dir, "old.db")
+	if err := os.WriteFile(old, nil, 0o644); err != nil { // empty: a new database to SQLite
+		t.Fatal(err)
+	}
+	if err := os.Chmod(old, 0o644); err != nil { // whatever the test's umask
+		t.Fatal(err)
+	}
+	for path, want := range map[string]map[string]os.FileMode{
+		fresh: {filepath.Dir(fresh): 0o700, fresh: 0o600, fresh + "-wal": 0o600, fresh + "-shm": 0o600},
+		old:   {old: 0o600, old + "-wal": 0o600, old + "-shm": 0o600},
+	} {
+		g := open(t, "sqlite://"+path)
+		if err := g.Exec("CREATE TABLE t (x INTEGER)").Error; err != nil { // a write: the -wal exists now
+			t.Fatal(err)
+		}
+		for p, mode := range want {
+			info, err := os.Stat(p)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if got := info.Mode().Perm(); got != mode {
+				t.Errorf("%s has mode %04o, want %04o", p, got, mode)
+			}
+		}
+	}
+}

@@ -74,12 +74,13 @@ type Reported struct {
 }
 
 // RecordEvents adds reported events to the actions' histories in one
-// transaction: all of them, or, when one cannot be recorded, none. Events
-// already recorded are skipped (recording is idempotent).
-func (s *Service) RecordEvents(ctx context.Context, reports []Reported) error {
+// transaction: all of them, or, when one cannot be recorded (one that
+// contradicts its attempt, or past lim), none. Events already recorded are
+// skipped (recording is idempotent).
+func (s *Service) RecordEvents(ctx context.Context, reports []Reported, lim store.ReportLimits) error {
 	return s.store.InTx(ctx, func(tx *store.Store) error {
 		for _, r := range reports {
-			if _, err := tx.Actions.RecordEvents(ctx, r.Key, r.Events); err != nil {
+			if _, err := tx.Actions.RecordEvents(ctx, r.Key, r.Events, lim); err != nil {
 				return err
 			}
 		}

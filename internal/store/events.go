@@ -51,9 +51,10 @@ const KindEvent = "event"
 // already recorded under the same (attempt, phase, version) are ignored, so
 // a reporter may send again what it is not sure arrived; recorded counts
 // the new ones. Every event must name an existing attempt and a phase, and
-// a version (NextVersion is not accepted here). New events append one
+// a version (NextVersion is not accepted here); a new one must agree with
+// its attempt and fit within lim (reports.go). New events append one
 // change_log row so that watchers of the action see them.
-func (r *Actions) RecordEvents(ctx context.Context, key ActionKey, evs []Event) (recorded int, err error) {
+func (r *Actions) RecordEvents(ctx context.Context, key ActionKey, evs []Event, lim ReportLimits) (recorded int, err error) {
 	for _, e := range evs {
 		if e.Version < 0 {
 			return 0, errs.Invalidf("event of %s attempt %d: a version is required", key, e.Attempt)
@@ -64,7 +65,11 @@ func (r *Actions) RecordEvents(ctx context.Context, key ActionKey, evs []Event) 
 		if err != nil {
 			return err
 		}
-		if recorded, err = recordEvents(w.tx, a, evs); err != nil || recorded == 0 {
+		news, err := admitReports(w.tx, a, evs, lim)
+		if err != nil {
+			return err
+		}
+		if recorded, err = recordEvents(w.tx, a, news); err != nil || recorded == 0 {
 			return err // nothing new: no version taken, no change
 		}
 		rv := w.version()

@@ -59,6 +59,10 @@ func TestUpdateRecordsEventDetails(t *testing.T) {
 	})
 }
 
+// reportLimits are far from every test's events here (the events service's
+// tests try them).
+var reportLimits = store.ReportLimits{MaxPerAttempt: 100, MaxAttemptBytes: 1 << 20}
+
 // The events service's path: the same event twice is recorded once, and a
 // recorded event wakes watchers (one change_log row) without changing the
 // action row.
@@ -67,12 +71,12 @@ func TestRecordEventsIdempotent(t *testing.T) {
 		ctx := context.Background()
 		key := run1.Action(store.RootName)
 		a := must[*store.Action](t)(s.Actions.CreateRun(ctx, newRun(run1)))
-		ev := store.Event{Attempt: 1, Phase: phase.Running, Version: 3, Reason: "Scheduled", Info: []byte("x")}
+		ev := store.Event{Attempt: 1, Phase: phase.Queued, Version: 3, Reason: "Scheduled", Info: []byte("x")}
 		changes := count(t, g, "SELECT COUNT(*) FROM change_log")
-		if n := must[int](t)(s.Actions.RecordEvents(ctx, key, []store.Event{ev, ev})); n != 1 {
+		if n := must[int](t)(s.Actions.RecordEvents(ctx, key, []store.Event{ev, ev}, reportLimits)); n != 1 {
 			t.Fatalf("first record: %d new, want 1", n)
 		}
-		if n := must[int](t)(s.Actions.RecordEvents(ctx, key, []store.Event{ev})); n != 0 {
+		if n := must[int](t)(s.Actions.RecordEvents(ctx, key, []store.Event{ev}, reportLimits)); n != 0 {
 			t.Fatalf("second record: %d new, want 0", n)
 		}
 		if n := count(t, g, "SELECT COUNT(*) FROM action_events WHERE action_id = ? AND version = 3", a.ID); n != 1 {
@@ -87,7 +91,7 @@ func TestRecordEventsIdempotent(t *testing.T) {
 		}
 
 		// Bad input changes nothing, even next to a good event.
-		good := store.Event{Attempt: 1, Phase: phase.Running, Version: 4}
+		good := store.Event{Attempt: 1, Phase: phase.Queued, Version: 4}
 		for _, tc := range []struct {
 			name string
 			key  store.ActionKey
@@ -95,12 +99,12 @@ func TestRecordEventsIdempotent(t *testing.T) {
 			want error
 		}{
 			{"unknown action", run1.Action("nope"), []store.Event{good}, errs.ErrNotFound},
-			{"unknown attempt", key, []store.Event{good, {Attempt: 2, Phase: phase.Running}}, errs.ErrNotFound},
-			{"attempt zero", key, []store.Event{good, {Attempt: 0, Phase: phase.Running}}, errs.ErrNotFound},
+			{"unknown attempt", key, []store.Event{good, {Attempt: 2, Phase: phase.Queued}}, errs.ErrNotFound},
+			{"attempt zero", key, []store.Event{good, {Attempt: 0, Phase: phase.Queued}}, errs.ErrNotFound},
 			{"no phase", key, []store.Event{good, {Attempt: 1}}, errs.ErrInvalid},
-			{"no version", key, []store.Event{good, {Attempt: 1, Phase: phase.Running, Version: store.NextVersion}}, errs.ErrInvalid},
+			{"no version", key, []store.Event{good, {Attempt: 1, Phase: phase.Queued, Version: store.NextVersion}}, errs.ErrInvalid},
 		} {
-			_, err := s.Actions.RecordEvents(ctx, tc.key, tc.evs)
+			_, err := s.Actions.RecordEvents(ctx, tc.key, tc.evs, reportLimits)
 			wantErr(t, err, tc.want)
 		}
 		if n := count(t, g, "SELECT COUNT(*) FROM action_events WHERE action_id = ?", a.ID); n != 2 { // QUEUED and Scheduled

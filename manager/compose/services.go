@@ -77,7 +77,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error {
 			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
 		},
-		func() error { return events.Setup(srv, state) },
+		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return app.Setup(srv) },
