@@ -111,10 +111,6 @@ func checkCLIConfig(t *testing.T, m *manager, dir string) {
 // is (rich, end=""): the SDK expects every message to end in a newline.
 func checkLogs(t *testing.T, ctx context.Context, m *manager, dir, run, printed string) {
 	t.Helper()
-	if m.Kubernetes {
-		t.Logf("not checking `flyte get logs %s`: the kubernetes executor reads Pod logs through the API server, and the test cluster has no kubelet to serve them", run)
-		return
-	}
 	logs := mustFlyte(t, ctx, dir, "get", "logs", run)
 	switch {
 	case !strings.Contains(logs, printed):

@@ -220,8 +220,7 @@ func (l *podLog) checkOnePodPerAction(t *testing.T, runs map[string]string) {
 }
 
 // showFailedPods logs, in a failed test, the end of what each Pod whose
-// container exited non-zero printed (the node agent's log of it): the
-// manager cannot show it, having no kubelet to ask.
+// container exited non-zero printed (the node agent's log of it).
 func showFailedPods(t *testing.T, c *testcluster.Cluster) {
 	if !t.Failed() {
 		return

@@ -67,12 +67,14 @@ func (d *Driver) Logs(ctx context.Context, key store.ActionKey, attempt int32, f
 	return sc.Err()
 }
 
-// logLine parses one line of a timestamped container log.
+// logLine parses one line of a timestamped container log. Its message ends
+// in a newline, as the local executor's do: the SDK's CLI prints messages
+// back to back.
 func logLine(s, pod string) *dataplane.LogLine {
-	l := &dataplane.LogLine{Message: s, Originator: dataplane.LogLineOriginator_USER, ShortPodName: pod}
+	l := &dataplane.LogLine{Message: s + "\n", Originator: dataplane.LogLineOriginator_USER, ShortPodName: pod}
 	if ts, msg, ok := strings.Cut(s, " "); ok {
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			l.Timestamp, l.Message = timestamppb.New(t), msg
+			l.Timestamp, l.Message = timestamppb.New(t), msg+"\n"
 		}
 	}
 	return l
