@@ -124,11 +124,11 @@ func (s *Service) eventOf(field string, e *workflow.ActionEvent) (store.ActionKe
 		return key, store.Event{}, fmt.Errorf("%s: %d bytes, at most %d (events.maxEventBytes): %w", field, len(info), s.limits.MaxEventBytes, errs.ErrTooLarge)
 	}
 	return key, store.Event{
-		Attempt:    int32(e.GetAttempt()),
-		Phase:      p,
-		Version:    int32(e.GetVersion()),
-		Reason:     reasonOf(e),
-		Info:       info,
+		Attempt: int32(e.GetAttempt()),
+		Phase:   p,
+		Version: int32(e.GetVersion()),
+		Reason:  reasonOf(e),
+		Info:    info,
 	}, nil
 }
 
