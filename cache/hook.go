@@ -183,6 +183,11 @@ func (c *Cache) hit(ctx context.Context, a *store.Action, sc Scope, key string, 
 	switch {
 	case err == nil:
 		c.metrics.lookups.WithLabelValues("hit").Inc()
+		if e.Scope() != sc {
+			// Only with cache.crossProjectLookup: say whose outputs these are.
+			c.log.InfoContext(ctx, "cache hit on another project's entry", "action", a.ActionKey.String(),
+				"entry_project", e.Project, "entry_domain", e.Domain, "outputs", e.OutputURI)
+		}
 		return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, true, nil
 	case errors.Is(err, errs.ErrNotFound):
 		// The outputs are gone from storage: the entry is useless.
