@@ -18,7 +18,9 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/cacheservice/cacheserviceconnect"
 	v2 "fmgr.dev/gen/go/flyteidl2/cacheservice/v2"
 	cachev2connect "fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/server"
 )
 
@@ -27,7 +29,7 @@ import (
 // carry none, so v1 keys live in the empty scope.
 func Setup(srv *server.Server, c *Cache) error {
 	opts := srv.HandlerOptions()
-	s := &service{repo: c.repo}
+	s := &service{repo: c.repo, blobs: c.blobs}
 	srv.AddWorker("cache upkeep", c.Run)
 	for _, m := range c.metrics.collectors() {
 		if err := srv.Registry().Register(m); err != nil {
@@ -41,7 +43,10 @@ func Setup(srv *server.Server, c *Cache) error {
 }
 
 // service is the procedures of both versions over one scope.
-type service struct{ repo *Repo }
+type service struct {
+	repo  *Repo
+	blobs *blob.Store // where Put's output locations must lie
+}
 
 func checkKey(key string) error {
 	if key == "" {
@@ -92,6 +97,9 @@ func (s *service) put(ctx context.Context, sc Scope, req *pb.PutCacheRequest) er
 	if out.GetOutputUri() == "" {
 		return errs.Invalidf("output.output_uri is required")
 	}
+	if err := s.checkOutputURI(sc, out.GetOutputUri()); err != nil {
+		return err
+	}
 	md := out.GetMetadata()
 	e := Entry{Org: sc.Org, Project: sc.Project, Domain: sc.Domain, CacheKey: req.GetKey(), OutputURI: out.GetOutputUri(),
 		TaskName: md.GetSourceIdentifier().GetName()}
@@ -111,6 +119,29 @@ func (s *service) put(ctx context.Context, sc Scope, req *pb.PutCacheRequest) er
 		return errs.Invalidf("overwrite.max_age is not a valid duration")
 	}
 	return s.repo.Put(ctx, e, ow.GetOverwrite(), ow.GetMaxAge().AsDuration())
+}
+
+// checkOutputURI refuses an entry whose outputs do not lie in the writer's
+// own storage: a hit copies the entry's outputs into the run that hits, so
+// an entry of project A pointing at project B's (or another domain's)
+// outputs would hand them to A's runs. A v2 entry's outputs must be an
+// attempt's output directory of a run of its org, project and domain
+// (runs/<org|_>/<project>/<domain>/<run>/<action>/<attempt>). v1 entries
+// live in the empty scope, which no run reads (a lookup never leaves its
+// run's domain); theirs must still lie in the manager's storage.
+func (s *service) checkOutputURI(sc Scope, uri string) error {
+	var key string
+	if s.blobs != nil {
+		key, _ = s.blobs.Key(uri)
+	}
+	if key == "" {
+		return errs.Invalidf("output.output_uri %q is outside the manager's storage", uri)
+	}
+	if sc != (Scope{}) && !runlayout.IsAttemptKeyIn(key, sc.Org, sc.Project, sc.Domain) {
+		return errs.Invalidf("output.output_uri %q is not an attempt's output directory in the storage of project %q, domain %q (%s/<run>/<action>/<attempt>)",
+			uri, sc.Project, sc.Domain, s.blobs.URI(runlayout.RunBaseKey(sc.Org, sc.Project, sc.Domain, "")))
+	}
+	return nil
 }
 
 func (s *service) delete(ctx context.Context, sc Scope, req *pb.DeleteCacheRequest) error {

@@ -22,6 +22,7 @@ import (
 	v2 "fmgr.dev/gen/go/flyteidl2/cacheservice/v2"
 	"fmgr.dev/gen/go/flyteidl2/cacheservice/v2/v2connect"
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/pgtest"
@@ -33,9 +34,10 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type harness struct {
-	c  *cache.Cache
-	v1 cacheserviceconnect.CacheServiceClient
-	v2 v2connect.CacheServiceClient
+	c     *cache.Cache
+	blobs *blob.Store
+	v1    cacheserviceconnect.CacheServiceClient
+	v2    v2connect.CacheServiceClient
 }
 
 // each serves both cache services through the manager's real server on
@@ -43,7 +45,11 @@ type harness struct {
 func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
 	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		c := cache.New(cfg, g, nil, store.New(g).Actions, log)
+		blobs, err := blob.Open(context.Background(), "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cache.New(cfg, g, blobs, store.New(g).Actions, log)
 		srvCfg := config.Default().Server
 		srvCfg.Port = 0
 		// Entries are scoped by org: the tests name one of their own.
@@ -54,13 +60,18 @@ func each(t *testing.T, cfg config.Cache, fn func(t *testing.T, h *harness)) {
 		}
 		hs := httptest.NewServer(s.Handler())
 		t.Cleanup(hs.Close)
-		fn(t, &harness{c: c, v1: cacheserviceconnect.NewCacheServiceClient(hs.Client(), hs.URL),
+		fn(t, &harness{c: c, blobs: blobs, v1: cacheserviceconnect.NewCacheServiceClient(hs.Client(), hs.URL),
 			v2: v2connect.NewCacheServiceClient(hs.Client(), hs.URL)})
 	})
 }
 
 func id(project string) *v2.Identifier {
 	return &v2.Identifier{Org: "o", Project: project, Domain: "development"}
+}
+
+// out is an output location in project's own storage (org o, development).
+func (h *harness) out(project, name string) string {
+	return h.blobs.URI("runs/o/" + project + "/development/" + name + "/a0/1")
 }
 
 func (h *harness) put(ctx context.Context, project, key, uri string, ow *pb.OverwriteOutput) error {
@@ -103,11 +114,11 @@ func TestOutputs(t *testing.T) {
 		_, err := h.get(ctx, "p", "k1")
 		wantCode(t, "get before put", err, connect.CodeNotFound, "k1")
 
-		if err := h.put(ctx, "p", "k1", "file:///out/1", nil); err != nil {
+		if err := h.put(ctx, "p", "k1", h.out("p", "r1"), nil); err != nil {
 			t.Fatal(err)
 		}
 		got, err := h.get(ctx, "p", "k1")
-		if err != nil || got.GetOutput().GetOutputUri() != "file:///out/1" || got.GetOutput().GetMetadata().GetSourceIdentifier().GetName() != "env.task" ||
+		if err != nil || got.GetOutput().GetOutputUri() != h.out("p", "r1") || got.GetOutput().GetMetadata().GetSourceIdentifier().GetName() != "env.task" ||
 			got.GetOutput().GetMetadata().GetCreatedAt() == nil {
 			t.Fatalf("get: %v %v", got, err)
 		}
@@ -119,26 +130,26 @@ func TestOutputs(t *testing.T) {
 		_, err = h.v1.Get(ctx, connect.NewRequest(&pb.GetCacheRequest{Key: "k1"}))
 		wantCode(t, "v1 scope", err, connect.CodeNotFound, "k1")
 
-		wantCode(t, "put again", h.put(ctx, "p", "k1", "file:///out/2", nil), connect.CodeAlreadyExists, "overwrite")
-		if err := h.put(ctx, "p", "k1", "file:///out/2", &pb.OverwriteOutput{Overwrite: true}); err != nil {
+		wantCode(t, "put again", h.put(ctx, "p", "k1", h.out("p", "r2"), nil), connect.CodeAlreadyExists, "overwrite")
+		if err := h.put(ctx, "p", "k1", h.out("p", "r2"), &pb.OverwriteOutput{Overwrite: true}); err != nil {
 			t.Fatal(err)
 		}
 		// max_age: an entry older than it is replaced without overwrite.
-		wantCode(t, "young entry", h.put(ctx, "p", "k1", "file:///out/3", &pb.OverwriteOutput{MaxAge: durationpb.New(time.Hour)}),
+		wantCode(t, "young entry", h.put(ctx, "p", "k1", h.out("p", "r3"), &pb.OverwriteOutput{MaxAge: durationpb.New(time.Hour)}),
 			connect.CodeAlreadyExists, "k1")
-		if err := h.put(ctx, "p", "k1", "file:///out/3", &pb.OverwriteOutput{MaxAge: durationpb.New(time.Nanosecond)}); err != nil {
+		if err := h.put(ctx, "p", "k1", h.out("p", "r3"), &pb.OverwriteOutput{MaxAge: durationpb.New(time.Nanosecond)}); err != nil {
 			t.Fatalf("an entry older than max_age was not replaced: %v", err)
 		}
 		got, _ = h.get(ctx, "p", "k1")
-		if got.GetOutput().GetOutputUri() != "file:///out/3" || !got.GetOutput().GetMetadata().GetCreatedAt().AsTime().Equal(created) {
+		if got.GetOutput().GetOutputUri() != h.out("p", "r3") || !got.GetOutput().GetMetadata().GetCreatedAt().AsTime().Equal(created) {
 			t.Fatalf("after overwrite: %v (created %v, first %v)", got, got.GetOutput().GetMetadata().GetCreatedAt().AsTime(), created)
 		}
 
 		for what, req := range map[string]*pb.PutCacheRequest{
 			"literals": {Key: "k2", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputLiterals{OutputLiterals: &core.LiteralMap{}}}},
 			"no uri":   {Key: "k2", Output: &pb.CachedOutput{}},
-			"no key":   {Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "x"}}},
-			"bad time": {Key: "k2", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "x"},
+			"no key":   {Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: h.out("p", "r4")}}},
+			"bad time": {Key: "k2", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: h.out("p", "r4")},
 				Metadata: &pb.Metadata{CreatedAt: &timestamppb.Timestamp{Seconds: -1 << 62}}}},
 		} {
 			_, err := h.v2.Put(ctx, connect.NewRequest(&v2.PutCacheRequest{Identifier: id("p"), BaseRequest: req}))
@@ -156,10 +167,10 @@ func TestOutputs(t *testing.T) {
 		wantCode(t, "delete twice", err, connect.CodeNotFound, "k1")
 
 		// v1: the same procedures in the empty scope.
-		if _, err := h.v1.Put(ctx, connect.NewRequest(&pb.PutCacheRequest{Key: "k1", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: "u"}}})); err != nil {
+		if _, err := h.v1.Put(ctx, connect.NewRequest(&pb.PutCacheRequest{Key: "k1", Output: &pb.CachedOutput{Output: &pb.CachedOutput_OutputUri{OutputUri: h.out("p", "r5")}}})); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := h.v1.Get(ctx, connect.NewRequest(&pb.GetCacheRequest{Key: "k1"})); err != nil || res.Msg.GetOutput().GetOutputUri() != "u" {
+		if res, err := h.v1.Get(ctx, connect.NewRequest(&pb.GetCacheRequest{Key: "k1"})); err != nil || res.Msg.GetOutput().GetOutputUri() != h.out("p", "r5") {
 			t.Fatalf("v1 get: %v %v", res, err)
 		}
 	})
@@ -251,7 +262,7 @@ func TestBoundsAndPurge(t *testing.T) {
 	each(t, cfg, func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		for _, k := range []string{"a", "b", "c", "d"} {
-			if err := h.put(ctx, "p", k, "u-"+k, nil); err != nil {
+			if err := h.put(ctx, "p", k, h.out("p", "u-"+k), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -289,7 +300,7 @@ func TestBoundsAndPurge(t *testing.T) {
 	ttl.TTL = time.Second
 	each(t, ttl, func(t *testing.T, h *harness) {
 		ctx := context.Background()
-		if err := h.put(ctx, "p", "k", "u", nil); err != nil {
+		if err := h.put(ctx, "p", "k", h.out("p", "u"), nil); err != nil {
 			t.Fatal(err)
 		}
 		if testkit.Poll(time.Minute, 100*time.Millisecond, func() string {
@@ -304,7 +315,7 @@ func TestBoundsAndPurge(t *testing.T) {
 		if _, n, err := h.c.Repo().Sweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep removed %d entries: %v", n, err)
 		}
-		if err := h.put(ctx, "p", "k", "u2", nil); err != nil {
+		if err := h.put(ctx, "p", "k", h.out("p", "u2"), nil); err != nil {
 			t.Fatalf("a put over a swept entry: %v", err)
 		}
 	})

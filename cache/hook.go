@@ -32,6 +32,9 @@ type Cache struct {
 	log     *slog.Logger
 	sweep   time.Duration
 	metrics *metrics
+	// crossProject lets GLOBAL lookups hit other projects' entries
+	// (cache.crossProjectLookup).
+	crossProject bool
 
 	// rootKeys remembers the keys computed from root actions' inputs: a
 	// serialized run waiting for its holder is planned again every few
@@ -50,7 +53,7 @@ func New(cfg config.Cache, g *gorm.DB, blobs *blob.Store, actions *store.Actions
 		sweep = time.Minute
 	}
 	return &Cache{repo: repo, blobs: blobs, actions: actions, log: log, sweep: sweep, metrics: newMetrics(),
-		rootKeys: map[store.ActionKey]string{}}
+		crossProject: cfg.CrossProjectLookup, rootKeys: map[store.ActionKey]string{}}
 }
 
 // Repo is the cache's repository.
@@ -180,6 +183,11 @@ func (c *Cache) hit(ctx context.Context, a *store.Action, sc Scope, key string, 
 	switch {
 	case err == nil:
 		c.metrics.lookups.WithLabelValues("hit").Inc()
+		if e.Scope() != sc {
+			// Only with cache.crossProjectLookup: say whose outputs these are.
+			c.log.InfoContext(ctx, "cache hit on another project's entry", "action", a.ActionKey.String(),
+				"entry_project", e.Project, "entry_domain", e.Domain, "outputs", e.OutputURI)
+		}
 		return attempt.CacheCheck{Status: core.CatalogCacheStatus_CACHE_HIT, HitURI: dir}, true, nil
 	case errors.Is(err, errs.ErrNotFound):
 		// The outputs are gone from storage: the entry is useless.
@@ -217,16 +225,16 @@ func (c *Cache) copyOutputs(ctx context.Context, a *store.Action, e *Entry) (str
 	return dir, nil
 }
 
-// lookup returns the live entry of key (nil for none): in sc, or with the
-// GLOBAL lookup scope the newest in sc's org. An entry older than maxAge
-// (> 0, the task's cache max_age) misses.
+// lookup returns the live entry of key (nil for none) for a run in sc:
+// sc's own first, whatever the lookup scope, so another project's newer
+// entry never beats the project's own. Only with the GLOBAL lookup scope and
+// cache.crossProjectLookup on does a miss there look further, and then in
+// sc's org and domain only. An entry older than maxAge (> 0, the task's
+// cache max_age) misses.
 func (c *Cache) lookup(ctx context.Context, sc Scope, key string, scope task.CacheLookupScope, maxAge time.Duration) (*Entry, error) {
-	var e *Entry
-	var err error
-	if scope == task.CacheLookupScope_CACHE_LOOKUP_SCOPE_GLOBAL {
-		e, err = c.repo.LookupOrg(ctx, sc.Org, key)
-	} else {
-		e, err = c.repo.Get(ctx, sc, key)
+	e, err := c.repo.Get(ctx, sc, key)
+	if errors.Is(err, errs.ErrNotFound) && scope == task.CacheLookupScope_CACHE_LOOKUP_SCOPE_GLOBAL && c.crossProject {
+		e, err = c.repo.LookupDomain(ctx, sc, key)
 	}
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, nil

@@ -108,17 +108,19 @@ func (r *Repo) Get(ctx context.Context, s Scope, key string) (*Entry, error) {
 	return &e, nil
 }
 
-// LookupOrg returns the newest live entry of key in any project and domain
-// of org (the GLOBAL lookup scope).
-func (r *Repo) LookupOrg(ctx context.Context, org, key string) (*Entry, error) {
+// LookupDomain returns the newest live entry of key in any project of s's
+// org and domain (the GLOBAL lookup scope where the operator allows it to
+// cross projects). It never looks in another domain: a development entry
+// must not serve a production run.
+func (r *Repo) LookupDomain(ctx context.Context, s Scope, key string) (*Entry, error) {
 	var e Entry
-	q := r.db.WithContext(ctx).Where("org = ? AND cache_key = ?", org, key)
+	q := r.db.WithContext(ctx).Where("org = ? AND domain = ? AND cache_key = ?", s.Org, s.Domain, key)
 	if r.lim.TTL > 0 {
 		q = q.Where("updated_at > ?", db.Now().Add(-r.lim.TTL))
 	}
 	if err := q.Order("updated_at DESC").Take(&e).Error; err != nil {
 		if errors.Is(db.Translate(err), errs.ErrNotFound) {
-			return nil, fmt.Errorf("no cached outputs for key %q in org %q: %w", key, org, errs.ErrNotFound)
+			return nil, fmt.Errorf("no cached outputs for key %q in org %q, domain %q: %w", key, s.Org, s.Domain, errs.ErrNotFound)
 		}
 		return nil, db.Translate(err)
 	}

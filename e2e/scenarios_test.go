@@ -36,6 +36,7 @@ var sdkScenarios = []struct {
 	{"history", testHistory},
 	{"cache", testCacheRepeat},
 	{"cache-serial", testCacheSerialized},
+	{"cache-scope", testCacheScope},
 	{"secrets", testSecrets},
 	{"rerun", testRerun},
 	{"containers", testContainers},

@@ -31,11 +31,16 @@ func (f *fixture) runWith(t *testing.T, name string, tmpl *core.TaskTemplate, v 
 
 func (f *fixture) runIn(t *testing.T, project, name string, tmpl *core.TaskTemplate, v int64, rs *task.RunSpec) *store.Action {
 	t.Helper()
+	return f.runInDomain(t, project, "development", name, tmpl, v, rs)
+}
+
+func (f *fixture) runInDomain(t *testing.T, project, domain, name string, tmpl *core.TaskTemplate, v int64, rs *task.RunSpec) *store.Action {
+	t.Helper()
 	ctx := context.Background()
 	in := &task.Inputs{Literals: []*task.NamedLiteral{{Name: "x", Value: &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{
 		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: v}}}}}}}}}
 	_, err := f.state.CreateRun(ctx, &workflow.CreateRunRequest{
-		Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: project, Domain: "development", Name: name}},
+		Id:           &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: project, Domain: domain, Name: name}},
 		Task:         &workflow.CreateRunRequest_TaskSpec{TaskSpec: &task.TaskSpec{TaskTemplate: tmpl}},
 		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: in},
 		RunSpec:      rs,
@@ -43,7 +48,7 @@ func (f *fixture) runIn(t *testing.T, project, name string, tmpl *core.TaskTempl
 	if err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
-	a, err := f.state.Get(ctx, store.RunKey{Project: project, Domain: "development", RunName: name}.Action(store.RootName))
+	a, err := f.state.Get(ctx, store.RunKey{Project: project, Domain: domain, RunName: name}.Action(store.RootName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +64,12 @@ func (f *fixture) writer(t *testing.T) (*attempt.Core, *cache.Cache) {
 // withCache is a core with a cache of its own (what a restarted manager
 // has) writing under token.
 func (f *fixture) withCache(token int64) (*attempt.Core, *cache.Cache) {
-	oc := cache.New(config.Default().Cache, f.g, f.env.Blobs, f.env.Store.Actions, f.env.Log)
+	return f.withCacheConfig(token, config.Default().Cache)
+}
+
+// withCacheConfig is withCache with the cache: section cfg.
+func (f *fixture) withCacheConfig(token int64, cfg config.Cache) (*attempt.Core, *cache.Cache) {
+	oc := cache.New(cfg, f.g, f.env.Blobs, f.env.Store.Actions, f.env.Log)
 	return attempt.New(f.state, attempt.Options{Fence: func() int64 { return token }, Hooks: attempt.Hooks{Cache: oc.Hook()}}), oc
 }
 
@@ -232,12 +242,15 @@ func TestCacheLifecycle(t *testing.T) {
 
 // The run's and the task's cache settings: an abort releases the holder's
 // reservation; the task's max_age makes an older entry miss; the run's
-// cache_lookup_scope GLOBAL finds another project's entry, PROJECT_DOMAIN
-// does not; overwrite_cache replaces the entry.
+// cache_lookup_scope GLOBAL finds another project's entry where
+// cache.crossProjectLookup allows it, PROJECT_DOMAIN does not;
+// overwrite_cache replaces the entry.
 func TestCacheOptions(t *testing.T) {
 	each(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		c, _ := f.writer(t)
+		cross := config.Default().Cache
+		cross.CrossProjectLookup = true
+		c, _ := f.withCacheConfig(f.hold(t)(), cross)
 		ct := &core.Container{Command: []string{"a0"}}
 
 		ser := template("t.serial", ct, &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "v1", CacheSerializable: true})

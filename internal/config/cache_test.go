@@ -34,8 +34,8 @@ cache:
 		}
 	}
 
-	ok := writeFile(t, t.TempDir(), "ok.yaml", "cache:\n  ttl: 24h\n  maxEntries: 0\n  maxReservationHeartbeat: 1s\n")
-	if c, err := Load(Sources{Files: []string{ok}}); err != nil || c.Cache.TTL != 24*time.Hour || c.Cache.MaxEntries != 0 {
+	ok := writeFile(t, t.TempDir(), "ok.yaml", "cache:\n  ttl: 24h\n  maxEntries: 0\n  maxReservationHeartbeat: 1s\n  crossProjectLookup: true\n")
+	if c, err := Load(Sources{Files: []string{ok}}); err != nil || c.Cache.TTL != 24*time.Hour || c.Cache.MaxEntries != 0 || !c.Cache.CrossProjectLookup {
 		t.Errorf("valid cache settings: %+v %v", c, err)
 	}
 	t.Setenv("FLYTE_MANAGER_CACHE_MAXRESERVATIONHEARTBEAT", "2s")

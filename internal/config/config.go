@@ -367,6 +367,13 @@ type Cache struct {
 	// SweepInterval is how often expired reservations and entries, and the
 	// oldest entries beyond maxEntries, are deleted.
 	SweepInterval time.Duration `mapstructure:"sweepInterval" yaml:"sweepInterval"`
+	// CrossProjectLookup lets a run whose cache_lookup_scope is GLOBAL (the
+	// SDK's default) hit another project's entry of the same org and domain
+	// when its own project has none. Off, GLOBAL looks in the run's own
+	// project and domain only: an entry another project wrote (whoever could
+	// write there) never serves this project's runs. A lookup never crosses
+	// domains either way.
+	CrossProjectLookup bool `mapstructure:"crossProjectLookup" yaml:"crossProjectLookup"`
 }
 
 // Queue is one named queue. An action is on a queue when its TaskAction

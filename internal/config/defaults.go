@@ -121,6 +121,7 @@ func Default() Config {
 			MaxReservationHeartbeat:  10 * time.Second,
 			HeartbeatGraceMultiplier: 3,
 			SweepInterval:            time.Minute,
+			CrossProjectLookup:       false,
 		},
 		Log: Log{
 			Level:  "info",

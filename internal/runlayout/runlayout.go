@@ -48,6 +48,23 @@ func RunBaseKey(org, project, domain, run string) string {
 	return path.Join("runs", scope(org, project, domain), run)
 }
 
+// IsAttemptKeyIn reports whether key is the output directory of an attempt
+// of a run of org/project/domain in the default layout:
+// runs/<org|_>/<project>/<domain>/<run>/<action>/<attempt>, exactly. The
+// cache refuses a client's entry whose outputs are anything else. Exactly,
+// because a run's run_base_dir may lie anywhere in storage, so another
+// project's run can have its base below this project's runs/ prefix; its
+// attempt directories are always deeper than this project's own.
+func IsAttemptKeyIn(key, org, project, domain string) bool {
+	rest, ok := strings.CutPrefix(key, RunBaseKey(org, project, domain, "")+"/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(parts[2], 10, 32)
+	return err == nil
+}
+
 // RunBaseUnder is a run's base below a prefix the client asked for
 // (run_spec.run_base_dir): `<prefix>/<org>/<project>/<domain>/<run>`, as the
 // reference lays it out, so two runs never share one base.

@@ -58,3 +58,31 @@ func TestKeys(t *testing.T) {
 		t.Errorf("AttemptDir = %q, want %q", got, want)
 	}
 }
+
+// IsAttemptKeyIn accepts a project/domain's own attempt directories only:
+// not another project's, domain's or org's, not a shallower or deeper key
+// (a run whose run_base_dir lies below this project's runs/ prefix), not a
+// lookalike domain.
+func TestIsAttemptKeyIn(t *testing.T) {
+	for key, want := range map[string]bool{
+		"runs/_/p/development/r1/a0/0":                        true,
+		"runs/_/p/development/r1/abc123/12":                   true,
+		"runs/_/q/development/r1/a0/0":                        false,
+		"runs/_/p/production/r1/a0/0":                         false,
+		"runs/o/p/development/r1/a0/0":                        false,
+		"runs/_/p/development2/r1/a0/0":                       false,
+		"runs/_/p/development/r1":                             false,
+		"runs/_/p/development/r1/a0":                          false,
+		"runs/_/p/development/r1/a0/x":                        false,
+		"runs/_/p/development/r1//0":                          false,
+		"runs/_/p/development/r1/a0/0/outputs.pb":             false,
+		"runs/_/p/development/x/_/q/development/r1/a0/0":      false,
+		"offloaded-inputs/_/p/development/abc":                false,
+		"elsewhere/runs/_/p/development/r1/a0/0":              false,
+		"runs/_/p/development/r1/a0/0/../../../../q/dev/r/a0": false,
+	} {
+		if got := IsAttemptKeyIn(key, "", "p", "development"); got != want {
+			t.Errorf("IsAttemptKeyIn(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

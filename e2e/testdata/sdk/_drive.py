@@ -37,15 +37,16 @@ class Failure(Exception):
     """A scenario step that did not happen as the driver expected."""
 
 
-def init(endpoint: str) -> None:
-    """Point the SDK at the manager: plain HTTP (insecure), fixed project and
-    domain, and this directory as the code-bundle root so task modules are
-    imported by their bare names in the task process."""
+def init(endpoint: str, project: str = PROJECT, domain: str = DOMAIN) -> None:
+    """Point the SDK at the manager: plain HTTP (insecure), the test project
+    and domain unless a scenario names others, and this directory as the
+    code-bundle root so task modules are imported by their bare names in the
+    task process. A scenario may call it again to move to another project."""
     flyte.init(
         endpoint=endpoint,
         insecure=True,
-        project=PROJECT,
-        domain=DOMAIN,
+        project=project,
+        domain=domain,
         root_dir=HERE,
     )
 

@@ -10,11 +10,15 @@
       holder, and reports every run.
   drive_cache.py start <endpoint> <counter dir> <release file> <n>
       As serial, without the release: reports the runs while they hold.
+  drive_cache.py scoped <endpoint> <counter dir> <project>/<domain>...
+      Runs where(5) once in each project/domain in turn (the SDK's default
+      cache lookup scope, global), waiting for each, and reports every run
+      in that order.
   drive_cache.py finish <endpoint> <run>...
       Waits for the runs and reports them.
 
 A run's report: {"run", "phase", "output", "error", "cache_status",
-"attempts", "action"} for its cached action (a0, or the child of square_child).
+"attempts", "action"} for its cached action (a0, or the child of square_child), and its "project" and "domain".
 """
 
 import asyncio
@@ -31,7 +35,7 @@ from flyteidl2.core import catalog_pb2
 async def cached_action(run_name: str) -> str:
     acts = await _drive.actions(run_name)
     for a in acts:
-        if a["task"] in ("e2e_cache.square", "e2e_cache.slow_square"):
+        if a["task"] in ("e2e_cache.square", "e2e_cache.slow_square", "e2e_cache.where"):
             return a["name"]
     raise _drive.Failure(f"run {run_name} has no cached action: {acts}")
 
@@ -61,6 +65,18 @@ async def repeat(endpoint: str, counter_dir: str) -> dict:
     run = await _drive.runner().run.aio(wf_cache.square_child, x=6, counter_dir=counter_dir)
     out["child"] = await report(run.name)
     return out
+
+
+async def scoped(endpoint: str, counter_dir: str, scopes: list[str]) -> dict:
+    out = []
+    for scope in scopes:
+        project, domain = scope.split("/")
+        _drive.init(endpoint, project=project, domain=domain)
+        run = await _drive.runner().run.aio(wf_cache.where, x=5, counter_dir=counter_dir)
+        entry = await report(run.name)
+        entry.update({"project": project, "domain": domain})
+        out.append(entry)
+    return {"runs": out}
 
 
 async def phases(runs) -> list[str]:
@@ -116,6 +132,8 @@ if __name__ == "__main__":
         _drive.main(lambda: serial(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     elif mode == "start":
         _drive.main(lambda: hold(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    elif mode == "scoped":
+        _drive.main(lambda: scoped(sys.argv[2], sys.argv[3], sys.argv[4:]))
     elif mode == "finish":
         _drive.main(lambda: finish(sys.argv[2], sys.argv[3:]))
     else:

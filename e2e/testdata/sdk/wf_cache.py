@@ -41,3 +41,12 @@ async def slow_square(x: int, counter_dir: str, release: str) -> int:
             break
         await asyncio.sleep(0.2)
     return x * x
+
+
+@env.task(cache=flyte.Cache(behavior="override", version_override="e2e-scope-v1"))
+async def where(x: int, counter_dir: str) -> str:
+    """Cached; its output names the project and domain that computed it,
+    which its cache key leaves out: two projects' runs share the key, so a
+    hit on the other's entry shows in the output."""
+    _record(counter_dir, "where")
+    return f"{x}@{os.environ['FLYTE_INTERNAL_EXECUTION_PROJECT']}/{os.environ['FLYTE_INTERNAL_EXECUTION_DOMAIN']}"
