@@ -65,7 +65,7 @@ func TestWatchesCappedPerClient(t *testing.T) {
 		open = append(open, s)
 	}
 	_, err := watchRuns(h.runs)
-	wantCode(t, err, connect.CodeResourceExhausted, "127.0.0.1", "already has 3 open run-list watches", "server.maxGlobalWatchesPerClient")
+	wantCode(t, err, connect.CodeResourceExhausted, "127.0.0.1", "may hold 3 run-list watches (WatchRuns, WatchGroups) at once", "server.maxGlobalWatchesPerClient")
 	// WatchGroups follows every run too, and counts with WatchRuns.
 	g, err := h.runs.WatchGroups(ctx, connect.NewRequest(&workflow.WatchGroupsRequest{
 		ScopeBy: &workflow.WatchGroupsRequest_ProjectId{ProjectId: &common.ProjectIdentifier{Name: "flytesnacks", Domain: "development"}}}))
@@ -83,7 +83,7 @@ func TestWatchesCappedPerClient(t *testing.T) {
 		defer s.Close()
 	}
 	_, err = watchDetails(h.runs)
-	wantCode(t, err, connect.CodeResourceExhausted, "already has 2 open streams", "server.maxStreamsPerClient")
+	wantCode(t, err, connect.CodeResourceExhausted, "may hold 2 streams at once", "server.maxStreamsPerClient")
 
 	// Another address is not affected.
 	other := workflowconnect.NewRunServiceClient(clientFrom(t, "127.0.0.2"), h.srv.URL)

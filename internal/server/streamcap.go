@@ -40,11 +40,13 @@ var globalWatches = map[string]bool{
 }
 
 // exemptStreams are the executor's: every parent task process follows its
-// children with WatchForUpdates, and under the local executor they all
-// come from the manager's own host, hundreds at once in a wide fan-out.
-// Their number is bounded by the executor's concurrency, not by a client.
+// children with WatchForUpdates (StateService.Watch when the SDK is told
+// not to use ActionsService), and under the local executor they all come
+// from the manager's own host, hundreds at once in a wide fan-out. Their
+// number is bounded by the executor's concurrency, not by a client.
 var exemptStreams = map[string]bool{
 	actionsconnect.ActionsServiceWatchForUpdatesProcedure: true,
+	workflowconnect.StateServiceWatchProcedure:            true,
 }
 
 func classOf(procedure string) streamClass {
@@ -86,10 +88,10 @@ func newStreamCap(maxStreams, maxGlobal int, reg prometheus.Registerer) *streamC
 func (c *streamCap) acquire(procedure, addr string) (release func(), err error) {
 	class := classOf(procedure)
 	limit := c.maxStreams
-	what, key := "open streams", "server.maxStreamsPerClient"
+	what, key := "streams", "server.maxStreamsPerClient"
 	if class == classGlobal {
 		limit = c.maxGlobal
-		what, key = "open run-list watches (WatchRuns, WatchGroups)", "server.maxGlobalWatchesPerClient"
+		what, key = "run-list watches (WatchRuns, WatchGroups)", "server.maxGlobalWatchesPerClient"
 	}
 	if class == classExempt || limit <= 0 {
 		return func() {}, nil
@@ -100,7 +102,7 @@ func (c *streamCap) acquire(procedure, addr string) (release func(), err error) 
 	if c.open[k] >= limit {
 		c.refused.WithLabelValues(procedure).Inc()
 		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
-			"this client (%s) already has %d %s, the most one client address may hold (%s); close one and retry",
+			"too many open streams from this client (%s): one client address may hold %d %s at once (%s); close one and retry",
 			k.client, limit, what, key))
 	}
 	c.open[k]++

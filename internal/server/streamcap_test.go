@@ -28,7 +28,7 @@ func TestClientKey(t *testing.T) {
 	}
 }
 
-// A task's WatchForUpdates is never capped per address: under the local
+// A task's WatchForUpdates (or StateService.Watch) is never capped per address: under the local
 // executor every parent task process shares the manager's address. A cap
 // of 0 is no cap.
 func TestStreamCapExemptions(t *testing.T) {
@@ -36,6 +36,9 @@ func TestStreamCapExemptions(t *testing.T) {
 	for i := range 100 {
 		if _, err := c.acquire(actionsconnect.ActionsServiceWatchForUpdatesProcedure, "127.0.0.1:1"); err != nil {
 			t.Fatalf("WatchForUpdates %d refused: %v", i, err)
+		}
+		if _, err := c.acquire(workflowconnect.StateServiceWatchProcedure, "127.0.0.1:1"); err != nil {
+			t.Fatalf("StateService.Watch %d refused: %v", i, err)
 		}
 		if _, err := c.acquire(workflowconnect.RunServiceWatchRunsProcedure, "127.0.0.1:1"); err != nil {
 			t.Fatalf("WatchRuns %d refused with no cap: %v", i, err)
