@@ -60,3 +60,14 @@ func TestStreamCapExemptions(t *testing.T) {
 		t.Fatalf("a double release freed two slots: %v", err)
 	}
 }
+
+// held is how many slots the open streams hold, over every client.
+func (c *streamCap) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.open {
+		n += v
+	}
+	return n
+}
