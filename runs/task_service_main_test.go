@@ -61,12 +61,18 @@ func newHarness(t *testing.T, dsn string, cfg config.Projects) *harness {
 
 func newHarnessOrgs(t *testing.T, dsn string, cfg config.Projects, orgs config.Orgs) *harness {
 	t.Helper()
+	return newHarnessServer(t, dsn, cfg, func(s *config.Server) { s.Orgs = orgs })
+}
+
+// newHarnessServer is a harness whose server configuration tune adjusts.
+func newHarnessServer(t *testing.T, dsn string, cfg config.Projects, tune func(*config.Server)) *harness {
+	t.Helper()
 	state, _, env := statetest.New(t, dbtest.Migrated(t, dsn), statetest.Options{Projects: &cfg}, runstate.NoExecutor)
 	st, log := env.Store, env.Log
 
 	srvCfg := config.Default().Server
 	srvCfg.Port = 0
-	srvCfg.Orgs = orgs
+	tune(&srvCfg)
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
 	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}

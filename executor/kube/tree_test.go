@@ -18,16 +18,27 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// Children get TaskActions owned by their parent's; when the parent ends,
-// the children still running are aborted and their Pods stopped.
+// Children get TaskActions owned by their parent's; when the parent's Pod
+// ends (it succeeds, or fails for good) while children still run, those
+// children are aborted and their Pods stopped. Nobody aborts the run: the
+// parent's own end must do it.
 func TestChildrenAndParentEnd(t *testing.T) {
 	h := newHarness(t, dbtest.SQLiteDSN(t))
-	root := h.run("rtree", `sleep 600`, taskOpts{})
+	// Each parent runs until the test creates its marker, then ends as
+	// its task would.
+	waitFor := func(marker, then string) string {
+		return `while [ ! -f "$FIXTURES/` + marker + `" ]; do sleep 0.1; done; ` + then
+	}
+	root := h.run("rtree", waitFor("end-rtree", succeed), taskOpts{})
+	failing := h.run("rtreefail", waitFor("end-rtreefail", "exit 1"), taskOpts{})
 	h.running(root, 1)
+	h.running(failing, 1)
 	fast := h.child(root, "c-fast", succeed)
 	slow := h.child(root, "c-slow", `sleep 600`)
+	orphan := h.child(failing, "c-slow", `sleep 600`)
 	h.terminal(fast, phase.Succeeded)
 	h.running(slow, 1)
+	h.running(orphan, 1)
 
 	parent, err := h.taskAction(root)
 	if err != nil {
@@ -41,20 +52,23 @@ func TestChildrenAndParentEnd(t *testing.T) {
 		kid.Spec.ParentActionName == nil || *kid.Spec.ParentActionName != "a0" {
 		t.Fatalf("child TaskAction %+v %+v", kid.ObjectMeta, kid.Spec)
 	}
-	// The parent's process ends; its unfinished child is aborted.
-	pod, err := h.pod(root, 1)
-	if err != nil {
-		t.Fatal(err)
+
+	// The parents' processes end on their own; their unfinished children
+	// are aborted, the finished one keeps its phase.
+	for _, marker := range []string{"end-rtree", "end-rtreefail"} {
+		if err := os.WriteFile(filepath.Join(h.fixtures, marker), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := h.k.Delete(h.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.state.Abort(h.ctx, root, "the test ends the run", "tester"); err != nil {
-		t.Fatal(err)
-	}
-	h.terminal(root, phase.Aborted)
+	h.terminal(root, phase.Succeeded)
+	h.terminal(failing, phase.Failed)
 	h.terminal(slow, phase.Aborted)
+	h.terminal(orphan, phase.Aborted)
 	h.podGone(slow, 1)
+	h.podGone(orphan, 1)
+	if got := h.action(fast).Phase; got != phase.Succeeded {
+		t.Errorf("the finished child became %v", got)
+	}
 }
 
 // A TaskAction created with kubectl (the executor's sample) becomes a run

@@ -121,6 +121,18 @@ type Server struct {
 	// MaxConcurrentStreams bounds the concurrent streams (calls) of one
 	// HTTP/2 connection.
 	MaxConcurrentStreams int `mapstructure:"maxConcurrentStreams" yaml:"maxConcurrentStreams"`
+	// MaxStreamsPerClient bounds the long-lived streams (watches, log
+	// tails) one client address holds open at once, across connections;
+	// one more is refused with RESOURCE_EXHAUSTED. A task's WatchForUpdates
+	// is not counted. The address is the peer's as the server sees it
+	// (forwarded headers are not trusted), so behind a proxy every client
+	// shares one. 0 lifts the cap.
+	MaxStreamsPerClient int `mapstructure:"maxStreamsPerClient" yaml:"maxStreamsPerClient"`
+	// MaxGlobalWatchesPerClient bounds, the same way, the watches that
+	// follow every run (WatchRuns, WatchGroups): each is offered every
+	// change the manager makes. They do not count toward
+	// MaxStreamsPerClient. 0 lifts the cap.
+	MaxGlobalWatchesPerClient int `mapstructure:"maxGlobalWatchesPerClient" yaml:"maxGlobalWatchesPerClient"`
 	// Orgs is how the org named in identifiers is treated.
 	Orgs Orgs `mapstructure:"orgs" yaml:"orgs"`
 }

@@ -53,6 +53,8 @@ func TestDefaults(t *testing.T) {
 		"server.bodyReadTimeout":           {c.Server.BodyReadTimeout, 30 * time.Second},
 		"server.idleTimeout":               {c.Server.IdleTimeout, 120 * time.Second},
 		"server.maxConcurrentStreams":      {c.Server.MaxConcurrentStreams, 250},
+		"server.maxStreamsPerClient":       {c.Server.MaxStreamsPerClient, 1000},
+		"server.maxGlobalWatchesPerClient": {c.Server.MaxGlobalWatchesPerClient, 32},
 		"server.orgs.default":              {c.Server.Orgs.Default, "local"},
 		"server.orgs.separate":             {c.Server.Orgs.Separate, false},
 		"database.dsn":                     {c.Database.DSN, "sqlite://" + home + "/flyte-manager.db"},
@@ -311,6 +313,8 @@ server:
   bodyReadTimeout: 0s
   idleTimeout: -1s
   maxConcurrentStreams: 0
+  maxStreamsPerClient: -1
+  maxGlobalWatchesPerClient: -2
   orgs:
     default: "a b"
 database:
@@ -340,7 +344,7 @@ log:
 		"server.allowedHosts[1]:", "server.allowedHosts[2]:", "server.allowedHosts[3]:", "server.allowedHosts[4]:",
 		"server.cors.allowedOrigins[1]:", "server.cors.allowedOrigins[2]:", "server.cors.allowedOrigins[3]:",
 		"server.bodyReadTimeout:", "server.idleTimeout:", "server.maxConcurrentStreams:",
-		"server.orgs.default:", "database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
+		"server.maxStreamsPerClient:", "server.maxGlobalWatchesPerClient:", "server.orgs.default:", "database.maxOpenConns:", "storage.url:", "executor.type:", "executor.local.maxParallelism:",
 		"executor.local.systemRetries:", "executor.local.leaseTTL:", "executor.local.maxLogBytes:", "projects.seed[1]:", "log.level:", "log.format:",
 	} {
 		if !strings.Contains(err.Error(), key) {

@@ -68,7 +68,13 @@ func Default() Config {
 			// As many streams as a busy SDK client opens (watches plus
 			// fan-out calls) with headroom; http2's own default is 250.
 			MaxConcurrentStreams: 250,
-			Orgs:                 Orgs{Default: DefaultOrg},
+			// The SDK holds one or two watches per run it follows and the
+			// console a few per tab: far below these, while a client
+			// opening streams in a loop is stopped long before it costs
+			// every other watcher.
+			MaxStreamsPerClient:       1000,
+			MaxGlobalWatchesPerClient: 32,
+			Orgs:                      Orgs{Default: DefaultOrg},
 		},
 		Database: Database{
 			DSN:          "",

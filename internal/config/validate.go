@@ -74,6 +74,12 @@ func (c *Config) Validate() error {
 	if c.Server.MaxConcurrentStreams < 1 {
 		bad("server.maxConcurrentStreams", "must be at least 1, got %d", c.Server.MaxConcurrentStreams)
 	}
+	if c.Server.MaxStreamsPerClient < 0 {
+		bad("server.maxStreamsPerClient", "must be 0 (no cap) or positive, got %d", c.Server.MaxStreamsPerClient)
+	}
+	if c.Server.MaxGlobalWatchesPerClient < 0 {
+		bad("server.maxGlobalWatchesPerClient", "must be 0 (no cap) or positive, got %d", c.Server.MaxGlobalWatchesPerClient)
+	}
 	if o := c.Server.Orgs.Default; !orgName.MatchString(o) {
 		bad("server.orgs.default", "must be 1 to 63 letters, digits, '-' or '_', starting with a letter or digit, got %q", o)
 	}

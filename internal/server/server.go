@@ -71,6 +71,7 @@ type Server struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  *rpcMetrics
+	caps     *streamCap
 	mux      *http.ServeMux
 	errors   *connect.ErrorWriter
 	guard    *hostGuard
@@ -116,6 +117,7 @@ func New(cfg config.Server, logger *slog.Logger) *Server {
 		log:               logger,
 		registry:          reg,
 		metrics:           newRPCMetrics(reg),
+		caps:              newStreamCap(cfg.MaxStreamsPerClient, cfg.MaxGlobalWatchesPerClient, reg),
 		mux:               http.NewServeMux(),
 		errors:            connect.NewErrorWriter(),
 		guard:             newHostGuard(cfg, logger),
@@ -138,11 +140,12 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 func (s *Server) Logger() *slog.Logger { return s.log }
 
 // HandlerOptions are the options every Connect service must be built with:
-// the interceptor chain (request log and metrics, error masking, the org
-// of identifiers (orgs.go), panic recovery) and the request size limit.
+// the interceptor chain (request log and metrics, the per-client stream
+// caps (streamcap.go), error masking, the org of identifiers (orgs.go),
+// panic recovery) and the request size limit.
 func (s *Server) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
-		connect.WithInterceptors(&observeInterceptor{s: s}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
+		connect.WithInterceptors(&observeInterceptor{s: s}, &streamCapInterceptor{c: s.caps}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
 		connect.WithRecover(recoverPanic),
 		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
 		connect.WithCompressMinBytes(1024),

@@ -60,6 +60,9 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatal("calls did not start")
 		}
 	}
+	if n := ts.caps.held(); n != 1 {
+		t.Fatalf("the open stream holds %d slots of its client's cap, want 1", n)
+	}
 
 	ts.stop()
 	// Release the slow call only once shutdown has begun: the listener no
@@ -84,6 +87,9 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err := <-streamDone; connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Errorf("stream ended with %v, want unavailable", err)
+	}
+	if n := ts.caps.held(); n != 0 {
+		t.Errorf("the stream shutdown ended still holds %d slots of its client's cap", n)
 	}
 	select {
 	case err := <-ts.served:
