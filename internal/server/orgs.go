@@ -207,7 +207,16 @@ func eachOrgAt(m protoreflect.Message, at string, fn func(protoreflect.Message, 
 	if fd := orgField(md); fd != nil {
 		fn(m, fd, at+string(fd.Name()))
 	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	// Fields in declaration order, not Range's: protobuf-go shuffles Range
+	// per binary, and "the first org a request names" must not depend on
+	// the build.
+	fields := md.Fields()
+	for fi := 0; fi < fields.Len(); fi++ {
+		fd := fields.Get(fi)
+		if !m.Has(fd) {
+			continue
+		}
+		v := m.Get(fd)
 		name := at + string(fd.Name())
 		switch {
 		case fd.IsMap():
@@ -225,8 +234,7 @@ func eachOrgAt(m protoreflect.Message, at string, fn func(protoreflect.Message, 
 		default:
 			eachOrgAt(v.Message(), name+".", fn)
 		}
-		return true
-	})
+	}
 }
 
 // orgField is md's org field, nil if it has none.
