@@ -34,22 +34,8 @@ func (h withHost) RoundTrip(r *http.Request) (*http.Response, error) {
 // request from a client that addresses it as localhost.
 func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	home := isolate(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("manager did not stop")
-		}
-	})
-	addr := waitForBanner(t, stdout, done)
+	m := launch(t, home)
+	addr := m.addr(t)
 	if status, body := waitReady(t, addr); status != http.StatusOK {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
@@ -103,7 +89,7 @@ func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 		}
 		return ""
 	}) != "" {
-		t.Fatalf("the accepted run did not execute its command; stderr:\n%s", stderr.String())
+		t.Fatalf("the accepted run did not execute its command; stderr:\n%s", m.stderr)
 	}
 	if n := listRuns(); n != 1 {
 		t.Errorf("%d runs, want 1", n)

@@ -33,19 +33,56 @@ func isolate(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "home")
 }
 
-// waitForBanner returns the host:port the in-process manager printed to
-// out, or fails.
-func waitForBanner(t *testing.T, out *testkit.Buffer, done <-chan struct{}) string {
+// inProcess is `flyte-manager start --home <home> --port 0` run by this
+// test process; it is stopped when the test ends, if not before.
+type inProcess struct {
+	stdout, stderr *testkit.Buffer
+	code           chan int // run's exit code, once it returns
+	cancel         context.CancelFunc
+	exit           *int
+}
+
+// launch starts the manager on home and returns at once.
+func launch(t *testing.T, home string) *inProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &inProcess{stdout: &testkit.Buffer{}, stderr: &testkit.Buffer{}, code: make(chan int, 1), cancel: cancel}
+	go func() { m.code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, m.stdout, m.stderr) }()
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+// addr returns the host:port the manager printed in its banner, or fails
+// when it exits or does not start in time.
+func (m *inProcess) addr(t *testing.T) string {
 	t.Helper()
 	select {
-	case <-out.Await(mgrproc.ServingURL):
-		return strings.TrimPrefix(mgrproc.ServingURL(out.String()), "http://")
-	case <-done:
-		t.Fatalf("manager exited before serving:\n%s", out)
+	case <-m.stdout.Await(mgrproc.ServingURL):
+		return strings.TrimPrefix(mgrproc.ServingURL(m.stdout.String()), "http://")
+	case c := <-m.code:
+		m.exit = &c
+		t.Fatalf("manager exited (%d) before serving:\n%s\n%s", c, m.stdout, m.stderr)
 	case <-time.After(mgrproc.DefaultStartTimeout):
-		t.Fatalf("manager did not start:\n%s", out)
+		t.Fatalf("manager did not start:\n%s", m.stdout)
 	}
 	return ""
+}
+
+// stop cancels the manager and returns its exit code, failing the test when
+// it does not return within 30 s.
+func (m *inProcess) stop(t *testing.T) int {
+	t.Helper()
+	m.cancel()
+	if m.exit == nil {
+		select {
+		case c := <-m.code:
+			m.exit = &c
+		case <-time.After(30 * time.Second):
+			t.Error("start did not stop")
+			return -1
+		}
+	}
+	return *m.exit
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -77,16 +114,8 @@ func waitReady(t *testing.T, addr string) (int, string) {
 
 func TestStartServesHealthAndReady(t *testing.T) {
 	home := isolate(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
-	code := make(chan int, 1)
-	done := make(chan struct{})
-	go func() {
-		code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
-		close(done)
-	}()
-	addr := waitForBanner(t, stdout, done)
+	m := launch(t, home)
+	addr := m.addr(t)
 
 	if status, body := get(t, "http://"+addr+"/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz = %d %q", status, body)
@@ -98,7 +127,7 @@ func TestStartServesHealthAndReady(t *testing.T) {
 		t.Errorf("/metrics = %d", status)
 	}
 
-	banner := stdout.String()
+	banner := m.stdout.String()
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	for _, want := range []string{
 		"data:     " + home,
@@ -119,17 +148,11 @@ func TestStartServesHealthAndReady(t *testing.T) {
 		t.Errorf("signing.key: %v %v", info, err)
 	}
 
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("exit code %d; stderr:\n%s", c, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("start did not stop")
+	if c := m.stop(t); c != 0 {
+		t.Errorf("exit code %d; stderr:\n%s", c, m.stderr)
 	}
-	if !strings.Contains(stderr.String(), "shutting down") {
-		t.Errorf("no shutdown log:\n%s", stderr.String())
+	if !strings.Contains(m.stderr.String(), "shutting down") {
+		t.Errorf("no shutdown log:\n%s", m.stderr)
 	}
 }
 

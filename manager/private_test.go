@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"fmgr.dev/internal/mgrproc"
-	"fmgr.dev/internal/testkit"
 )
 
 // A home that already exists with the modes mkdir and older managers left
@@ -39,23 +36,7 @@ func TestStartMakesDataPrivate(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
-	code := make(chan int, 1)
-	done := make(chan struct{})
-	go func() {
-		code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("start did not stop")
-		}
-	}()
-	addr := waitForBanner(t, stdout, done)
+	addr := launch(t, home).addr(t)
 	if status, body := waitReady(t, addr); status != 200 {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
@@ -112,22 +93,17 @@ func TestStartRefusesAHomeOfAnotherUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
-	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"start", "--home", home, "--port", "0"}, stdout, stderr) }()
+	m := launch(t, home)
 	select {
-	case c := <-code:
+	case c := <-m.code:
+		m.exit = &c
 		if c == 0 {
-			t.Fatalf("start on a home of another user ended well:\n%s", stdout)
+			t.Fatalf("start on a home of another user ended well:\n%s", m.stdout)
 		}
-	case <-stdout.Await(mgrproc.ServingURL):
-		cancel()
-		<-code
-		t.Fatalf("start served on a home of another user:\n%s", stdout)
+	case <-m.stdout.Await(mgrproc.ServingURL):
+		t.Fatalf("start served on a home of another user:\n%s", m.stdout)
 	}
-	msg := stderr.String()
+	msg := m.stderr.String()
 	for _, want := range []string{"data directory " + home + " is owned by uid", "this user (uid " + strconv.Itoa(os.Geteuid()) + ")", "choose another --home"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
