@@ -129,7 +129,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.cacheservice.v2.CacheService/Delete":                 {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-missing"}}`, "not_found"},
 	"flyteidl2.cacheservice.v2.CacheService/Get":                    {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-missing"}}`, "not_found"},
 	"flyteidl2.cacheservice.v2.CacheService/GetOrExtendReservation": {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","ownerId":"fuzz"}}`, "ok"},
-	"flyteidl2.cacheservice.v2.CacheService/Put":                    {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","output":{"outputUri":"u"}}}`, "ok"},
+	"flyteidl2.cacheservice.v2.CacheService/Put":                    {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","output":{"outputUri":"` + blobsPlaceholder + `/runs/_/flytesnacks/development/fuzzrun/a0/1"}}}`, "ok"},
 	"flyteidl2.cacheservice.v2.CacheService/ReleaseReservation":     {`{"identifier":` + fxCacheID + `,"baseRequest":{"key":"fuzz-k","ownerId":"fuzz"}}`, "ok"},
 
 	"flyteidl2.cluster.ClusterService/SelectCluster": {`{"projectId":` + fxProjID + `,"operation":"OPERATION_UPLOAD_INPUTS"}`, "ok"},
