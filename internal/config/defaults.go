@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"fmgr.dev/internal/ident"
 )
 
 // Attempt log caps (executor.local.maxLogBytes): the default, and the
@@ -29,7 +31,7 @@ const DefaultConsoleLocalListen = "127.0.0.1:8080"
 // DefaultOrg is server.orgs.default's default: the org task processes of
 // runs without one are given (ident.LocalOrg), so that what the SDK, its
 // task processes and the manager name a run agree.
-const DefaultOrg = "local"
+const DefaultOrg = ident.LocalOrg
 
 // DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
 // manager's own image (any image with this binary on PATH as

@@ -19,15 +19,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"fmgr.dev/internal/ident"
 )
 
 // DefaultName names the link to the manager's own log endpoint, as the
 // attempt's one log is named in its LogContext.
 const DefaultName = "logs"
-
-// emptyOrg stands for the empty org in a path segment, as identifiers sent
-// by task processes name it (ident.LocalOrg).
-const emptyOrg = "local"
 
 // Attempt identifies one attempt of an action.
 type Attempt struct {
@@ -44,7 +42,7 @@ const Pattern = "GET /logs/{org}/{project}/{domain}/{run}/{action}/{attempt}"
 func Path(a Attempt) string {
 	org := a.Org
 	if org == "" {
-		org = emptyOrg
+		org = ident.LocalOrg
 	}
 	parts := []string{org, a.Project, a.Domain, a.Run, a.Action, strconv.Itoa(int(a.Number))}
 	for i, p := range parts {
@@ -61,11 +59,7 @@ func FromPath(get func(string) string) (Attempt, error) {
 	if err != nil || n < 1 {
 		return Attempt{}, fmt.Errorf("attempt %q: want a positive number (attempts count from 1)", get("attempt"))
 	}
-	org := get("org")
-	if org == emptyOrg {
-		org = ""
-	}
-	return Attempt{Org: org, Project: get("project"), Domain: get("domain"), Run: get("run"), Action: get("action"), Number: int32(n)}, nil
+	return Attempt{Org: ident.Org(get("org")), Project: get("project"), Domain: get("domain"), Run: get("run"), Action: get("action"), Number: int32(n)}, nil
 }
 
 // Resolve is a stored link as a client reading attempt a through base (its

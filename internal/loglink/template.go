@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"fmgr.dev/internal/ident"
 )
 
 // Placeholders a log link template may use, as {{ .name }} (spaces
@@ -44,7 +46,7 @@ type Values map[string]string
 func IdentityValues(a Attempt) Values {
 	org := a.Org
 	if org == "" {
-		org = emptyOrg
+		org = ident.LocalOrg
 	}
 	return Values{Org: org, Project: a.Project, Domain: a.Domain, RunName: a.Run, ActionName: a.Action,
 		AttemptNum: fmt.Sprint(a.Number)}
