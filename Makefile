@@ -35,10 +35,15 @@ run: build venv
 ## the test cluster (whose binaries envtest-assets builds into bin/k8s; with
 ## KUBEBUILDER_ASSETS pointing there the cluster tests fail, never skip, when
 ## they are unusable).
+## On failure, hack/test-failures repeats what failed at the end.
 test: venv wheels envtest-assets
-	FLYTEIDL2_WHEEL=$(WHEELS)/flyteidl2-$(FLYTEIDL2_VERSION)-py3-none-any.whl \
-	FM_TEST_VENV=$(VENV) KUBEBUILDER_ASSETS=$(K8S_BIN) \
-	$(GO) test -p 2 -timeout 40m ./...
+	@log=$$(mktemp); \
+	{ FLYTEIDL2_WHEEL=$(WHEELS)/flyteidl2-$(FLYTEIDL2_VERSION)-py3-none-any.whl \
+	  FM_TEST_VENV=$(VENV) KUBEBUILDER_ASSETS=$(K8S_BIN) \
+	  $(GO) test -p 2 -timeout 40m ./... 2>&1; echo $$? > $$log.rc; } | tee $$log; \
+	rc=$$(cat $$log.rc); \
+	if [ "$$rc" != 0 ]; then hack/test-failures $$log; fi; \
+	rm -f $$log $$log.rc; exit $$rc
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 
 ## reliability: the long fault and fuzz suites (about 35 minutes): the whole

@@ -110,7 +110,9 @@ func (m *manager) Stop() {
 		m.t.Logf("flyte-manager stopped with %v", err)
 	}
 	if m.t.Failed() {
-		m.t.Logf("flyte-manager output:\n%s", m.output)
+		// The tail: a manager shared by many scenarios prints far more
+		// than what explains a failure, which its test's messages (above) say.
+		m.t.Logf("flyte-manager output:\n%s", m.output.Tail(400))
 	}
 }
 

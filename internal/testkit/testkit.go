@@ -124,6 +124,16 @@ func (b *Buffer) String() string {
 	return b.buf.String()
 }
 
+// Tail is the last n lines of the buffer, preceded by a line saying how
+// many earlier ones it leaves out.
+func (b *Buffer) Tail(n int) string {
+	lines := strings.SplitAfter(b.String(), "\n")
+	if len(lines) <= n {
+		return strings.Join(lines, "")
+	}
+	return fmt.Sprintf("[%d earlier lines left out]\n", len(lines)-n) + strings.Join(lines[len(lines)-n:], "")
+}
+
 // Await returns a channel that is closed once match finds something (a
 // non-empty string) in the buffer, at once if it already does.
 func (b *Buffer) Await(match func(string) string) <-chan struct{} {
