@@ -25,13 +25,9 @@ func OutputDir(a *store.Action, attempt int32) string {
 	return runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(attempt))
 }
 
-// Get returns an action.
+// Get returns an action (the store's error already names it).
 func (s *Service) Get(ctx context.Context, key store.ActionKey) (*store.Action, error) {
-	a, err := s.store.Actions.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("action %s: %w", key, err)
-	}
-	return a, nil
+	return s.store.Actions.Get(ctx, key)
 }
 
 // ActionDetails reads an action's full details.
