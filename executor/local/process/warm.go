@@ -231,7 +231,7 @@ func (w *warmPool) startLocked(env []string) *warmServer {
 		w.restarts.Add(1)
 	}
 	srv := &warmServer{pool: w, env: keyEnv(env, w.learned), trigger: env, ready: make(chan struct{}), dead: make(chan struct{}),
-		replies: map[int]chan warmReply{}, exits: map[int]chan warmMsg{}}
+		spareNews: make(chan struct{}), exits: map[int]chan warmMsg{}}
 	if err := srv.launch(); err != nil {
 		w.failedLocked(fmt.Sprintf("cannot start the warm server: %v", err))
 		srv.markDead()

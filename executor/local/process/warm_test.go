@@ -471,13 +471,15 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 	}
 	defer outR.Close()
 	srv := r.warm.srv
-	pid, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
+	sp, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
 	outW.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	pid := sp.pid
 	// Held before its go: it never runs a0; killed below.
 	defer func() {
+		sp.close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		srv.collect(pid, exit, nil, nil)
 	}()
