@@ -5,15 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"fmgr.dev/internal/sdktest"
+	"fmgr.dev/internal/testkit"
 )
 
 // An attempt's environment (its secrets: the executor sets as_env_var
@@ -139,4 +142,117 @@ func memoryHolds(t *testing.T, pid int, value string) bool {
 		}
 	}
 	return false
+}
+
+// Each spare's channel is the manager's and that spare's alone: no other
+// spare and not the server holds either end (the server cannot even
+// receive what the manager sends a spare). The manager closes the channel
+// of a spare that died, and a spare whose channel closes exits; either
+// way it is reaped, and later attempts are warm-started by the others.
+func TestWarmSpareChannels(t *testing.T) {
+	venv := sdkVenv(t)
+	old := warmSpares
+	warmSpares = 2
+	t.Cleanup(func() { warmSpares = old })
+	r := warmRunner(t, venv)
+	srv := r.warm.srv
+	var idle []*warmSpare
+	testkit.Eventually(t, "two idle spares", 3*time.Minute, func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		idle = slices.Clone(srv.idle)
+		return len(idle) == 2
+	})
+
+	holders := map[string][]string{} // socket inode → the processes holding it
+	for in := range socketInodes(t, srv.cmd.Process.Pid) {
+		holders[in] = append(holders[in], "the server")
+	}
+	for _, sp := range idle {
+		for in := range socketInodes(t, sp.pid) {
+			holders[in] = append(holders[in], fmt.Sprintf("spare %d", sp.pid))
+		}
+	}
+	for _, sp := range idle {
+		if who := holders[connInode(t, sp.conn)]; len(who) > 0 {
+			t.Errorf("%v hold the manager's end of spare %d's channel", who, sp.pid)
+		}
+	}
+	for in, who := range holders {
+		if len(who) > 1 {
+			t.Errorf("%v hold the same socket %s", who, in)
+		}
+	}
+
+	// A spare that dies: the manager drops it and closes its channel.
+	dead, orphan := idle[0], idle[1]
+	if err := syscall.Kill(dead.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// A spare whose channel the manager closes (as when it gives up on a
+	// handover) exits by itself.
+	srv.mu.Lock()
+	srv.idle = slices.DeleteFunc(srv.idle, func(sp *warmSpare) bool { return sp == orphan })
+	srv.mu.Unlock()
+	orphan.close()
+	for _, sp := range idle {
+		testkit.Eventually(t, fmt.Sprintf("spare %d to be gone and reaped", sp.pid), patience, func() bool {
+			_, err := os.Stat("/proc/" + strconv.Itoa(sp.pid))
+			return os.IsNotExist(err)
+		})
+	}
+	srv.mu.Lock()
+	for _, sp := range srv.idle {
+		if sp == dead {
+			t.Error("the dead spare is still offered to attempts")
+		}
+	}
+	srv.mu.Unlock()
+	if err := sendWarmMsg(dead.conn, warmMsg{Op: "go"}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("the dead spare's channel is still open (a send: %v)", err)
+	}
+
+	a := newAttempt(t)
+	p := start(t, r, warmSpec(a, venv, `exit 0`))
+	if st := p.Wait(); !p.Warm() || st.Code != 0 {
+		t.Errorf("warm %v, status %+v: want a warm start by a new spare", p.Warm(), st)
+	}
+	if srv != r.warm.srv {
+		t.Error("the warm server was replaced")
+	}
+}
+
+// socketInodes are the sockets process pid holds ("socket:[inode]").
+func socketInodes(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range ents {
+		if link, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(link, "socket:") {
+			out[link] = true
+		}
+	}
+	return out
+}
+
+// connInode is the socket of the manager's end of a channel.
+func connInode(t *testing.T, c *net.UnixConn) string {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	var rerr error
+	if err := raw.Control(func(fd uintptr) { link, rerr = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)) }); err != nil {
+		t.Fatal(err)
+	}
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return link
 }
