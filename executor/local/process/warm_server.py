@@ -466,6 +466,9 @@ class Server:
                 os.close(fd)
             sys.argv = [A0] + list(msg["argv"][1:])
             show_as([sys.executable] + sys.argv, msg["env"])
+            # What else the start message says about the process itself
+            # (such as the uid and gid to run as) is applied here, before
+            # prepared: none of the task's code has run yet.
         except Exception as e:
             send(ch, {"op": "error", "why": str(e)})
             os._exit(127)
