@@ -62,7 +62,7 @@ func TestWarmStartLeaksNoEarlierAttemptsEnvironment(t *testing.T) {
 
 	// The server itself never held the token (its own a0 path is in its
 	// memory: the scan works).
-	srv := h.runner.warm.srv
+	srv := currentServer(h.runner)
 	if srv == nil || srv.cmd == nil {
 		t.Fatal("no warm server")
 	}
@@ -155,7 +155,7 @@ func TestWarmSpareChannels(t *testing.T) {
 	warmSpares = 2
 	t.Cleanup(func() { warmSpares = old })
 	r := warmRunner(t, venv)
-	srv := r.warm.srv
+	srv := currentServer(r)
 	var idle []*warmSpare
 	testkit.Eventually(t, "two idle spares", 3*time.Minute, func() bool {
 		srv.mu.Lock()
@@ -217,7 +217,7 @@ func TestWarmSpareChannels(t *testing.T) {
 	if st := p.Wait(); !p.Warm() || st.Code != 0 {
 		t.Errorf("warm %v, status %+v: want a warm start by a new spare", p.Warm(), st)
 	}
-	if srv != r.warm.srv {
+	if srv != currentServer(r) {
 		t.Error("the warm server was replaced")
 	}
 }
