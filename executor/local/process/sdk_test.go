@@ -202,8 +202,9 @@ func (r sdkResult) exitedZero(t *testing.T) {
 }
 
 // run renders the task's argv and environment with the contract for attempt 1
-// of action a0 of run runName, runs it and classifies the result.
-func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, drop []string) sdkResult {
+// of action a0 of run runName (plus the variables extra), runs it and
+// classifies the result.
+func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, drop []string, extra ...string) sdkResult {
 	t.Helper()
 	var tk sdkTask
 	for _, x := range h.tasks {
@@ -220,7 +221,7 @@ func (h *sdkHarness) run(t *testing.T, runName, taskName string, child bool, dro
 	t.Logf("env: %s", kept)
 
 	a := attempt{dir: filepath.Join(h.root, "work", runName, "1"), log: filepath.Join(h.root, "logs", runName, "1.log")}
-	p, err := h.runner.Start(Spec{Args: args, Env: kept.Environ(), Dir: a.dir, LogPath: a.log, Timeout: 2 * time.Minute})
+	p, err := h.runner.Start(Spec{Args: args, Env: append(kept.Environ(), extra...), Dir: a.dir, LogPath: a.log, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

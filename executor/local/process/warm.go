@@ -17,14 +17,19 @@ import (
 // small task itself, so the runner keeps a pre-started interpreter (the warm
 // server, warm_server.py) that has imported the SDK (its background loops'
 // threads deferred to each child; only its dependencies when that cannot be
-// done faithfully, see warmModeSDK) and forks one child per attempt. The child becomes the attempt's process exactly as
-// an exec'd a0 would: its own process group, the attempt's working
-// directory, complete environment and stdout/stderr (the pipes' write ends
-// travel by SCM_RIGHTS, so the log pumps do not know the difference),
-// Pdeathsig (to the server, which has Pdeathsig to the manager's locked
-// thread), the same argv and a0's own entry function, so the same exit
-// codes. It joins the attempt's cgroup before it runs any task code: it
-// waits for a go that the runner sends only after moving it there. The
+// done faithfully, see warmModeSDK) and forks one child per attempt. The
+// server never receives an attempt: each child ("spare") has its own
+// channel to the manager (warm_spare.go), which sends the attempt to that
+// child alone, so no later child, forked from the server's memory, can
+// find an earlier attempt's environment (its secrets) there. The child
+// becomes the attempt's process exactly as an exec'd a0 would: its own
+// process group, the attempt's working directory, complete environment and
+// stdout/stderr (the pipes' write ends travel by SCM_RIGHTS, so the log
+// pumps do not know the difference), Pdeathsig (to the server, which has
+// Pdeathsig to the manager's locked thread), the same argv and a0's own
+// entry function, so the same exit codes. It joins the attempt's cgroup
+// before it runs any task code: it waits for a go that the runner sends
+// only after moving it there. The
 // server is its parent and reaps it, but only when the runner says so: it
 // reports the exit first, and the zombie keeps the pid and the group's
 // number from reuse while the runner kills the leftovers (as with a plain
@@ -231,7 +236,7 @@ func (w *warmPool) startLocked(env []string) *warmServer {
 		w.restarts.Add(1)
 	}
 	srv := &warmServer{pool: w, env: keyEnv(env, w.learned), trigger: env, ready: make(chan struct{}), dead: make(chan struct{}),
-		replies: map[int]chan warmReply{}, exits: map[int]chan warmMsg{}}
+		spareNews: make(chan struct{}), exits: map[int]chan warmMsg{}}
 	if err := srv.launch(); err != nil {
 		w.failedLocked(fmt.Sprintf("cannot start the warm server: %v", err))
 		srv.markDead()

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// startWarm has the warm server fork the attempt's process (see warm.go).
+// startWarm has one of the warm server's spare children become the
+// attempt's process (see warm.go).
 // It reports false, with nothing of the attempt running and a line in its
 // log, when the attempt must start plainly instead.
 func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, outW, errW *os.File) (Identity, bool) {
@@ -18,11 +19,12 @@ func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, o
 		w.note("attempt started plainly", "reason", why)
 		return Identity{}, false
 	}
-	pid, exitCh, err := srv.handover(spec.Args, env, spec.Dir, outW, errW)
+	sp, exitCh, err := srv.handover(spec.Args, env, spec.Dir, outW, errW)
 	if err != nil {
 		p.log.system("warm start failed (%v): starting the process plainly", err)
 		return Identity{}, false
 	}
+	pid := sp.pid
 	// The child waits for the go: nothing of the task has run yet.
 	id, err := ReadIdentity(pid)
 	if err != nil {
@@ -30,6 +32,7 @@ func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, o
 	}
 	if err := p.cg.addProc(pid); err != nil {
 		p.log.system("warm start failed (moving the child into the attempt's cgroup: %v): starting the process plainly", err)
+		sp.close()
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		srv.collect(pid, exitCh, nil, nil)
@@ -38,10 +41,10 @@ func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, o
 	reaper.mu.RLock()
 	trackLocked(pid, pid) // the child leads its own group
 	reaper.mu.RUnlock()
-	if err := srv.send(warmMsg{Op: "go", PID: pid}); err != nil {
-		// The server is gone, and the child with it (Pdeathsig): the
-		// exit is collected below like any other.
-		p.log.system("lost the warm server before the go: %v", err)
+	if err := sp.goAhead(); err != nil {
+		// The child died (with the server, maybe): its exit is
+		// collected below like any other.
+		p.log.system("lost the warm child before the go: %v", err)
 	}
 	go func() { p.waitCh <- srv.collect(pid, exitCh, p.exited, p.reap) }()
 	return id, true

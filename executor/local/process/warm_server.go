@@ -1,7 +1,8 @@
 package process
 
 // One warm server process: its protocol (see warm_server.py), its start,
-// its reader and the handover of an attempt to a forked child.
+// its reader and the handover of an attempt to one of its spare children,
+// over that spare's own channel (the server never sees the attempt).
 
 import (
 	"bufio"
@@ -17,14 +18,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // warmMsg is one message of the protocol (see warm_server.py).
 type warmMsg struct {
 	Op     string   `json:"op"`
-	ID     int      `json:"id,omitempty"`
 	PID    int      `json:"pid,omitempty"`
+	N      int      `json:"n,omitempty"` // want: attempts waiting for a spare (absent: 0)
 	Argv   []string `json:"argv,omitempty"`
 	Env    []string `json:"env,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
@@ -50,12 +50,15 @@ type warmServer struct {
 	deadOnce  sync.Once
 	mu        sync.Mutex
 	names     []string // variables its imports read
-	nextID    int
-	replies   map[int]chan warmReply // handovers waiting for started/failed
-	exits     map[int]chan warmMsg   // pid → its exit report
+	idle      []*warmSpare
+	spareNews chan struct{}        // closed (and replaced) when a spare is announced
+	exits     map[int]chan warmMsg // pid of a taken spare → its exit report
 	served    bool
 	relearn   bool // it ended to be replaced by one started with more variables
 	shutCalls atomic.Bool
+
+	wantMu  sync.Mutex // orders want messages (never held with mu)
+	waiting int        // handovers waiting for a spare
 }
 
 func (s *warmServer) isReady() bool {
@@ -170,20 +173,28 @@ func (s *warmServer) launch() error {
 func (s *warmServer) read() {
 	why := "its connection closed"
 	buf := make([]byte, 1<<20)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
 	for {
-		n, _, _, _, err := s.conn.ReadMsgUnix(buf, nil)
+		n, oobn, flags, _, err := s.conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			if err != nil {
 				why = err.Error()
 			}
 			break
 		}
+		fds, err := unixRights(oob[:oobn], flags)
+		if err != nil {
+			closeFDs(fds)
+			why = err.Error()
+			break
+		}
 		var m warmMsg
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			closeFDs(fds)
 			why = "bad message: " + err.Error()
 			break
 		}
-		if stop := s.handle(m); stop != "" {
+		if stop := s.handle(m, fds); stop != "" {
 			why = stop
 			break
 		}
@@ -191,18 +202,25 @@ func (s *warmServer) read() {
 	s.conn.Close()
 	s.markDead()
 	s.mu.Lock()
-	for id, ch := range s.replies {
-		ch <- warmReply{m: warmMsg{Op: "failed", Why: "the warm server ended: " + why}}
-		delete(s.replies, id)
-	}
+	idle := s.idle
+	s.idle = nil
 	served, relearn := s.served, s.relearn
 	s.mu.Unlock()
+	for _, sp := range idle {
+		sp.close() // it dies with the server (Pdeathsig), or at its channel's end
+	}
 	if !s.shutCalls.Load() {
 		s.pool.serverEnded(s, why, served, relearn)
 	}
 }
 
-func (s *warmServer) handle(m warmMsg) (stop string) {
+// handle takes one message of the server and the descriptors that came
+// with it (only a spare's channel does).
+func (s *warmServer) handle(m warmMsg, fds []int) (stop string) {
+	if m.Op == "spare" {
+		return s.addSpare(m.PID, fds)
+	}
+	closeFDs(fds)
 	switch m.Op {
 	case "ready":
 		if s.pool.learn(s, m.Names) {
@@ -230,41 +248,54 @@ func (s *warmServer) handle(m warmMsg) (stop string) {
 		s.mu.Unlock()
 	case "refuse":
 		return "it refused to serve: " + m.Why
-	case "started", "failed":
-		s.mu.Lock()
-		ch := s.replies[m.ID]
-		delete(s.replies, m.ID)
-		var exit chan warmMsg
-		if m.Op == "started" {
-			exit = make(chan warmMsg, 1)
-			s.exits[m.PID] = exit
-			s.served = true
-		}
-		s.mu.Unlock()
-		switch {
-		case ch != nil:
-			ch <- warmReply{m: m, exit: exit}
-		case exit != nil:
-			// Its attempt gave up waiting and started plainly: the child
-			// never got the go, so nothing of the task ran.
-			pid := m.PID
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			go s.collect(pid, exit, nil, nil)
-		}
 	case "exited":
 		s.mu.Lock()
 		ch := s.exits[m.PID]
 		delete(s.exits, m.PID)
+		var idle *warmSpare
+		if ch == nil {
+			if i := slices.IndexFunc(s.idle, func(sp *warmSpare) bool { return sp.pid == m.PID }); i >= 0 {
+				idle = s.idle[i]
+				s.idle = slices.Delete(s.idle, i, i+1)
+			}
+		}
 		s.mu.Unlock()
 		if ch != nil {
-			ch <- m
+			ch <- m // its attempt's collect has it reaped
+			break
 		}
+		// A spare died before it was given an attempt: no one else
+		// reaps it.
+		if idle != nil {
+			idle.close()
+		}
+		_ = s.send(warmMsg{Op: "reap", PID: m.PID})
 	}
 	return ""
 }
 
-func (s *warmServer) send(m warmMsg, files ...*os.File) error {
+// addSpare makes a spare the server announced available to handovers.
+func (s *warmServer) addSpare(pid int, fds []int) (stop string) {
+	if len(fds) != 1 || pid <= 0 {
+		closeFDs(fds)
+		return fmt.Sprintf("a spare message with %d descriptors and pid %d", len(fds), pid)
+	}
+	sp, err := newWarmSpare(pid, fds[0])
+	if err != nil {
+		return "a spare's channel: " + err.Error()
+	}
+	s.mu.Lock()
+	s.idle = append(s.idle, sp)
+	close(s.spareNews)
+	s.spareNews = make(chan struct{})
+	s.mu.Unlock()
+	return ""
+}
+
+func (s *warmServer) send(m warmMsg) error { return sendWarmMsg(s.conn, m) }
+
+// sendWarmMsg sends one message of the protocol, files by SCM_RIGHTS.
+func sendWarmMsg(conn *net.UnixConn, m warmMsg, files ...*os.File) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -277,53 +308,35 @@ func (s *warmServer) send(m warmMsg, files ...*os.File) error {
 		}
 		oob = syscall.UnixRights(fds...)
 	}
-	_, _, err = s.conn.WriteMsgUnix(b, oob, nil)
+	_, _, err = conn.WriteMsgUnix(b, oob, nil)
 	runtime.KeepAlive(files)
 	return err
 }
 
-// handover asks the server for a child running argv and waits for its pid.
-func (s *warmServer) handover(argv, env []string, dir string, stdout, stderr *os.File) (int, <-chan warmMsg, error) {
-	ch := make(chan warmReply, 1)
-	s.mu.Lock()
-	s.nextID++
-	id := s.nextID
-	s.replies[id] = ch
-	s.mu.Unlock()
-	if err := s.send(warmMsg{Op: "start", ID: id, Argv: argv, Env: env, Dir: dir}, stdout, stderr); err != nil {
-		s.mu.Lock()
-		delete(s.replies, id)
-		s.mu.Unlock()
-		return 0, nil, fmt.Errorf("sending the attempt to the warm server: %w", err)
+// unixRights returns the descriptors a message carried (received close
+// on exec: see net.UnixConn.ReadMsgUnix).
+func unixRights(oob []byte, flags int) ([]int, error) {
+	var fds []int
+	cmsgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control message: %w", err)
 	}
-	select {
-	case m := <-ch:
-		return s.answer(m)
-	case <-time.After(warmStartTimeout):
-		s.mu.Lock()
-		_, waiting := s.replies[id]
-		delete(s.replies, id)
-		s.mu.Unlock()
-		if !waiting {
-			// The answer came meanwhile: take it.
-			return s.answer(<-ch)
+	for _, c := range cmsgs {
+		got, err := syscall.ParseUnixRights(&c)
+		if err == nil {
+			fds = append(fds, got...)
 		}
-		return 0, nil, fmt.Errorf("the warm server did not answer in %s", warmStartTimeout)
 	}
+	if flags&syscall.MSG_CTRUNC != 0 {
+		return fds, fmt.Errorf("a message carried more descriptors than expected")
+	}
+	return fds, nil
 }
 
-// warmReply answers a handover: started (with the channel its exit
-// report arrives on) or failed.
-type warmReply struct {
-	m    warmMsg
-	exit chan warmMsg
-}
-
-func (s *warmServer) answer(r warmReply) (int, <-chan warmMsg, error) {
-	if r.m.Op != "started" {
-		return 0, nil, fmt.Errorf("the warm server could not start it: %s", r.m.Why)
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
 	}
-	return r.m.PID, r.exit, nil
 }
 
 // shutdown ends the server (its children die with it: Pdeathsig).

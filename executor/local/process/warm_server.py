@@ -23,22 +23,42 @@
 # for the children (TLSContexts) and freezes its objects before each fork
 # (gc.freeze: the child's collector never walks the inherited heap).
 #
-# A child ("spare") waits for an attempt, takes on its environment, working
-# directory and stdout/stderr, waits for the manager's go (it has moved the
-# child into the attempt's cgroup by then) and returns to the top level of
-# this script, which runs a0's entry function exactly as the a0 script does.
+# A child ("spare") has its own channel to the manager: a socketpair the
+# server makes before the fork. The server reads only the spare's ready
+# message from its end, then hands that end to the manager (SCM_RIGHTS, in
+# the spare message) and closes its copy: what the manager sends a spare
+# (an attempt's argv and environment, secrets included) never passes
+# through the server, whose heap every later spare is forked from. Each
+# spare closes every descriptor but its own channel (so also the channels
+# of the other spares) and exits when its channel closes before it got an
+# attempt. Once given an attempt, a spare takes on its environment, working
+# directory and stdout/stderr, waits for the manager's go (the manager has
+# moved it into the attempt's cgroup by then) and returns to the top level
+# of this script, which runs a0's entry function exactly as the a0 script
+# does.
 #
 # Protocol: one JSON object per SOCK_SEQPACKET message, both ways; file
 # descriptors ride along with SCM_RIGHTS.
-#   manager -> server: start {id, argv, env, dir} + [stdout, stderr]
-#                      go {pid}      the child may run the task now
-#                      reap {pid}    collect the exit the server reported
 #   server -> manager: ready {pid, names, mode, why} | refuse {why}
 #                      names {names}  (a later spare read more variables)
-#                      started {id, pid} | failed {id, why}
-#                      exited {pid, code, signal}
-# The server reaps an attempt's child only when told: until then its
-# zombie keeps the pid (and so the process group's number) from reuse.
+#                      spare {pid} + [the manager's end of its channel]
+#                      exited {pid, code, signal}  (of a spare announced)
+#   manager -> server: take {pid}    the manager gave that spare an attempt
+#                      want {n}      n attempts are waiting for a spare
+#                      reap {pid}    collect the exit the server reported
+#   spare -> server:   ready {names} (on the channel, before it is handed over)
+#   manager -> spare:  start {argv, env, dir} + [stdout, stderr]
+#                        argv: the attempt's command line (argv[0] is a0);
+#                        env: its complete environment, "NAME=value" strings;
+#                        dir: its working directory. A field the manager
+#                        adds (such as the uid and gid to run as) is applied
+#                        here too, before the task's code runs.
+#                      go            the spare may run the task now
+#   spare -> manager:  prepared | error {why}
+# The server reports the exit of every spare it announced and reaps it
+# only when told: until then its zombie keeps the pid (and so the process
+# group's number) from reuse. Spares that die before they are announced
+# are the server's own business.
 
 import ctypes
 import gc
@@ -214,17 +234,18 @@ def threads():
 
 class Child:
     def __init__(self, pid, ch):
+        # ch: the server's end of the spare's channel, held only until the
+        # spare is ready and it goes to the manager.
         self.pid, self.ch = pid, ch
-        self.state = "importing"  # -> ready -> assigned -> prepared -> running
-        self.job = None
+        self.state = "importing"  # -> idle (the manager has it) -> taken
 
 
 class Server:
     def __init__(self, sock):
         self.sock = sock
-        self.children = {}  # pid -> Child (spares and attempts)
-        self.jobs = []  # (msg, fds) waiting for a ready spare
-        self.reported = set()  # attempt pids whose exit the manager has
+        self.children = {}  # pid -> Child
+        self.reported = set()  # pids whose exit the manager has
+        self.waiting = 0  # attempts the manager has waiting for a spare
         self.names = None  # base_names and the first spare's, once it is ready
         self.base_names = set()
         self.announced = False
@@ -240,7 +261,7 @@ class Server:
     # --- in the parent
 
     def fork_spare(self):
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server_end, spare_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
         # What the server holds moves out of the collector's reach: the
@@ -251,76 +272,59 @@ class Server:
         gc.freeze()
         pid = os.fork()
         if pid == 0:
-            parent_end.detach()
-            return child_end
-        child_end.close()
+            server_end.detach()  # closed with the rest in become_spare
+            return spare_end
+        spare_end.close()
         try:
             os.setpgid(pid, pid)  # also done in the child: whichever runs first
         except OSError:
             pass
-        self.children[pid] = Child(pid, parent_end)
+        self.children[pid] = Child(pid, server_end)
         return None
 
-    def importing(self):
-        return sum(1 for c in self.children.values() if c.state == "importing")
-
-    def ready_spares(self):
-        return [c for c in self.children.values() if c.state == "ready"]
+    def count(self, state):
+        return sum(1 for c in self.children.values() if c.state == state and c.pid not in self.reported)
 
     def top_up(self):
-        """Keeps SPARES spares, and one importing per waiting job."""
+        """Keeps SPARES idle spares, or as many as attempts wait for."""
         spares = SPARES if self.names is not None else max(SPARES, 1)  # the first tells what the SDK reads
-        want = max(spares - len(self.ready_spares()), len(self.jobs) - len(self.ready_spares()))
-        while self.importing() < want:
-            job = self.fork_spare()
-            if job is not None:
-                return job
+        want = max(spares, self.waiting) - self.count("idle")
+        while self.count("importing") < want:
+            ch = self.fork_spare()
+            if ch is not None:
+                return ch
         return None
 
-    def assign(self):
-        while self.jobs:
-            spares = self.ready_spares()
-            if not spares:
-                return
-            msg, fds = self.jobs.pop(0)
-            c = spares[0]
-            try:
-                send(c.ch, msg, fds)
-            except OSError as e:
-                send(self.sock, {"op": "failed", "id": msg["id"], "why": "handing over to the child: %s" % e})
-                continue
-            finally:
-                for fd in fds:
-                    os.close(fd)
-            c.state, c.job = "assigned", msg["id"]
-
-    def on_child_msg(self, c):
+    def on_spare_msg(self, c):
+        """The spare's ready message, the only one the server reads from a
+        spare's channel; then the channel goes to the manager."""
         try:
             msg, fds = recv(c.ch)
-        except OSError:
+        except (OSError, ValueError):
             msg, fds = None, []
         for fd in fds:
             os.close(fd)
-        if msg is None:
-            self.drop_channel(c)
+        if msg is None or msg.get("op") != "ready":
+            self.drop_channel(c)  # it died, or is confused: its exit is collected
             return
-        op = msg.get("op")
-        if op == "ready" and c.state == "importing":
-            c.state = "ready"
-            self.spare_failures = 0
-            names = set(msg.get("names", []))
-            if self.names is not None and not names <= self.names:
-                # A later spare read more: tell the manager before it is used.
-                self.names |= names
-                send(self.sock, {"op": "names", "names": sorted(self.names)})
-            elif self.names is None:
-                self.names = self.base_names | names
-        elif op == "prepared" and c.state == "assigned":
-            c.state = "prepared"
-            send(self.sock, {"op": "started", "id": c.job, "pid": c.pid})
-        elif op == "error" and c.state == "assigned":
-            send(self.sock, {"op": "failed", "id": c.job, "why": msg.get("why", "")})
-            c.state = "failed"
+        self.spare_failures = 0
+        names = set(msg.get("names", []))
+        if self.names is None:
+            self.names = self.base_names | names
+        elif not names <= self.names:
+            # A later spare read more: tell the manager before it is used.
+            self.names |= names
+            send(self.sock, {"op": "names", "names": sorted(self.names)})
+        if not self.announced:
+            send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names),
+                             "mode": self.mode, "why": self.why})
+            self.announced = True
+        try:
+            send(self.sock, {"op": "spare", "pid": c.pid}, [c.ch.fileno()])
+        finally:
+            # From here on only the manager and the spare hold the channel.
+            self.drop_channel(c)
+        c.state = "idle"
 
     def drop_channel(self, c):
         if c.ch is not None:
@@ -329,32 +333,20 @@ class Server:
 
     def on_manager_msg(self):
         msg, fds = recv(self.sock)
+        for fd in fds:
+            os.close(fd)  # the manager sends the server none
         if msg is None:
             return False
         op = msg.get("op")
-        if op == "start":
-            if len(fds) != 2:
-                for fd in fds:
-                    os.close(fd)
-                send(self.sock, {"op": "failed", "id": msg.get("id"), "why": "expected stdout and stderr"})
-            else:
-                self.jobs.append((msg, fds))
-        else:
-            for fd in fds:
-                os.close(fd)
-            c = self.children.get(msg.get("pid"))
-            if op == "go" and c is not None and c.state == "prepared":
-                if c.ch is not None:
-                    try:
-                        c.ch.send(b'{"op": "go"}')
-                    except OSError:
-                        pass  # it died: its exit is reported
-                self.drop_channel(c)
-                c.state = "running"
-            elif op == "reap" and c is not None and c.pid in self.reported:
-                os.waitpid(c.pid, 0)
-                self.reported.discard(c.pid)
-                del self.children[c.pid]
+        c = self.children.get(msg.get("pid"))
+        if op == "take" and c is not None and c.state == "idle":
+            c.state = "taken"
+        elif op == "want":
+            self.waiting = max(0, int(msg.get("n", 0)))
+        elif op == "reap" and c is not None and c.pid in self.reported:
+            os.waitpid(c.pid, 0)
+            self.reported.discard(c.pid)
+            del self.children[c.pid]
         return True
 
     def on_sigchld(self):
@@ -372,38 +364,29 @@ class Server:
                 info = None
             if info is None:
                 continue
-            if c.state in ("prepared", "running"):
+            self.drop_channel(c)
+            if c.state != "importing":
                 # The manager knows this pid: report, keep the zombie.
                 self.reported.add(c.pid)
                 killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
                 send(self.sock, {"op": "exited", "pid": c.pid,
                                  "code": -1 if killed else info.si_status,
                                  "signal": info.si_status if killed else 0})
-                self.drop_channel(c)
                 continue
             os.waitpid(c.pid, 0)
-            self.drop_channel(c)
             del self.children[c.pid]
-            if c.state == "importing":
-                self.spare_failures += 1
-                log("a spare child died before it was ready (status %d)" % info.si_status)
-            elif c.state == "assigned":
-                send(self.sock, {"op": "failed", "id": c.job, "why": "the child died before it was ready"})
+            self.spare_failures += 1
+            log("a spare child died before it was ready (status %d)" % info.si_status)
 
     def serve(self):
         """The loop; returns the channel in a forked child, None when done."""
         while True:
-            job = self.top_up()
-            if job is not None:
-                return job
+            ch = self.top_up()
+            if ch is not None:
+                return ch
             if self.spare_failures >= 3:
                 send(self.sock, {"op": "refuse", "why": "spare children keep dying before they are ready"})
                 return None
-            if self.names is not None and not self.announced:
-                send(self.sock, {"op": "ready", "pid": os.getpid(), "names": sorted(self.names),
-                                 "mode": self.mode, "why": self.why})
-                self.announced = True
-            self.assign()
             fds = [self.sock, self.wake_r] + [c.ch for c in self.children.values() if c.ch is not None]
             try:
                 readable, _, _ = select.select(fds, [], [])
@@ -418,7 +401,7 @@ class Server:
                 else:
                     c = next((c for c in self.children.values() if c.ch is r), None)
                     if c is not None:
-                        self.on_child_msg(c)
+                        self.on_spare_msg(c)
             self.on_sigchld()
 
     # --- in a forked child
@@ -432,6 +415,8 @@ class Server:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
             os._exit(1)
+        # Only its own channel stays open: not the server's connection, nor
+        # any other spare's channel (the server may still hold some).
         os.close(self.wake_r)
         os.close(self.wake_w)
         self.sock.detach()
@@ -461,10 +446,16 @@ class Server:
             log(err)
             os._exit(1)
         send(ch, {"op": "ready", "names": names})
-        msg, fds = recv(ch)
-        if msg is None:
-            os._exit(0)
+        # From here on the channel's other end is the manager's.
         try:
+            msg, fds = recv(ch)
+        except (OSError, ValueError):
+            os._exit(1)
+        if msg is None:
+            os._exit(0)  # the manager closed it, or the server died before handing it over
+        try:
+            if msg.get("op") != "start" or len(fds) != 2:
+                raise ValueError("expected a start message with stdout and stderr")
             os.chdir(msg["dir"])
             env = dict(kv.split("=", 1) for kv in msg["env"])
             os.environ.clear()
@@ -475,12 +466,18 @@ class Server:
                 os.close(fd)
             sys.argv = [A0] + list(msg["argv"][1:])
             show_as([sys.executable] + sys.argv, msg["env"])
+            # What else the start message says about the process itself
+            # (such as the uid and gid to run as) is applied here, before
+            # prepared: none of the task's code has run yet.
         except Exception as e:
             send(ch, {"op": "error", "why": str(e)})
             os._exit(127)
         send(ch, {"op": "prepared"})
-        go, _ = recv(ch)
-        if go is None:
+        try:
+            go, _ = recv(ch)
+        except (OSError, ValueError):
+            go = None
+        if go is None or go.get("op") != "go":
             os._exit(1)
         ch.close()
 

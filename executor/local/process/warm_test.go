@@ -61,6 +61,13 @@ func waitWarm(t testing.TB, r *Runner, env []string) {
 	})
 }
 
+// currentServer is the runner's warm server now (nil if none).
+func currentServer(r *Runner) *warmServer {
+	r.warm.mu.Lock()
+	defer r.warm.mu.Unlock()
+	return r.warm.srv
+}
+
 func warmSpec(a attempt, venv string, script string, extra ...string) Spec {
 	return Spec{Args: warmArgs, Env: warmEnv(append([]string{wrapper(script)}, extra...)...), Dir: a.dir, LogPath: a.log}
 }
@@ -202,7 +209,7 @@ func TestWarmStartedKillOrphan(t *testing.T) {
 func TestWarmServerReplaced(t *testing.T) {
 	venv := sdkVenv(t)
 	r := warmRunner(t, venv)
-	old := r.warm.srv
+	old := currentServer(r)
 	if err := old.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +220,7 @@ func TestWarmServerReplaced(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	waitWarm(t, r, warmEnv())
-	if r.warm.srv == old || r.warm.srv.cmd.Process.Pid == old.cmd.Process.Pid {
+	if currentServer(r) == old || currentServer(r).cmd.Process.Pid == old.cmd.Process.Pid {
 		t.Fatal("the dead server was not replaced")
 	}
 	a = newAttempt(t)
@@ -240,7 +247,7 @@ func TestWarmServerDiesDuringAnAttempt(t *testing.T) {
 		t.Fatalf("not warm-started:\n%s", logText(t, a.log))
 	}
 	readPid(t, filepath.Join(filepath.Dir(a.dir), "pid"))
-	if err := r.warm.srv.cmd.Process.Kill(); err != nil {
+	if err := currentServer(r).cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	st := p.Wait()
@@ -470,14 +477,16 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outR.Close()
-	srv := r.warm.srv
-	pid, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
+	srv := currentServer(r)
+	sp, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
 	outW.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	pid := sp.pid
 	// Held before its go: it never runs a0; killed below.
 	defer func() {
+		sp.close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		srv.collect(pid, exit, nil, nil)
 	}()
