@@ -176,80 +176,191 @@ func TestOutputs(t *testing.T) {
 	})
 }
 
-// Reservations: one owner at a time, extended by its owner, capped
-// heartbeat, taken over once expired, released only by the owner.
+// held checks that r is a real reservation of key held by owner, granted
+// or extended between from and to with a heartbeat of hb and the grace
+// multiplier grace: expiring hb*grace after it was granted, not before and
+// not long after. A nil or empty reservation fails every check.
+func held(t *testing.T, what string, r *pb.Reservation, key, owner string, hb time.Duration, grace int, from, to time.Time) {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("%s: no reservation in the response, want %s's of %q", what, owner, key)
+	}
+	if r.GetKey() != key || r.GetOwnerId() != owner {
+		t.Fatalf("%s: reservation of %q held by %q, want %q held by %q", what, r.GetKey(), r.GetOwnerId(), key, owner)
+	}
+	if got := r.GetHeartbeatInterval().AsDuration(); r.GetHeartbeatInterval() == nil || got != hb {
+		t.Fatalf("%s: heartbeat interval %v, want %v", what, r.GetHeartbeatInterval(), hb)
+	}
+	if r.GetExpiresAt() == nil {
+		t.Fatalf("%s: no expiry", what)
+	}
+	// The server stores microseconds: allow for the truncation.
+	exp, life := r.GetExpiresAt().AsTime(), hb*time.Duration(grace)
+	if exp.Before(from.Add(life).Add(-time.Millisecond)) || exp.After(to.Add(life).Add(time.Millisecond)) {
+		t.Fatalf("%s: expires at %v, want %v after it was granted (between %v and %v)", what, exp, life, from, to)
+	}
+}
+
+func (h *harness) release(ctx context.Context, t *testing.T, key, owner string) {
+	t.Helper()
+	if _, err := h.v2.ReleaseReservation(ctx, connect.NewRequest(&v2.ReleaseReservationRequest{Identifier: id("p"),
+		BaseRequest: &pb.ReleaseReservationRequest{Key: key, OwnerId: owner}})); err != nil {
+		t.Fatalf("%s releases %q: %v", owner, key, err)
+	}
+}
+
+// Reservations: granted to the first owner with its key, heartbeat (capped)
+// and expiry; refused to every other owner while held, who gets the
+// holder's reservation unchanged; extended by its owner; independent per
+// key; ended by the owner's release only, after which another owner takes
+// it at once; taken over by another owner once expired.
 func TestReservations(t *testing.T) {
 	cfg := config.Default().Cache
-	cfg.MaxReservationHeartbeat, cfg.HeartbeatGraceMultiplier = time.Second, 1
+	cfg.MaxReservationHeartbeat, cfg.HeartbeatGraceMultiplier = time.Second, 2
 	each(t, cfg, func(t *testing.T, h *harness) {
 		ctx := context.Background()
+		from := time.Now()
 		r, err := h.reserve(ctx, "k", "alice", time.Hour)
-		if err != nil || r.GetOwnerId() != "alice" || r.GetHeartbeatInterval().AsDuration() != time.Second {
-			t.Fatalf("first reservation: %v %v, want alice's with the heartbeat capped at 1s", r, err)
-		}
-		if r, err = h.reserve(ctx, "k", "bob", time.Second); err != nil || r.GetOwnerId() != "alice" {
-			t.Fatalf("bob's request: %v %v, want alice's reservation back", r, err)
-		}
-		ext, err := h.reserve(ctx, "k", "alice", time.Second)
-		if err != nil || ext.GetOwnerId() != "alice" || ext.GetExpiresAt().AsTime().Before(r.GetExpiresAt().AsTime()) {
-			t.Fatalf("alice's heartbeat: %v %v", ext, err)
-		}
-		// Bob's release leaves alice's reservation alone.
-		if _, err := h.v2.ReleaseReservation(ctx, connect.NewRequest(&v2.ReleaseReservationRequest{Identifier: id("p"),
-			BaseRequest: &pb.ReleaseReservationRequest{Key: "k", OwnerId: "bob"}})); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
-		// Alice stops heartbeating: once it expired bob takes over.
+		held(t, "alice's first request (heartbeat capped at 1s)", r, "k", "alice", time.Second, 2, from, time.Now())
+
+		// Held: bob is refused, again and again, and sees alice's
+		// reservation as it stands.
+		for i := range 3 {
+			b, err := h.reserve(ctx, "k", "bob", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held(t, "bob's request while alice holds k", b, "k", "alice", time.Second, 2, from, time.Now())
+			if !b.GetExpiresAt().AsTime().Equal(r.GetExpiresAt().AsTime()) {
+				t.Fatalf("bob's request %d moved alice's expiry from %v to %v", i, r.GetExpiresAt().AsTime(), b.GetExpiresAt().AsTime())
+			}
+		}
+		// Another key is free while k is held.
+		from2 := time.Now()
+		b, err := h.reserve(ctx, "k2", "bob", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held(t, "bob's request of another key", b, "k2", "bob", time.Second, 2, from2, time.Now())
+
+		// Alice's heartbeat extends her reservation: a later expiry.
+		from = time.Now()
+		ext, err := h.reserve(ctx, "k", "alice", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held(t, "alice's heartbeat", ext, "k", "alice", time.Second, 2, from, time.Now())
+		if !ext.GetExpiresAt().AsTime().After(r.GetExpiresAt().AsTime()) {
+			t.Fatalf("alice's heartbeat left her expiry at %v (was %v)", ext.GetExpiresAt().AsTime(), r.GetExpiresAt().AsTime())
+		}
+
+		// Bob's release leaves alice's reservation alone.
+		h.release(ctx, t, "k", "bob")
+		if b, err = h.reserve(ctx, "k", "carol", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		held(t, "carol's request after bob's release", b, "k", "alice", time.Second, 2, from, time.Now())
+		if !b.GetExpiresAt().AsTime().Equal(ext.GetExpiresAt().AsTime()) {
+			t.Fatalf("after bob's release alice's expiry is %v, want %v", b.GetExpiresAt().AsTime(), ext.GetExpiresAt().AsTime())
+		}
+
+		// Alice stops heartbeating: once it expired bob takes over, not
+		// before.
 		if testkit.Poll(time.Minute, 100*time.Millisecond, func() string {
+			from = time.Now()
 			if r, err = h.reserve(ctx, "k", "bob", time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if r.GetOwnerId() != "bob" {
+				held(t, "bob's request before alice's reservation expired", r, "k", "alice", time.Second, 2, time.Time{}, time.Now())
 				return "not yet"
 			}
 			return ""
 		}) != "" {
 			t.Fatalf("alice's reservation never expired: %v", r)
 		}
-		if time.Now().Before(ext.GetExpiresAt().AsTime()) {
-			t.Fatalf("bob took over at %v, alice's reservation ran until %v", time.Now(), ext.GetExpiresAt().AsTime())
+		held(t, "bob's takeover", r, "k", "bob", time.Second, 2, from, time.Now())
+		if from.Before(ext.GetExpiresAt().AsTime().Add(-time.Millisecond)) {
+			t.Fatalf("bob took over at %v, alice's reservation ran until %v", from, ext.GetExpiresAt().AsTime())
 		}
-		if _, err := h.v2.ReleaseReservation(ctx, connect.NewRequest(&v2.ReleaseReservationRequest{Identifier: id("p"),
-			BaseRequest: &pb.ReleaseReservationRequest{Key: "k", OwnerId: "bob"}})); err != nil {
+
+		// Bob releases: carol takes it at once, though bob's would not
+		// have expired yet.
+		h.release(ctx, t, "k", "bob")
+		h.release(ctx, t, "k", "bob") // releasing twice is fine
+		from = time.Now()
+		if r, err = h.reserve(ctx, "k", "carol", time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if r, err = h.reserve(ctx, "k", "carol", time.Second); err != nil || r.GetOwnerId() != "carol" {
-			t.Fatalf("after bob's release: %v %v, want carol's", r, err)
-		}
+		held(t, "carol's request after bob's release", r, "k", "carol", time.Second, 2, from, time.Now())
+
 		_, err = h.reserve(ctx, "k", "", time.Second)
 		wantCode(t, "no owner", err, connect.CodeInvalidArgument, "owner_id")
+		_, err = h.reserve(ctx, "", "dave", time.Second)
+		wantCode(t, "no key", err, connect.CodeInvalidArgument, "key")
 	})
 }
 
-// Many owners asking at once: exactly one gets the reservation.
+// Many owners asking at once: exactly one of them is granted the
+// reservation, and every other is refused with that holder's reservation;
+// while it is held a loser asking again is still refused, and once the
+// holder releases it a loser takes it.
 func TestReservationRace(t *testing.T) {
 	each(t, config.Default().Cache, func(t *testing.T, h *harness) {
 		ctx := context.Background()
+		hb, grace := time.Second, config.Default().Cache.HeartbeatGraceMultiplier
 		var wg sync.WaitGroup
-		owners := make([]string, 8)
+		got := make([]*pb.Reservation, 8)
 		errs := make([]error, 8)
-		for i := range owners {
+		owner := func(i int) string { return string(rune('a' + i)) }
+		from := time.Now()
+		for i := range got {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := h.reserve(ctx, "race", string(rune('a'+i)), time.Second)
-				owners[i], errs[i] = r.GetOwnerId(), err
+				got[i], errs[i] = h.reserve(ctx, "race", owner(i), hb)
 			}()
 		}
 		wg.Wait()
-		for i := range owners {
+		to := time.Now()
+		for i := range errs {
 			if errs[i] != nil {
 				t.Fatal(errs[i])
 			}
-			if owners[i] != owners[0] {
-				t.Fatalf("owners seen: %q, want one", owners)
+		}
+		if got[0] == nil {
+			t.Fatal("owner a got no reservation in the response")
+		}
+		winner := got[0].GetOwnerId()
+		granted := -1
+		for i := range got {
+			held(t, "owner "+owner(i), got[i], "race", winner, hb, grace, from, to)
+			if !got[i].GetExpiresAt().AsTime().Equal(got[0].GetExpiresAt().AsTime()) {
+				t.Fatalf("owners saw different expiries: %v and %v", got[0].GetExpiresAt().AsTime(), got[i].GetExpiresAt().AsTime())
+			}
+			if owner(i) == winner {
+				granted = i
 			}
 		}
+		if granted < 0 {
+			t.Fatalf("the reservation is held by %q, who did not ask for it", winner)
+		}
+		loser := owner((granted + 1) % len(got))
+		r, err := h.reserve(ctx, "race", loser, hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held(t, loser+" asking again while held", r, "race", winner, hb, grace, from, to)
+
+		h.release(ctx, t, "race", winner)
+		from = time.Now()
+		if r, err = h.reserve(ctx, "race", loser, hb); err != nil {
+			t.Fatal(err)
+		}
+		held(t, loser+" after "+winner+"'s release", r, "race", loser, hb, grace, from, time.Now())
 	})
 }
 
