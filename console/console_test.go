@@ -2,12 +2,8 @@ package console_test
 
 import (
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -74,32 +70,5 @@ func TestAssetsAndRedirects(t *testing.T) {
 		if resp.StatusCode/100 != 3 || resp.Header.Get("Location") != want {
 			t.Errorf("GET %s: %d Location %q, want a redirect to %s", path, resp.StatusCode, resp.Header.Get("Location"), want)
 		}
-	}
-}
-
-// The console builds DOM only through lib/dom.js, which never parses
-// markup; a view that used one of these could render user content as HTML.
-func TestNoAssetParsesMarkup(t *testing.T) {
-	banned := regexp.MustCompile(`\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|\beval\(|new Function\(`)
-	err := filepath.WalkDir("web", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".js" {
-			return err
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(src), "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "//") {
-				continue
-			}
-			if m := banned.FindString(line); m != "" {
-				t.Errorf("%s:%d uses %s", path, i+1, m)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
