@@ -127,7 +127,9 @@ test-cluster-stop:
 ## API writes and PostgreSQL transactions per action); the noop scale series
 ## (one run with 100, 1,000 and 10,000 children: wall, peak RSS, statements
 ## per action) and curves (actions/s against fan-out width and runs in
-## flight); one run fanning out to 300 real children on SQLite. Every figure
+## flight); one run fanning out to 300 real children on SQLite; the web
+## console's action tree of 1,000 and 10,000 actions drawn in headless
+## Chromium (runner console: folded and open). Every figure
 ## beside issue 10's target and its ratio to the figures before; prints
 ## figures, asserts nothing. BENCH_FLAGS passes sizes and selections, e.g.
 ## BENCH_FLAGS="-runners noop -scale 10000 -curve-fanout '' -curve-inflight ''",

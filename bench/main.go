@@ -27,6 +27,9 @@
 //     transactions per single-action run. It needs the cluster's binaries
 //     (make envtest-assets).
 //
+// The console runner draws a run's action tree of 1,000 and 10,000 actions
+// in the web console, in headless Chromium, folded and open (console.go).
+//
 // It prints figures; it asserts nothing about time.
 //
 // Besides that throughput table it measures, on the noop runner: one run
@@ -40,7 +43,7 @@
 // ratio to the figures issue 10 measured before its work.
 //
 //	go run ./bench [-runs 100 -fanout 20] [-real-runs 4 -real-fanout 8] [-kube-runs 200 -kube-inflight 20]
-//	    [-backends sqlite,postgres] [-runners noop,a0,kube,replicas] [-scale 100,1000,10000]
+//	    [-backends sqlite,postgres] [-runners noop,a0,kube,replicas,console] [-scale 100,1000,10000]
 //	    [-curve-fanout 10,100,1000] [-curve-inflight 1,10,100] [-big-fanout 300] [-warm off|on|both]
 package main
 
@@ -91,7 +94,7 @@ type options struct {
 }
 
 // runnerNames are the -runners values.
-var runnerNames = []string{"noop", "a0", "kube", "replicas"}
+var runnerNames = []string{"noop", "a0", "kube", "replicas", "console"}
 
 func main() {
 	var o options
@@ -113,7 +116,7 @@ func main() {
 	flag.IntVar(&o.curveRuns, "curve-runs", 20, "fewest runs per point of the in-flight curve")
 	flag.StringVar(&o.warm, "warm", "off", "executor.local.warmStart for the a0 scenarios: on, off (writes no key: the manager's default), both (each a0 scenario twice)")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
-	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0; replicas: cross-replica watch latency, PostgreSQL)")
+	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas,console", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0; replicas: cross-replica watch latency, PostgreSQL; console: the web console's tree drawing in headless Chromium)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop scenario's measured runs to this directory")
@@ -285,7 +288,9 @@ func run(ctx context.Context, o options) error {
 		measured[s.key()] = r
 		results = append(results, r)
 	}
-	report(os.Stdout, o, e, results, load, time.Since(started))
+	if len(specs) > 0 {
+		report(os.Stdout, o, e, results, load, time.Since(started))
+	}
 	if slices.Contains(o.runners, "replicas") {
 		fmt.Fprintf(os.Stderr, "bench: replicas: two managers on one PostgreSQL, %d samples ...\n", o.runs)
 		printReplicas, err := runReplicas(ctx, o, tmp, e.pg)
@@ -293,6 +298,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("replicas: %w", err)
 		}
 		printReplicas(os.Stdout)
+	}
+	if slices.Contains(o.runners, "console") {
+		fmt.Fprintf(os.Stderr, "bench: console: drawing action trees of %v actions in headless Chromium ...\n", consoleSizes)
+		printConsole, err := runConsole(ctx, o, tmp)
+		if err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		printConsole(os.Stdout)
 	}
 	return nil
 }
