@@ -64,3 +64,14 @@ start((path) => {
   show(path);
   main.focus({ preventScroll: true });
 });
+
+// Leaving the page (a reload, another site, the back/forward cache) ends
+// the view's streams at once rather than when the browser gets round to
+// it; a page restored from that cache shows its view afresh.
+window.addEventListener("pagehide", () => {
+  current?.abort();
+  current = null;
+});
+window.addEventListener("pageshow", (e) => {
+  if (e.persisted) show(location.pathname);
+});
