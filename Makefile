@@ -36,7 +36,7 @@ run: build venv
 ## KUBEBUILDER_ASSETS pointing there the cluster tests fail, never skip, when
 ## they are unusable).
 ## On failure, hack/test-failures repeats what failed at the end.
-test: venv wheels envtest-assets
+test: venv wheels envtest-assets helm
 	@log=$$(mktemp); \
 	{ FLYTEIDL2_WHEEL=$(WHEELS)/flyteidl2-$(FLYTEIDL2_VERSION)-py3-none-any.whl \
 	  FM_TEST_VENV=$(VENV) KUBEBUILDER_ASSETS=$(K8S_BIN) \
@@ -69,11 +69,11 @@ check-gen: gen
 	@test -z "$$(git status --porcelain -- gen/go)" || (git status --porcelain -- gen/go; echo "gen/go has untracked output: run make gen and commit" && exit 1)
 
 ## check-manifests: fail if the executor's generated files (CRD, RBAC, deepcopy,
-## sample, the chart's CRD copy) differ from what `make -C executor manifests
+## sample, the chart's CRD and role copies) differ from what `make -C executor manifests
 ## generate` produces.
 .PHONY: check-manifests
 EXECUTOR_GENERATED := executor/config/crd executor/config/rbac/role.yaml executor/config/rbac-per-project/role.yaml \
-	executor/config/samples executor/api charts/flyte-binary/templates/crds
+	executor/config/samples executor/api charts/flyte-binary/templates/crds charts/flyte-binary/files
 check-manifests:
 	$(MAKE) -C executor manifests generate
 	@git diff --exit-code -- $(EXECUTOR_GENERATED) || (echo "executor manifests are stale: run make -C executor manifests generate and commit" && exit 1)
@@ -120,6 +120,28 @@ test-cluster: envtest-assets
 test-cluster-stop:
 	$(GO) build -o $(K8S_BIN)/test-cluster ./executor/cmd/test-cluster
 	$(K8S_BIN)/test-cluster stop --dir $(TEST_CLUSTER_DIR)
+
+## image: the manager's OCI image, built without a container daemon by
+## hack/image: the static binary, CA certificates, user 65532, entrypoint
+## `flyte-manager start`, for IMAGE_PLATFORMS; written to dist/image as an OCI
+## layout, an OCI archive and one docker-archive per platform (docs/image.md).
+## Two builds of one commit give one digest.
+.PHONY: image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_SOURCE    ?= https://github.com/flyte-manager/flyte-manager
+image:
+	$(GO) run ./hack/image -o dist/image -platforms $(IMAGE_PLATFORMS) -version $(VERSION) \
+	  -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) -source $(IMAGE_SOURCE) \
+	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
+
+## helm: bin/helm, built from its Go module (tools/helm pins the version);
+## rebuilt when tools/helm/go.mod changes. The chart's tests use it, or $FM_HELM.
+.PHONY: helm
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" && NF >= 2 { print $$2; exit }' tools/helm/go.mod)
+helm: $(BIN)/helm
+$(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
+	cd tools/helm && GOWORK=off GOFLAGS=-mod=mod $(GO) build -trimpath \
+	  -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $(BIN)/helm helm.sh/helm/v4/cmd/helm
 
 ## bench: actions/s and submit→terminal latency through the public API, on
 ## SQLite and PostgreSQL, with the no-op runner (control plane only), the

@@ -33,11 +33,17 @@ const DefaultConsoleLocalListen = "127.0.0.1:8080"
 // task processes and the manager name a run agree.
 const DefaultOrg = ident.LocalOrg
 
+// ImageName is the name `make image` (hack/image) gives the manager's image:
+// its OCI layout and tarballs are tagged ImageName:latest and
+// ImageName:<version>, which `docker load` and `kind load` keep.
+const ImageName = "flyte-manager"
+
 // DefaultCopilotImage is executor.kubernetes.copilotImage's default: the
-// manager's own image (any image with this binary on PATH as
-// flyte-manager), which raw container Pods run `flyte-manager copilot` in.
-// The project publishes none: a cluster names the one it built or pulls.
-const DefaultCopilotImage = "flyte-manager:latest"
+// manager's own image as `make image` tags it (any image with this binary
+// on PATH as flyte-manager will do), which raw container Pods run
+// `flyte-manager copilot` in. The project publishes none: a cluster names
+// the one it built and loaded or pushed (the chart sets its own image).
+const DefaultCopilotImage = ImageName + ":latest"
 
 // Default returns the built-in configuration: the single place defaults are
 // defined. Fields left empty here are derived from other values once the
