@@ -2,8 +2,8 @@ package kubeapi
 
 import (
 	"encoding/base64"
-	"errors"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
