@@ -12,8 +12,6 @@ package kubeapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -53,9 +51,9 @@ type Deps struct {
 	// Placement names and places every action's object, as the
 	// kubernetes executor does.
 	Placement v1.Placement
-	// TokenHash is the SHA-256 of the bearer token every request must
-	// carry; nil lets every request through (tests only).
-	TokenHash []byte
+	// Tokens are the bearer tokens a request may carry; nil lets every
+	// request through (tests only).
+	Tokens *Tokens
 	// Version is the manager's version, for /version.
 	Version string
 	Log     *slog.Logger
@@ -108,15 +106,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) authorized(r *http.Request) bool {
-	if a.d.TokenHash == nil {
+	if a.d.Tokens == nil {
 		return true
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(sum[:], a.d.TokenHash) == 1
+	return ok && a.d.Tokens.Valid(strings.TrimSpace(token))
 }
 
 // only answers 405 to every method but method.

@@ -3,7 +3,6 @@ package kubeapi_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -37,12 +36,16 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	g := dbtest.Migrated(t, dbtest.SQLiteDSN(t))
 	state, _, e := statetest.New(t, g, statetest.Options{}, runstate.NoExecutor)
-	sum := sha256.Sum256([]byte("secret-token"))
+	dir := t.TempDir()
+	token, err := kubeapi.MintToken(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	api := kubeapi.New(kubeapi.Deps{Actions: e.Store.Actions, Hub: e.Hub, Aborter: state,
-		Placement: v1.Placement{Namespace: "flyte"}, TokenHash: sum[:], Version: "test", BookmarkEvery: 50 * time.Millisecond})
+		Placement: v1.Placement{Namespace: "flyte"}, Tokens: kubeapi.NewTokens(dir), Version: "test", BookmarkEvery: 50 * time.Millisecond})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: e.Store, srv: srv, token: "secret-token"}
+	return &env{t: t, st: e.Store, srv: srv, token: token}
 }
 
 func (e *env) create(key store.ActionKey, parent string) *store.Action {

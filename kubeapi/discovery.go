@@ -35,7 +35,7 @@ func wantsAggregated(r *http.Request) bool {
 
 func (a *API) version(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", version.Info{
-		Major: "1", Minor: "37", GitVersion: "v1.37.0-flyte-manager+" + a.d.Version,
+		Major: "1", Minor: "35", GitVersion: "v1.35.0-flyte-manager+" + a.d.Version,
 		GitTreeState: "clean", GoVersion: runtime.Version(), Compiler: runtime.Compiler,
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
 	})
