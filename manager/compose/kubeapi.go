@@ -74,7 +74,12 @@ func listenKubeAPI(logger *slog.Logger, cfg *config.Config, srv *server.Server, 
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	addr := ln.Addr()
-	srv.AddCloser("kube API listener", func(context.Context) error { return ln.Close() })
+	srv.AddCloser("kube API listener", func(context.Context) error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil // closed by the worker already, or now because it never ran
+	})
 	srv.AddWorker("kube API", func(ctx context.Context) error {
 		served := make(chan error, 1)
 		go func() { served <- hs.ServeTLS(ln, "", "") }()
