@@ -22,7 +22,7 @@ import (
 func (h *harness) refusedWith(key store.ActionKey, says ...string) {
 	h.t.Helper()
 	a := h.terminal(key, phase.Failed)
-	e := errorState(a.ErrorInfo)
+	e := v1.ErrorStateOf(a.ErrorInfo)
 	if e == nil || e.Code != attempt.CodeLaunchFailed || a.Attempts != 1 {
 		h.t.Fatalf("%s: error %+v after %d attempts, want %s after 1", key, e, a.Attempts, attempt.CodeLaunchFailed)
 	}

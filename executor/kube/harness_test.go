@@ -285,7 +285,7 @@ func (h *harness) terminal(key store.ActionKey, want phase.Phase) *store.Action 
 	var a *store.Action
 	h.eventually(key.String()+" to end", func() bool { a = h.action(key); return a.Phase.Terminal() })
 	if a.Phase != want {
-		h.t.Fatalf("%s ended %s, want %s (error %v)", key, a.Phase, want, errorState(a.ErrorInfo))
+		h.t.Fatalf("%s ended %s, want %s (error %v)", key, a.Phase, want, v1.ErrorStateOf(a.ErrorInfo))
 	}
 	return a
 }

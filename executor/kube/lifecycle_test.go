@@ -110,7 +110,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil || a.Attempts != 2 || len(atts) != 2 {
 				t.Fatalf("attempts %d %+v %v", a.Attempts, atts, err)
 			}
-			if e := errorState(atts[0].ErrorInfo); e == nil || e.Kind != v1.ErrorKindSystem || !strings.Contains(e.Message, "deleted") {
+			if e := v1.ErrorStateOf(atts[0].ErrorInfo); e == nil || e.Kind != v1.ErrorKindSystem || !strings.Contains(e.Message, "deleted") {
 				t.Errorf("first attempt's error %+v, want a system error saying the Pod was deleted", e)
 			}
 		},
@@ -139,8 +139,8 @@ func TestLifecycle(t *testing.T) {
 		want: phase.Succeeded,
 		check: func(t *testing.T, a *store.Action, ta *v1.TaskAction) {
 			atts, _ := h.st.Actions.Attempts(h.ctx, a.ActionKey)
-			if a.Attempts != 2 || len(atts) != 2 || !strings.Contains(errorState(atts[0].ErrorInfo).Message, "deleted outside the manager") {
-				t.Errorf("attempts %d, first error %+v: want a visible retry", a.Attempts, errorState(atts[0].ErrorInfo))
+			if a.Attempts != 2 || len(atts) != 2 || !strings.Contains(v1.ErrorStateOf(atts[0].ErrorInfo).Message, "deleted outside the manager") {
+				t.Errorf("attempts %d, first error %+v: want a visible retry", a.Attempts, v1.ErrorStateOf(atts[0].ErrorInfo))
 			}
 			if ta == nil {
 				t.Error("the TaskAction was not created again")

@@ -9,32 +9,28 @@ import (
 	"fmgr.dev/internal/store"
 )
 
-// Where an action's objects live. Names are derived from the action's key
-// alone, so a reconcile finds an action's TaskAction and Pods without a
-// lookup table, and a restarted manager finds the same objects.
+// Where an action's objects live (v1.Placement). Names are derived from the
+// action's key alone, so a reconcile finds an action's TaskAction and Pods
+// without a lookup table, and a restarted manager finds the same objects.
 
-// namespaceOf is the namespace of key's objects: with namespacePerProject
-// the project's and domain's own (v1.NamespaceName: a valid namespace name
-// for any project id), else the shared one.
-func (d *Driver) namespaceOf(key store.ActionKey) string {
-	if d.cfg.NamespacePerProject {
-		return v1.NamespaceName(key.Project, key.Domain)
-	}
-	return d.cfg.Namespace
+// placement is the driver's configuration as a v1.Placement.
+func (d *Driver) placement() v1.Placement {
+	return v1.Placement{Namespace: d.cfg.Namespace, NamespacePerProject: d.cfg.NamespacePerProject}
 }
 
-// nameOf is the TaskAction of key. Run names are unique per project and
-// domain only, so in a namespace shared by every project the name carries
-// them too.
+// namespaceOf is the namespace of key's objects.
+func (d *Driver) namespaceOf(key store.ActionKey) string {
+	return d.placement().NamespaceOf(key.Project, key.Domain)
+}
+
+// nameOf is the TaskAction of key.
 func (d *Driver) nameOf(key store.ActionKey) types.NamespacedName {
-	run := key.RunName
-	if !d.cfg.NamespacePerProject {
-		run = key.Project + "-" + key.Domain + "-" + run
-	}
-	if key.Org != "" {
-		run = key.Org + "-" + run
-	}
-	return types.NamespacedName{Namespace: d.namespaceOf(key), Name: v1.ObjectName(run, key.Name)}
+	return types.NamespacedName{Namespace: d.namespaceOf(key), Name: d.placement().NameOf(refOf(key))}
+}
+
+// refOf is key as a v1.ActionRef.
+func refOf(key store.ActionKey) v1.ActionRef {
+	return v1.ActionRef{Org: key.Org, Project: key.Project, Domain: key.Domain, Run: key.RunName, Action: key.Name}
 }
 
 // keyOf is the action a TaskAction stands for.
@@ -55,7 +51,7 @@ func podNameFor(name string, n int32) string { return v1.ObjectName(name, strcon
 // flyte.org labels of v1.
 const (
 	// annotationOrg keeps the action's org, which is not a spec field.
-	annotationOrg = "flyte.org/org"
+	annotationOrg = v1.AnnotationOrg
 	// LabelManaged marks the TaskActions and Pods a manager created: its
 	// Pod cache watches only those, and a TaskAction without it is one a
 	// user created (see adopt).

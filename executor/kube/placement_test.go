@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "fmgr.dev/executor/api/v1"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/phase"
@@ -43,7 +44,7 @@ func TestPodTemplateByName(t *testing.T) {
 	// A template that does not exist fails the task, saying so.
 	bad := h.run("rnotemplate", succeed, taskOpts{podTemplate: "missing"})
 	a := h.terminal(bad, phase.Failed)
-	if e := errorState(a.ErrorInfo); e == nil || e.Code != "LaunchFailed" {
+	if e := v1.ErrorStateOf(a.ErrorInfo); e == nil || e.Code != "LaunchFailed" {
 		t.Fatalf("error %+v", e)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "fmgr.dev/executor/api/v1"
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -132,7 +133,7 @@ func TestMissingSecretCreatesNoPod(t *testing.T) {
 	h := secretsHarness(t, nil)
 	key := h.run("rmissing", succeed, taskOpts{retries: 2, secrets: []*core.Secret{{Key: "absent-one"}}})
 	a := h.terminal(key, phase.Failed)
-	if es := errorState(a.ErrorInfo); es == nil || !strings.Contains(es.Message, `"absent-one"`) || es.Code != attempt.CodeSecretNotFound {
+	if es := v1.ErrorStateOf(a.ErrorInfo); es == nil || !strings.Contains(es.Message, `"absent-one"`) || es.Code != attempt.CodeSecretNotFound {
 		t.Errorf("error %+v, want %s naming the missing secret", es, attempt.CodeSecretNotFound)
 	}
 	if _, err := h.pod(key, 1); !apierrors.IsNotFound(err) {

@@ -39,6 +39,7 @@ type Config struct {
 	Secrets  Secrets  `mapstructure:"secrets" yaml:"secrets"`
 	Console  Console  `mapstructure:"console" yaml:"console"`
 	Events   Events   `mapstructure:"events" yaml:"events"`
+	KubeAPI  KubeAPI  `mapstructure:"kubeAPI" yaml:"kubeAPI"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
@@ -55,6 +56,18 @@ type Console struct {
 	// this is what answers them. A busy address is logged and skipped; ""
 	// turns it off.
 	LocalListen string `mapstructure:"localListen" yaml:"localListen"`
+}
+
+// KubeAPI configures the Kubernetes-style API (taskactions.flyte.org/v1
+// from the database, for kubectl and client-go) on its own https listener.
+type KubeAPI struct {
+	// Enabled serves it.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// Listen is its address (https, a bearer token required). Loopback by
+	// default: the token guards it, but like the API port it is for this
+	// machine's users until an operator decides otherwise. A busy address
+	// is logged and skipped.
+	Listen string `mapstructure:"listen" yaml:"listen"`
 }
 
 // ConsoleLocalListen is the console's second address to open, "" for none

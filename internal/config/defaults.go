@@ -28,6 +28,10 @@ const (
 // to localhost:8080).
 const DefaultConsoleLocalListen = "127.0.0.1:8080"
 
+// DefaultKubeAPIListen is where the Kubernetes-style API listens: beside
+// the API's 8090, on loopback.
+const DefaultKubeAPIListen = "127.0.0.1:8091"
+
 // DefaultOrg is server.orgs.default's default: the org task processes of
 // runs without one are given (ident.LocalOrg), so that what the SDK, its
 // task processes and the manager name a run agree.
@@ -150,6 +154,10 @@ func Default() Config {
 		Console: Console{
 			Enabled:     true,
 			LocalListen: DefaultConsoleLocalListen,
+		},
+		KubeAPI: KubeAPI{
+			Enabled: true,
+			Listen:  DefaultKubeAPIListen,
 		},
 		// Far above what an executor reports about an attempt (a few
 		// phases, a few dozen cluster events; the reference's executor

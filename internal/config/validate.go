@@ -192,6 +192,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if a := c.KubeAPI.Listen; c.KubeAPI.Enabled {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("kubeAPI.listen", "must be host:port, got %q", a)
+		}
+	}
+
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.Log.Level)) {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}

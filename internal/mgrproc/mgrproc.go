@@ -84,6 +84,9 @@ type Options struct {
 // Process is one running `flyte-manager start`.
 type Process struct {
 	URL string // http://127.0.0.1:<port>, from the banner
+	// KubeURL is the Kubernetes-style API's https://host:port from the
+	// banner, "" when it is not served.
+	KubeURL string
 
 	opts   Options
 	cmd    *exec.Cmd
@@ -94,6 +97,9 @@ type Process struct {
 
 // servingLine is the banner's first line (manager/compose printBanner).
 var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
+
+// kubeLine is the banner's address of the Kubernetes-style API.
+var kubeLine = regexp.MustCompile(`kubectl \(taskactions[^\n]*\n\s+(https://\S+)`)
 
 // ServingURL returns the base URL a manager's banner in text announces, or
 // "" when there is none yet.
@@ -136,7 +142,9 @@ func (p *Process) start(ctx context.Context, env []string) error {
 		out = io.MultiWriter(p.output, p.opts.Log)
 	}
 	p.cmd = exec.Command(p.opts.Bin, args...)
-	p.cmd.Env = append(append(os.Environ(), p.opts.Env...), env...)
+	// The Kubernetes-style API takes a free port unless the test says
+	// otherwise: managers of concurrent tests would all want 8091.
+	p.cmd.Env = append(append(append(os.Environ(), "FLYTE_MANAGER_KUBEAPI_LISTEN=127.0.0.1:0"), p.opts.Env...), env...)
 	// One writer for both streams: exec then copies them through one pipe,
 	// in the order the manager wrote them.
 	p.cmd.Stdout, p.cmd.Stderr = out, out
@@ -178,6 +186,9 @@ func (p *Process) waitReady(ctx context.Context) error {
 		status, body, err := p.get(ctx, "/readyz")
 		switch {
 		case err == nil && status == http.StatusOK:
+			if m := kubeLine.FindStringSubmatch(p.output.String()); m != nil {
+				p.KubeURL = m[1]
+			}
 			return nil
 		case err != nil:
 			last = err.Error()

@@ -20,7 +20,8 @@ import (
 //     service and no executor package;
 //   - a service imports no other service;
 //   - the executor imports no service (its binaries under executor/cmd
-//     compose, like manager/, and are exempt).
+//     compose, like manager/, and are exempt);
+//   - kubeapi imports no service and of the executor only its API types.
 const module = "fmgr.dev"
 
 // services are the top-level service packages (and their subpackages).
@@ -53,6 +54,10 @@ func layerViolation(pkg, dep string) string {
 		return "a service imports another service"
 	case isExecutor(pkg) && depService != "":
 		return "the executor imports a service"
+	case (pkg == "kubeapi" || strings.HasPrefix(pkg, "kubeapi/")) && depService != "":
+		return "the Kubernetes-style API imports a service"
+	case (pkg == "kubeapi" || strings.HasPrefix(pkg, "kubeapi/")) && depExecutor && dep != "executor/api/v1":
+		return "the Kubernetes-style API imports the executor beyond its API types"
 	}
 	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ type Deps struct {
 	DB     *gorm.DB
 	Log    *slog.Logger
 	Server *server.Server
+	// Version is the binary's version.
+	Version string
+	// KubeAPI is the Kubernetes-style API's handler, which Run serves on
+	// its own listener (nil when kubeAPI.enabled is false); Setup builds it.
+	KubeAPI http.Handler
 }
 
 // Options are what Run needs besides the configuration.
@@ -66,7 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
-	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv}
+	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version}
 	if err := Setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
 	}
@@ -75,12 +81,16 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return closeAfter(srv, err)
 	}
 	consoleAddr := listenConsole(logger, cfg, srv)
+	kubeAddr := listenKubeAPI(logger, cfg, srv, d.KubeAPI)
 	// Workers start once the server listens: the executor tells task
 	// processes the address it got.
 	srv.StartWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", o.Version)
 	WarnIfExposed(logger, cfg.Server.Host)
 	printBanner(o.Stdout, o.Version, cfg, srv.Addr(), consoleAddr)
+	if kubeAddr != nil {
+		fmt.Fprintf(o.Stdout, "\nkubectl (taskactions.flyte.org/v1):\n  https://%s\n  flyte-manager kubeconfig > ~/.kube/flyte.yaml && KUBECONFIG=~/.kube/flyte.yaml kubectl get taskactions\n", kubeAddr)
+	}
 	return srv.Serve(ctx)
 }
 

@@ -69,6 +69,9 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 
+	if cfg.KubeAPI.Enabled {
+		d.KubeAPI = newKubeAPI(d, st, hub, state, d.Version)
+	}
 	for _, step := range []func() error{
 		setupExecutor,
 		func() error { return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log) },

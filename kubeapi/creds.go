@@ -1,0 +1,216 @@
+package kubeapi
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Credentials live in <home>/kubeapi: a self-signed certificate and its
+// key (kubectl sends a token only over https), and the SHA-256 of every
+// bearer token handed out, one a line. Tokens themselves are never
+// stored: `flyte-manager kubeconfig` mints one each time it runs and
+// prints it in the kubeconfig; `--rotate` revokes every earlier one.
+const (
+	CertFile   = "tls.crt"
+	KeyFile    = "tls.key"
+	TokensFile = "tokens"
+)
+
+// EnsureCertificate returns the certificate in dir, generating a
+// self-signed one (valid for loopback and hosts, ten years) when there is
+// none yet.
+func EnsureCertificate(dir string, hosts ...string) (tls.Certificate, []byte, error) {
+	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
+	if certPEM, err := os.ReadFile(certPath); err == nil {
+		keyPEM, err := os.ReadFile(keyPath)
+		if err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("the kube API's key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("the kube API's certificate in %s: %w (delete both files to generate new ones)", dir, err)
+		}
+		return cert, certPEM, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return tls.Certificate{}, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "flyte-manager kube API"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			if !ip.IsUnspecified() {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			}
+		} else if h != "" && h != "localhost" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	if err := writePrivate(keyPath, keyPEM); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	if err := writePrivate(certPath, certPEM); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	return cert, certPEM, err
+}
+
+// writePrivate writes data to path (mode 0600) through a temporary file,
+// so a reader never sees half of it.
+func writePrivate(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// MintToken creates a bearer token, records its hash in dir (after
+// revoking every earlier token when rotate is set) and returns it.
+func MintToken(dir string, rotate bool) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	sum := sha256.Sum256([]byte(token))
+	path := filepath.Join(dir, TokensFile)
+	var old []byte
+	if !rotate {
+		var err error
+		if old, err = os.ReadFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	if err := writePrivate(path, append(old, hex.EncodeToString(sum[:])+"\n"...)); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// Tokens checks bearer tokens against the hashes in a tokens file, read
+// again whenever it changes (a kubeconfig minted or tokens rotated while
+// the manager runs take effect at once).
+type Tokens struct {
+	path string
+
+	mu     sync.Mutex
+	stamp  time.Time
+	size   int64
+	hashes [][]byte
+}
+
+// NewTokens checks tokens against the tokens file in dir.
+func NewTokens(dir string) *Tokens { return &Tokens{path: filepath.Join(dir, TokensFile)} }
+
+// Valid reports whether token is one of the file's.
+func (t *Tokens) Valid(token string) bool {
+	if token == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reload()
+	ok := false
+	for _, h := range t.hashes {
+		if subtle.ConstantTimeCompare(h, sum[:]) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+func (t *Tokens) reload() {
+	info, err := os.Stat(t.path)
+	if err != nil {
+		t.hashes, t.stamp, t.size = nil, time.Time{}, 0
+		return
+	}
+	if info.ModTime().Equal(t.stamp) && info.Size() == t.size && t.hashes != nil {
+		return
+	}
+	data, err := os.ReadFile(t.path)
+	if err != nil {
+		return
+	}
+	var hashes [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if h, err := hex.DecodeString(strings.TrimSpace(sc.Text())); err == nil && len(h) == sha256.Size {
+			hashes = append(hashes, h)
+		}
+	}
+	t.hashes, t.stamp, t.size = hashes, info.ModTime(), info.Size()
+}
+
+// ContextName is the kubeconfig context (and cluster and user) name.
+const ContextName = "flyte-manager"
+
+// Kubeconfig is a kubeconfig for server, trusting caPEM, authenticating
+// with token, in namespace by default.
+func Kubeconfig(server string, caPEM []byte, token, namespace string) ([]byte, error) {
+	cfg := clientcmdv1.Config{
+		Kind: "Config", APIVersion: "v1", CurrentContext: ContextName,
+		Clusters: []clientcmdv1.NamedCluster{{Name: ContextName, Cluster: clientcmdv1.Cluster{
+			Server: server, CertificateAuthorityData: caPEM}}},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: ContextName, AuthInfo: clientcmdv1.AuthInfo{Token: token}}},
+		Contexts: []clientcmdv1.NamedContext{{Name: ContextName, Context: clientcmdv1.Context{
+			Cluster: ContextName, AuthInfo: ContextName, Namespace: namespace}}},
+	}
+	return yaml.Marshal(cfg)
+}
