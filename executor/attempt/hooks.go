@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/store"
@@ -13,6 +14,19 @@ import (
 type Hooks struct {
 	Cache   CacheHook
 	Secrets SecretHook
+	// Storage is how attempts reach the manager's blob store; nil: they
+	// need nothing beyond the paths (a local file store).
+	Storage *StorageAccess
+}
+
+// StorageAccess is what every attempt is given to reach the blob store (an
+// S3 store's endpoint and credentials, under the names the SDK reads).
+type StorageAccess struct {
+	// Env are the variables that are not secret (endpoint, region).
+	Env []contract.KV
+	// Secrets are the credentials, delivered like the task's own secrets
+	// (contract.Secret with EnvVar set): never in Env, a log or a spec.
+	Secrets []contract.Secret
 }
 
 // CacheHook is where the output cache joins an action's life, for tasks
