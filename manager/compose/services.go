@@ -75,7 +75,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
-			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
+			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Presign: cfg.Storage.S3.PresignedURLs, Log: d.Log})
 		},
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
