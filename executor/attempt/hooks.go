@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"fmgr.dev/executor/contract"
@@ -26,8 +27,17 @@ type StorageAccess struct {
 	Env []contract.KV
 	// Secrets are the credentials, delivered like the task's own secrets
 	// (contract.Secret with EnvVar set): never in Env, a log or a spec.
+	// Their keys start with StorageSecretPrefix.
 	Secrets []contract.Secret
 }
+
+// StorageSecretPrefix starts the Key of StorageAccess secrets: a driver
+// gives those to whatever moves the attempt's data besides the task (the
+// kubernetes copilot), and the task's own secrets to the task only.
+const StorageSecretPrefix = "storage:"
+
+// IsStorageSecret says whether s is one of StorageAccess's secrets.
+func IsStorageSecret(s contract.Secret) bool { return strings.HasPrefix(s.Key, StorageSecretPrefix) }
 
 // CacheHook is where the output cache joins an action's life, for tasks
 // the SDK declared discoverable (cache=...): before an attempt starts, and

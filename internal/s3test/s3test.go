@@ -135,3 +135,17 @@ func (s *Server) ManagerEnv(prefix string) []string {
 		"FLYTE_MANAGER_STORAGE_S3_FORCE_PATH_STYLE=true",
 	}
 }
+
+// ClientEnv are the environment variables through which an SDK process
+// (a client, or a task run by hand) reaches this server, under the names
+// the SDK reads.
+func (s *Server) ClientEnv() []string {
+	env, secret := s.Options().ProcessEnv()
+	var out []string
+	for _, m := range []map[string]string{env, secret} {
+		for k, v := range m {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}

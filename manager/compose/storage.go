@@ -61,7 +61,7 @@ func storageAccess(blobs *blob.Store, s config.Storage) *attempt.StorageAccess {
 		sa.Env = append(sa.Env, contract.KV{Key: k, Value: env[k]})
 	}
 	for _, k := range slices.Sorted(maps.Keys(secret)) {
-		sa.Secrets = append(sa.Secrets, contract.Secret{Key: "storage:" + k, EnvVar: k, Value: []byte(secret[k])})
+		sa.Secrets = append(sa.Secrets, contract.Secret{Key: attempt.StorageSecretPrefix + k, EnvVar: k, Value: []byte(secret[k])})
 	}
 	return sa
 }
