@@ -63,6 +63,12 @@ func withRuns(r dataproxy.RunData) harnessOpt {
 	return func(d *dataproxy.Deps, _ *harnessCfg) { d.Runs = r }
 }
 
+// withPresigningStore puts the service on store, handing out URLs
+// presigned for it.
+func withPresigningStore(store *blob.Store) harnessOpt {
+	return func(d *dataproxy.Deps, _ *harnessCfg) { d.Store, d.Presign = store, true }
+}
+
 // withoutGunzip leaves gzip request bodies to connect-go itself.
 func withoutGunzip() harnessOpt {
 	return func(_ *dataproxy.Deps, c *harnessCfg) { c.noGunzip = true }
@@ -89,6 +95,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 		o(&deps, &cfg)
 	}
 	h.svc = dataproxy.New(deps)
+	h.store = deps.Store
 
 	mux := http.NewServeMux()
 	for _, r := range h.svc.Handlers(connect.WithInterceptors(errMapper{})) {

@@ -141,9 +141,17 @@ func (s *Service) CreateDownloadLink(ctx context.Context, req *connect.Request[d
 	if !ok {
 		return nil, errs.NotFoundf("%s", what)
 	}
+	link := s.signer.Sign(base, http.MethodGet, key, expiresAt, nil)
+	if s.presign {
+		p, err := s.store.Presign(ctx, http.MethodGet, key, expiresAt.Sub(s.now()), nil)
+		if err != nil {
+			return nil, err
+		}
+		link = p.URL
+	}
 	return connect.NewResponse(&dataproxy.CreateDownloadLinkResponse{
 		PreSignedUrls: &dataproxy.PreSignedURLs{
-			SignedUrl: []string{s.signer.Sign(base, http.MethodGet, key, expiresAt, nil)},
+			SignedUrl: []string{link},
 			ExpiresAt: timestamppb.New(expiresAt),
 		},
 	}), nil

@@ -51,6 +51,10 @@ type Deps struct {
 	// MaxUploadBytes bounds one signed PUT body; 0 means
 	// DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Presign hands out URLs presigned for the store itself instead of
+	// /blobs/ URLs (storage.s3.presignedURLs; the store must be able to,
+	// see blob.Store.CanPresign).
+	Presign bool
 	// Log receives operational errors; nil means slog.Default().
 	Log *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
@@ -67,6 +71,7 @@ type Service struct {
 	store     *blob.Store
 	signer    *blob.Signer
 	maxUpload int64
+	presign   bool
 	log       *slog.Logger
 	now       func() time.Time
 }
@@ -82,7 +87,10 @@ func New(d Deps) *Service {
 	if d.Store == nil || d.Signer == nil {
 		panic("dataproxy.New: Store and Signer are required")
 	}
-	s := &Service{Runs: d.Runs, store: d.Store, signer: d.Signer, maxUpload: d.MaxUploadBytes, log: d.Log, now: d.Now}
+	if d.Presign && !d.Store.CanPresign() {
+		panic("dataproxy.New: Presign needs a store that can presign URLs")
+	}
+	s := &Service{Runs: d.Runs, store: d.Store, signer: d.Signer, maxUpload: d.MaxUploadBytes, presign: d.Presign, log: d.Log, now: d.Now}
 	if s.maxUpload <= 0 {
 		s.maxUpload = DefaultMaxUploadBytes
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -65,6 +66,9 @@ func (s *Service) CreateUploadLocation(ctx context.Context, req *connect.Request
 		if err := s.checkOverwrite(ctx, key, m.GetContentMd5()); err != nil {
 			return nil, err
 		}
+	}
+	if s.presign {
+		return s.presignUpload(ctx, key, m, expiresAt)
 	}
 
 	resp := &dataproxy.CreateUploadLocationResponse{
@@ -140,4 +144,31 @@ func (s *Service) checkOverwrite(ctx context.Context, key string, sum []byte) er
 		return fmt.Errorf("a file with different content already exists at %s: %w", key, errs.ErrAlreadyExists)
 	}
 	return nil
+}
+
+// presignUpload answers CreateUploadLocation with a URL presigned for the
+// store itself (storage.s3.presignedURLs). The content MD5, when given, is
+// signed, so the store takes no other body. The URL is create-only
+// (If-None-Match: *) when nothing is at key yet; when something is, the
+// overwrite check above found it to be the same content (or the key is
+// named after the content), and the upload may write those bytes again.
+// The upload size limit is then the store's, not MaxUploadBytes.
+func (s *Service) presignUpload(ctx context.Context, key string, m *dataproxy.CreateUploadLocationRequest, expiresAt time.Time) (*connect.Response[dataproxy.CreateUploadLocationResponse], error) {
+	exists, err := s.store.Exists(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if exists && len(m.GetContentMd5()) == 0 {
+		return nil, fmt.Errorf("a file already exists at %s; send content_md5 to confirm it is the same content: %w", key, errs.ErrAlreadyExists)
+	}
+	p, err := s.store.Presign(ctx, http.MethodPut, key, expiresAt.Sub(s.now()), &blob.PresignOptions{ContentMD5: m.GetContentMd5(), IfNotExist: !exists})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&dataproxy.CreateUploadLocationResponse{
+		SignedUrl: p.URL,
+		NativeUrl: s.store.URI(key),
+		ExpiresAt: timestamppb.New(expiresAt),
+		Headers:   p.Headers,
+	}), nil
 }

@@ -92,7 +92,7 @@ func testCacheRepeat(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
 	dir := t.TempDir()
 	var res struct{ First, Second, Child cacheRun }
-	driver(t, ctx, &res, "drive_cache.py", "repeat", sdkEndpoint(m), dir)
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_cache.py", "repeat", sdkEndpoint(m), dir)
 
 	for _, r := range []cacheRun{res.First, res.Second, res.Child} {
 		if r.Phase != "SUCCEEDED" || r.ActionPhase != "SUCCEEDED" {

@@ -21,22 +21,29 @@ func testFiles(t *testing.T, m *manager) {
 		}
 		Paths struct{ File, Dir, Report string }
 	}
-	driver(t, ctx, &res, "drive_files.py", sdkEndpoint(m), t.TempDir())
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_files.py", sdkEndpoint(m), t.TempDir())
 	if res.Phase != "SUCCEEDED" {
 		t.Fatalf("run %s is %s, want SUCCEEDED: downstream tasks read what their upstream returned (error: %s)", res.Run, res.Phase, res.Error)
 	}
-	// The values point into working directories, not copies in the
-	// storage (else this proves nothing): on the local executor the
-	// attempts' under <home>/work; on kubernetes with shared file storage
-	// the Pods', which are on that storage under <home>, not in the node's
-	// directories that go with the Pods.
+	// On file storage the values point into working directories, not
+	// copies in the storage (else this proves nothing): on the local
+	// executor the attempts' under <home>/work; on kubernetes with shared
+	// file storage the Pods', which are on that storage under <home>, not
+	// in the node's directories that go with the Pods. On S3 the SDK
+	// uploads them: they are in the manager's bucket, and the working
+	// directories they came from are gone or never seen by the readers.
 	where, what := m.Home+"/work/", "an attempt's working directory"
-	if m.Kubernetes {
+	switch {
+	case m.S3 != nil:
+		where, what = "s3://"+m.S3.Bucket+"/", "the manager's S3 bucket"
+	case m.Kubernetes:
 		where, what = m.Home+"/", "a Pod's working directory on the manager's storage"
 	}
 	for name, p := range map[string]string{"file": res.Paths.File, "dir": res.Paths.Dir, "report's file": res.Paths.Report} {
-		p = strings.TrimPrefix(p, "file://")
-		if !strings.HasPrefix(p, where) || !strings.Contains(p, "/work/") {
+		if m.S3 == nil {
+			p = strings.TrimPrefix(p, "file://")
+		}
+		if !strings.HasPrefix(p, where) || (m.S3 == nil && !strings.Contains(p, "/work/")) {
 			t.Errorf("the returned %s is at %s, want it in %s under %s", name, p, what, where)
 		}
 	}

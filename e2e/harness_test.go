@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/mgrproc"
 	"fmgr.dev/internal/pgtest"
+	"fmgr.dev/internal/s3test"
 	"fmgr.dev/internal/sdktest"
 	"fmgr.dev/internal/testkit"
 )
@@ -64,6 +65,9 @@ type manager struct {
 	Kubernetes bool
 	// Kubeconfig is then the test cluster's kubeconfig.
 	Kubeconfig string
+	// S3 is the S3 server the manager stores its blobs on
+	// (startSDKManagerOnS3); nil for the home's file storage.
+	S3 *s3test.Server
 
 	t      *testing.T
 	proc   *mgrproc.Process
@@ -100,6 +104,16 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 	m.sync()
 	t.Cleanup(m.Stop)
 	return m
+}
+
+// ClientEnv is what an SDK client needs besides its config to read the
+// manager's blobs itself (File.download of an output): none on file
+// storage, the store's endpoint and credentials on S3.
+func (m *manager) ClientEnv() []string {
+	if m.S3 == nil {
+		return nil
+	}
+	return m.S3.ClientEnv()
 }
 
 func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }

@@ -124,7 +124,7 @@ func testValues(t *testing.T, m *manager) {
 		Transform       []any
 		File            struct{ Path, Text string }
 	}
-	driver(t, ctx, &res, "drive_values.py", sdkEndpoint(m), t.TempDir())
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_values.py", sdkEndpoint(m), t.TempDir())
 
 	if len(res.Errors) > 0 {
 		t.Fatalf("runs did not succeed: phases %v, errors %v", res.Phases, res.Errors)
@@ -136,8 +136,14 @@ func testValues(t *testing.T, m *manager) {
 	checkJSON(t, "transform outputs", res.Transform,
 		`[42,"FLYTE!",[1,2,3,6],{"a":1,"b":2,"total":3},{"x":2,"y":5.0,"label":"P","tags":["t","moved"]}]`)
 	// The manager's storage is a directory under its home (the default the
-	// harness starts it with): the task wrote the file there, not beside itself.
-	if !strings.HasPrefix(res.File.Path, m.Home+"/") && !strings.HasPrefix(res.File.Path, "file://"+m.Home+"/") {
+	// harness starts it with), or its S3 bucket: the task wrote the file
+	// there, not beside itself.
+	switch {
+	case m.S3 != nil:
+		if !strings.HasPrefix(res.File.Path, "s3://"+m.S3.Bucket+"/") {
+			t.Errorf("the task's file is at %s, want it in the manager's bucket %s", res.File.Path, m.S3.Bucket)
+		}
+	case !strings.HasPrefix(res.File.Path, m.Home+"/") && !strings.HasPrefix(res.File.Path, "file://"+m.Home+"/"):
 		t.Errorf("the task's file is at %s, want it in the manager's storage under %s", res.File.Path, m.Home)
 	}
 	if res.File.Text != "hello from a task\n" {
@@ -154,7 +160,7 @@ func testTree(t *testing.T, m *manager) {
 		Actions           []actionInfo
 	}
 	var res struct{ Fanout, Chain, Catch treeRun }
-	driver(t, ctx, &res, "drive_tree.py", sdkEndpoint(m), fmt.Sprint(fanoutWidth))
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_tree.py", sdkEndpoint(m), fmt.Sprint(fanoutWidth))
 
 	byName := func(r treeRun) map[string]actionInfo {
 		idx := map[string]actionInfo{}

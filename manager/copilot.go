@@ -39,7 +39,9 @@ func (f *copilotFlags) add(cmd *cobra.Command) {
 }
 
 func (f *copilotFlags) open(ctx context.Context, inputsURI string) (*blob.Store, *copilot.Job, error) {
-	blobs, err := blob.Open(ctx, f.storage)
+	// An S3 store's endpoint and credentials come from the Pod's
+	// environment, as the task's runtime reads them.
+	blobs, err := blob.OpenWith(ctx, f.storage, blob.Options{S3: blob.S3FromEnv(os.Getenv)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,8 +2,10 @@ package attempt
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/store"
@@ -13,7 +15,29 @@ import (
 type Hooks struct {
 	Cache   CacheHook
 	Secrets SecretHook
+	// Storage is how attempts reach the manager's blob store; nil: they
+	// need nothing beyond the paths (a local file store).
+	Storage *StorageAccess
 }
+
+// StorageAccess is what every attempt is given to reach the blob store (an
+// S3 store's endpoint and credentials, under the names the SDK reads).
+type StorageAccess struct {
+	// Env are the variables that are not secret (endpoint, region).
+	Env []contract.KV
+	// Secrets are the credentials, delivered like the task's own secrets
+	// (contract.Secret with EnvVar set): never in Env, a log or a spec.
+	// Their keys start with StorageSecretPrefix.
+	Secrets []contract.Secret
+}
+
+// StorageSecretPrefix starts the Key of StorageAccess secrets: a driver
+// gives those to whatever moves the attempt's data besides the task (the
+// kubernetes copilot), and the task's own secrets to the task only.
+const StorageSecretPrefix = "storage:"
+
+// IsStorageSecret says whether s is one of StorageAccess's secrets.
+func IsStorageSecret(s contract.Secret) bool { return strings.HasPrefix(s.Key, StorageSecretPrefix) }
 
 // CacheHook is where the output cache joins an action's life, for tasks
 // the SDK declared discoverable (cache=...): before an attempt starts, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,6 +155,12 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	if failed != "" {
 		return c.failPlan(spec, a, machine.KindUser, CodeSecretNotFound, failed), nil
 	}
+	var storageEnv []contract.KV
+	if sa := c.opts.Storage; sa != nil {
+		// First, so that a secret the task requests under the same name wins.
+		secrets = append(slices.Clone(sa.Secrets), secrets...)
+		storageEnv = sa.Env
+	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
 		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req, Queue: c.queueOf(a)}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
@@ -167,6 +174,7 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	}
 	l.Env, err = contract.BuildEnv(contract.EnvSpec{
 		Host:       o.HostEnv,
+		Defaults:   storageEnv,
 		RunEnv:     ri.envs,
 		TaskEnv:    tmpl.GetContainer().GetEnv(),
 		Org:        a.Org,

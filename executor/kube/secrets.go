@@ -45,7 +45,7 @@ func addSecrets(pod *corev1.Pod, l *attempt.Launch) *corev1.Secret {
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{},
 	}
-	var env []corev1.EnvVar
+	var env, storageEnv []corev1.EnvVar
 	for _, kv := range contract.SecretEnv(l.Secrets, contract.SecretsMountPath) {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: kv.Value})
 	}
@@ -54,8 +54,12 @@ func addSecrets(pod *corev1.Pod, l *attempt.Launch) *corev1.Secret {
 		key := secretDataKey(i)
 		s.Data[key] = sec.Value
 		if sec.EnvVar != "" {
-			env = append(env, corev1.EnvVar{Name: sec.EnvVar, ValueFrom: &corev1.EnvVarSource{
-				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: key}}})
+			ref := corev1.EnvVar{Name: sec.EnvVar, ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: key}}}
+			env = append(env, ref)
+			if attempt.IsStorageSecret(sec) {
+				storageEnv = append(storageEnv, ref)
+			}
 		}
 		if sec.File != "" {
 			items = append(items, corev1.KeyToPath{Key: key, Path: sec.File})
@@ -64,6 +68,20 @@ func addSecrets(pod *corev1.Pod, l *attempt.Launch) *corev1.Secret {
 	at := taskContainer(pod)
 	c := &pod.Spec.Containers[at]
 	c.Env = withEnv(c.Env, env)
+	// The copilot's containers (raw container tasks) move the attempt's
+	// data: they get the storage credentials, never the task's secrets.
+	if len(storageEnv) > 0 {
+		for i := range pod.Spec.InitContainers {
+			if pod.Spec.InitContainers[i].Name == copilotDownload {
+				pod.Spec.InitContainers[i].Env = withEnv(pod.Spec.InitContainers[i].Env, storageEnv)
+			}
+		}
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == copilotUpload {
+				pod.Spec.Containers[i].Env = withEnv(pod.Spec.Containers[i].Env, storageEnv)
+			}
+		}
+	}
 	if len(items) > 0 {
 		mode := int32(0o400)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: secretsVolume, VolumeSource: corev1.VolumeSource{

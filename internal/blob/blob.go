@@ -6,8 +6,8 @@
 //     and write them directly; no sidecar metadata files are written, and
 //     nothing here depends on them.
 //   - mem:// — in memory, for tests.
-//   - s3://bucket[/prefix][?region=...&endpoint=...] — S3 or an S3-compatible
-//     store, with gocloud's s3blob URL parameters.
+//   - s3://bucket[/prefix] — S3 or an S3-compatible store, reached as
+//     Options.S3 says (s3.go).
 //
 // Keys are "/"-separated relative paths, checked by ValidateKey. URI maps a
 // key to the location a task process uses for the object (an absolute path
@@ -15,7 +15,7 @@
 //
 // Signed URLs for objects are minted by a Signer and served by the manager's
 // own /blobs/ endpoint (package dataproxy), so clients need no credentials
-// for any store.
+// for any store; S3 stores can also presign URLs to themselves (Presign).
 package blob
 
 import (
@@ -39,7 +39,6 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob" // registers s3:// with gcblob.OpenBucket
 	"gocloud.dev/gcerrors"
 
 	"fmgr.dev/internal/errs"
@@ -72,11 +71,19 @@ type Store struct {
 	root, realRoot string
 	// uriPrefix is what URI puts before a key for mem and s3 stores.
 	uriPrefix string
+	// s3 is set for S3 stores.
+	s3 *s3Store
 }
 
-// Open opens the store named by rawURL (see the package comment). A file
-// store's directory is created if it does not exist.
+// Open opens the store named by rawURL (see the package comment) with
+// default options. A file store's directory is created if it does not
+// exist.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
+	return OpenWith(ctx, rawURL, Options{})
+}
+
+// OpenWith is Open with options for the store's driver.
+func OpenWith(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, errs.Invalidf("storage URL %q is not a URL", rawURL)
@@ -87,7 +94,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	case "mem":
 		return &Store{bucket: memblob.OpenBucket(nil), kind: KindMem, uriPrefix: "mem:///"}, nil
 	case "s3":
-		return openS3(ctx, u)
+		return openS3(ctx, u, o.S3)
 	case "":
 		return nil, errs.Invalidf("storage URL %q has no scheme (use file:///abs/dir, s3://bucket or mem://)", rawURL)
 	default:
@@ -127,33 +134,6 @@ func openFile(u *url.URL) (*Store, error) {
 		return nil, fmt.Errorf("opening storage directory %s: %w", dir, err)
 	}
 	return &Store{bucket: b, kind: KindFile, root: dir, realRoot: real}, nil
-}
-
-func openS3(ctx context.Context, u *url.URL) (*Store, error) {
-	if u.Host == "" {
-		return nil, errs.Invalidf("s3 storage URL must name a bucket (s3://bucket[/prefix])")
-	}
-	q := u.Query()
-	if q.Has("prefix") {
-		return nil, errs.Invalidf("s3 storage URL: give the prefix as a path (s3://bucket/prefix), not as ?prefix=")
-	}
-	prefix := strings.Trim(u.Path, "/")
-	if prefix != "" {
-		if err := ValidateKey(prefix); err != nil {
-			return nil, fmt.Errorf("s3 storage URL prefix: %w", err)
-		}
-	}
-	opener := url.URL{Scheme: "s3", Host: u.Host, RawQuery: u.RawQuery}
-	b, err := gcblob.OpenBucket(ctx, opener.String())
-	if err != nil {
-		return nil, fmt.Errorf("opening s3 bucket %s: %w", u.Host, err)
-	}
-	uriPrefix := "s3://" + u.Host + "/"
-	if prefix != "" {
-		b = gcblob.PrefixedBucket(b, prefix+"/")
-		uriPrefix += prefix + "/"
-	}
-	return &Store{bucket: b, kind: KindS3, uriPrefix: uriPrefix}, nil
 }
 
 // Kind reports the store's driver.
@@ -486,7 +466,8 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (
 		out = f
 	} else {
 		ctx, cancel := context.WithCancel(ctx)
-		gopts := &gcblob.WriterOptions{ContentMD5: opts.ContentMD5, IfNotExist: opts.IfNotExist}
+		emulated := opts.IfNotExist && s.createOnlyEmulated()
+		gopts := &gcblob.WriterOptions{ContentMD5: opts.ContentMD5, IfNotExist: opts.IfNotExist && !emulated}
 		if opts.ContentType != "" {
 			if _, _, err := mime.ParseMediaType(opts.ContentType); err == nil {
 				gopts.ContentType = opts.ContentType
@@ -500,7 +481,11 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (
 			cancel()
 			return nil, s.wrap("write", key, err)
 		}
-		out = &bucketSink{w: w, cancel: cancel}
+		bs := &bucketSink{w: w, cancel: cancel}
+		if emulated {
+			bs.exists = func() (bool, error) { return s.bucket.Exists(ctx, key) }
+		}
+		out = bs
 	}
 	return &Writer{s: s, key: key, out: out, createOnly: opts.IfNotExist, want: bytes.Clone(opts.ContentMD5), h: md5.New()}, nil
 }

@@ -25,11 +25,24 @@ type sink interface {
 type bucketSink struct {
 	w      *gcblob.Writer
 	cancel context.CancelFunc
+	// exists, when set, is checked before commit: a create-only write on a
+	// store that ignores If-None-Match (S3Options.EmulateConditionalWrites).
+	exists func() (bool, error)
 }
 
 func (b *bucketSink) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 func (b *bucketSink) commit() error {
+	if b.exists != nil {
+		ok, err := b.exists()
+		if err == nil && ok {
+			err = ErrObjectExists
+		}
+		if err != nil {
+			b.discard()
+			return err
+		}
+	}
 	defer b.cancel()
 	return b.w.Close()
 }

@@ -184,11 +184,39 @@ type Database struct {
 
 // Storage selects the blob store.
 type Storage struct {
-	// URL is file://<dir> (or later s3://bucket/prefix, gs://, azblob://).
+	// URL is file://<dir> or s3://bucket[/prefix] (S3 then set up by S3).
 	URL string `mapstructure:"url" yaml:"url"`
 	// SigningKey signs the URLs the manager serves blobs under. Secret. When
 	// empty, Prepare loads or creates <home>/signing.key.
 	SigningKey string `mapstructure:"signingKey" yaml:"signingKey"`
+	// S3 reaches s3:// storage; it applies to no other scheme.
+	S3 S3Storage `mapstructure:"s3" yaml:"s3"`
+}
+
+// S3Storage reaches an S3 or S3-compatible store. Tasks get the same
+// endpoint, region and credentials (docs/storage.md).
+type S3Storage struct {
+	// Endpoint is the store's base URL (http://minio:9000); "" is AWS.
+	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
+	// Region is the bucket's region; "" takes AWS_REGION, or us-east-1
+	// with an Endpoint.
+	Region string `mapstructure:"region" yaml:"region"`
+	// AccessKeyID and SecretAccessKey are static credentials (both or
+	// neither; neither: the AWS default chain, e.g. an IAM role).
+	// SecretAccessKey is a secret: redacted when printed, never logged.
+	AccessKeyID     string `mapstructure:"accessKeyID" yaml:"accessKeyID"`
+	SecretAccessKey string `mapstructure:"secretAccessKey" yaml:"secretAccessKey"`
+	// ForcePathStyle addresses buckets as <endpoint>/<bucket>; most
+	// S3-compatible stores need it.
+	ForcePathStyle bool `mapstructure:"forcePathStyle" yaml:"forcePathStyle"`
+	// PresignedURLs hands clients URLs presigned for the store itself
+	// (uploads and downloads bypass the manager; the store must be
+	// reachable from clients) instead of the manager's own /blobs/ URLs.
+	PresignedURLs bool `mapstructure:"presignedURLs" yaml:"presignedURLs"`
+	// EmulateConditionalWrites accepts a store that ignores If-None-Match,
+	// which the manager otherwise refuses at start: create-only writes then
+	// look for the object first, and racing writers can replace each other.
+	EmulateConditionalWrites bool `mapstructure:"emulateConditionalWrites" yaml:"emulateConditionalWrites"`
 }
 
 // Executor selects and tunes the task executor.

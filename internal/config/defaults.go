@@ -56,6 +56,7 @@ const DefaultCopilotImage = ImageName + ":latest"
 //	database.dsn          sqlite://<home>/flyte-manager.db
 //	storage.url           file://<home>/blobs
 //	storage.signingKey    generated once into <home>/signing.key (by Prepare)
+//	storage.s3.*          empty: AWS, its default credential chain
 //	secrets.keyFile       <home>/secrets.keyring unless secrets.key is set
 //	                      (the secret service generates it on first start)
 //	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH

@@ -12,8 +12,9 @@ import (
 // RedactedValue replaces secrets in printed configuration.
 const RedactedValue = dsn.Redacted
 
-// Redacted returns a copy safe to print or log: the signing key, the
-// secrets key and any password in the database DSN are replaced (a DSN
+// Redacted returns a copy safe to print or log: the signing key, the S3
+// secret access key, the secrets key and any password in the database DSN
+// are replaced (a DSN
 // that cannot be taken apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
 	r := c
@@ -22,6 +23,9 @@ func (c Config) Redacted() Config {
 	r.Server.CORS.AllowedOrigins = slices.Clone(c.Server.CORS.AllowedOrigins)
 	if r.Storage.SigningKey != "" {
 		r.Storage.SigningKey = RedactedValue
+	}
+	if r.Storage.S3.SecretAccessKey != "" {
+		r.Storage.S3.SecretAccessKey = RedactedValue
 	}
 	if r.Secrets.Key != "" {
 		r.Secrets.Key = RedactedValue

@@ -103,6 +103,8 @@ func (c *Config) Validate() error {
 		bad("storage.url", "unsupported scheme %q (use file://, s3://, gs://, azblob:// or mem://)", scheme)
 	}
 
+	c.validateS3(bad)
+
 	switch c.Executor.Type {
 	case ExecutorLocal:
 		if p := c.Executor.Local.Python; p != "" {
@@ -321,3 +323,42 @@ func (c *Config) validateEvents(bad func(key, format string, args ...any)) {
 		bad("events.maxEventBytes", "must be between 1 and events.maxAttemptBytes (%d), got %d", e.MaxAttemptBytes, e.MaxEventBytes)
 	}
 }
+
+// validateS3 checks storage.s3: it applies to s3:// storage only, and its
+// values must be usable. Messages never show the secret key.
+func (c *Config) validateS3(bad func(key, format string, args ...any)) {
+	s := c.Storage.S3
+	if urlScheme(c.Storage.URL) != "s3" {
+		if s != (S3Storage{}) {
+			bad("storage.s3", "applies to s3:// storage only, and storage.url is %q", c.Storage.URL)
+		}
+		return
+	}
+	if u, err := url.Parse(c.Storage.URL); err == nil && u.RawQuery != "" {
+		bad("storage.url", "takes no query parameters (s3://bucket[/prefix]); set the endpoint, region and credentials with storage.s3.*")
+	}
+	if s.Endpoint != "" {
+		u, err := url.Parse(s.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			bad("storage.s3.endpoint", "must be an http:// or https:// URL without credentials or query, such as http://minio:9000, got %q", s.Endpoint)
+		}
+	}
+	if s.Region != "" && !s3Region.MatchString(s.Region) {
+		bad("storage.s3.region", "%q is not a region name (such as us-east-1)", s.Region)
+	}
+	switch {
+	case s.AccessKeyID != "" && s.SecretAccessKey == "":
+		bad("storage.s3.secretAccessKey", "must be set with storage.s3.accessKeyID")
+	case s.AccessKeyID == "" && s.SecretAccessKey != "":
+		bad("storage.s3.accessKeyID", "must be set with storage.s3.secretAccessKey")
+	}
+	if strings.ContainsAny(s.AccessKeyID, " \t\r\n") {
+		bad("storage.s3.accessKeyID", "must not contain whitespace")
+	}
+	if strings.ContainsAny(s.SecretAccessKey, " \t\r\n") {
+		bad("storage.s3.secretAccessKey", "must not contain whitespace")
+	}
+}
+
+// s3Region is what a region name may be.
+var s3Region = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)

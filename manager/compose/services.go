@@ -2,7 +2,6 @@ package compose
 
 import (
 	"context"
-	"fmt"
 	"net"
 
 	"fmgr.dev/actions"
@@ -32,9 +31,9 @@ import (
 // readiness checks, metrics and closers on d.Server.
 func Setup(ctx context.Context, d *Deps) error {
 	srv, cfg := d.Server, d.Config
-	blobs, err := blob.Open(ctx, cfg.Storage.URL)
+	blobs, err := openStorage(ctx, cfg.Storage, d.Log)
 	if err != nil {
-		return fmt.Errorf("storage: %w", err)
+		return err
 	}
 	srv.AddCloser("storage", func(context.Context) error { return blobs.Close() })
 	signer, err := blob.NewSigner([]byte(cfg.Storage.SigningKey))
@@ -60,6 +59,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 	hooks.Secrets = secrets.Hook()
+	hooks.Storage = storageAccess(blobs, cfg.Storage)
 	named := queues.New(cfg.Queues)
 	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
 		return err
@@ -78,7 +78,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
-			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Log: d.Log})
+			return dataproxy.Setup(srv, dataproxy.Deps{Store: blobs, Signer: signer, Runs: runData{state: state, logs: exec}, Presign: cfg.Storage.S3.PresignedURLs, Log: d.Log})
 		},
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },

@@ -1,0 +1,67 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
+)
+
+// S3Options are the blob options of storage.s3.
+func S3Options(s config.S3Storage) blob.S3Options {
+	return blob.S3Options{
+		Endpoint: s.Endpoint, Region: s.Region,
+		AccessKeyID: s.AccessKeyID, SecretAccessKey: s.SecretAccessKey,
+		ForcePathStyle: s.ForcePathStyle, EmulateConditionalWrites: s.EmulateConditionalWrites,
+	}
+}
+
+// openStorage opens the configured store and, for S3, proves it honours
+// conditional writes (blob.Store.CheckConditionalWrites): uploads, cache
+// entries and task outputs rely on create-only writes never replacing one
+// another, so a store that ignores If-None-Match is refused unless
+// storage.s3.emulateConditionalWrites says to live with it.
+func openStorage(ctx context.Context, s config.Storage, log *slog.Logger) (*blob.Store, error) {
+	blobs, err := blob.OpenWith(ctx, s.URL, blob.Options{S3: S3Options(s.S3)})
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	if err := blobs.CheckConditionalWrites(ctx); err != nil {
+		_ = blobs.Close()
+		if errors.Is(err, blob.ErrNoConditionalWrites) {
+			return nil, fmt.Errorf("storage: the store at %s ignores conditional writes (a PUT with If-None-Match: * replaced an object); "+
+				"use a store that honours them (AWS S3, MinIO, ...), or set storage.s3.emulateConditionalWrites: true to accept "+
+				"that racing create-only writes may replace one another", s.URL)
+		}
+		return nil, fmt.Errorf("storage: the store at %s cannot be used: %w", s.URL, err)
+	}
+	if blobs.Kind() == blob.KindS3 && s.S3.EmulateConditionalWrites {
+		log.Warn("storage.s3.emulateConditionalWrites is set: create-only writes look for the object first, and racing writers may replace one another", "storage", s.URL)
+	}
+	return blobs, nil
+}
+
+// storageAccess is what attempts are given to reach an S3 store: its
+// endpoint, region and addressing style as variables, its static
+// credentials (if any) as secrets. Other stores need nothing.
+func storageAccess(blobs *blob.Store, s config.Storage) *attempt.StorageAccess {
+	if blobs.Kind() != blob.KindS3 {
+		return nil
+	}
+	env, secret := S3Options(s.S3).ProcessEnv()
+	sa := &attempt.StorageAccess{}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		sa.Env = append(sa.Env, contract.KV{Key: k, Value: env[k]})
+	}
+	for _, k := range slices.Sorted(maps.Keys(secret)) {
+		sa.Secrets = append(sa.Secrets, contract.Secret{Key: attempt.StorageSecretPrefix + k, EnvVar: k, Value: []byte(secret[k])})
+	}
+	return sa
+}
