@@ -73,6 +73,7 @@ local processes.`,
 		newCacheCmd(g),
 		newSecretsCmd(g),
 		newQueuesCmd(g),
+		newImageCmd(g),
 		newVersionCmd(),
 		newCopilotCmd(),
 	)
