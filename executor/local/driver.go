@@ -114,6 +114,7 @@ type Driver struct {
 	slots                *attempt.Slots
 	resources            *resourcePool // the host's share running attempts hold
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
+	runc                 runcRuntime   // raw containers' runtime, found at first use (runc.go)
 
 	mu      sync.Mutex
 	running map[store.ActionKey]*ownAttempt

@@ -1,0 +1,128 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/local/images"
+	"fmgr.dev/executor/local/images/imagetest"
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/runlayout"
+	"fmgr.dev/internal/store"
+)
+
+// rawSpec is a raw container task (ContainerTask) running script with sh
+// in image, returning the string output "report" from outDir.
+func rawSpec(name, image, script, inDir, outDir string) *task.TaskSpec {
+	str := &core.LiteralType{Type: &core.LiteralType_Simple{Simple: core.SimpleType_STRING}}
+	return &task.TaskSpec{TaskTemplate: &core.TaskTemplate{
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "development", Name: "t." + name, Version: "v1"},
+		Type:     "raw-container",
+		Metadata: &core.TaskMetadata{},
+		Interface: &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{
+			{Key: "report", Value: &core.Variable{Type: str}}}}},
+		Target: &core.TaskTemplate_Container{Container: &core.Container{
+			Image: image,
+			Args:  []string{"sh", "-c", script},
+			DataConfig: &core.DataLoadingConfig{Enabled: true, InputPath: inDir, OutputPath: outDir,
+				Format: core.DataLoadingConfig_JSON},
+		}},
+	}}
+}
+
+// report is the "report" output of key's succeeded attempt.
+func (h *harness) report(key store.ActionKey) string {
+	h.t.Helper()
+	atts := h.attempts(key)
+	b, err := os.ReadFile(filepath.Join(atts[len(atts)-1].OutputURI, runlayout.OutputsFile))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var outs task.Outputs
+	if err := proto.Unmarshal(b, &outs); err != nil {
+		h.t.Fatal(err)
+	}
+	return outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetStringValue()
+}
+
+// containerProbe writes what the container sees into $OUT/report, one
+// "key=value" a line.
+const containerProbe = `{
+echo "uid=$(id -u)"
+echo "capeff=$(grep CapEff /proc/self/status | awk '{print $2}')"
+echo "pid1=$(cat /proc/1/cmdline | tr '\0' ' ')"
+echo "ifaces=$(tail -n +3 /proc/net/dev | awk '{printf "%s", $1}')"
+echo "hostfile=$(cat HOSTFILE 2>&1 | head -1)"
+echo "nnp=$(grep NoNewPrivs /proc/self/status | awk '{print $2}')"
+} > OUT/report`
+
+// A raw container runs in runc with its image: an unprivileged user, no
+// capabilities, its own pid namespace, loopback only, none of the host's
+// files; its output is collected and the task-chosen data directories are
+// made inside the container only.
+func TestRawContainerRunsInRunc(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runc needs root")
+	}
+	if _, err := os.Stat("/usr/sbin/runc"); err != nil {
+		t.Skip("needs runc (apt-get install runc)")
+	}
+	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
+	imgDir := filepath.Join(t.TempDir(), "images")
+	st, err := images.Open(imgDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(imagetest.BusyboxLayout(t), ""); err != nil {
+		t.Fatal(err)
+	}
+	h.driver(func(c *config.LocalExecutor) {
+		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeRunc, Images: imgDir}
+	})
+	hostFile := filepath.Join(h.shared, "host-marker")
+	writeFile(t, hostFile, "the host's file", 0o644)
+	// Paths the task chose, absent on the host: they must stay absent.
+	inDir, outDir := "/fm-test-"+t.Name()+"/in", "/fm-test-"+t.Name()+"/out"
+	script := strings.NewReplacer("OUT", outDir, "HOSTFILE", hostFile).Replace(containerProbe)
+	key := h.runSpec("probe", rawSpec("probe", imagetest.BusyboxRef, script, inDir, outDir))
+	a := h.terminal(key, phase.Succeeded, 2*time.Minute)
+	if a == nil {
+		return
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(h.report(key), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			got[k] = v
+		}
+	}
+	for k, want := range map[string]string{"uid": "65534", "capeff": "0000000000000000", "ifaces": "lo:", "nnp": "1"} {
+		if got[k] != want {
+			t.Errorf("%s = %q in the container, want %q (report %v)", k, got[k], want, got)
+		}
+	}
+	if !strings.HasPrefix(got["pid1"], "sh -c") {
+		t.Errorf("pid 1 in the container is %q, not its own command", got["pid1"])
+	}
+	if strings.Contains(got["hostfile"], "the host's file") {
+		t.Errorf("the container read the host's file %s", hostFile)
+	}
+	if _, err := os.Stat(filepath.Dir(inDir)); err == nil {
+		t.Errorf("the task-chosen path %s was created on the host", filepath.Dir(inDir))
+		_ = os.RemoveAll(filepath.Dir(inDir))
+	}
+
+	// An image the store lacks fails the launch, saying how to load it.
+	missing := h.runSpec("missing", rawSpec("missing", "alpine:3", "true", "/var/inputs", "/var/outputs"))
+	a = h.terminal(missing, phase.Failed, time.Minute)
+	if e := execErr(a.ErrorInfo); !strings.Contains(e.GetMessage(), "flyte-manager image load") {
+		t.Errorf("an image the store lacks: error %v", e)
+	}
+}
