@@ -2,7 +2,9 @@ package local
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // rawSpec is a raw container task (ContainerTask) running script with sh
@@ -69,24 +72,8 @@ echo "nnp=$(grep NoNewPrivs /proc/self/status | awk '{print $2}')"
 // files; its output is collected and the task-chosen data directories are
 // made inside the container only.
 func TestRawContainerRunsInRunc(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runc needs root")
-	}
-	if _, err := os.Stat("/usr/sbin/runc"); err != nil {
-		t.Skip("needs runc (apt-get install runc)")
-	}
 	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
-	imgDir := filepath.Join(t.TempDir(), "images")
-	st, err := images.Open(imgDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Load(imagetest.BusyboxLayout(t), ""); err != nil {
-		t.Fatal(err)
-	}
-	h.driver(func(c *config.LocalExecutor) {
-		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeRunc, Images: imgDir}
-	})
+	withBusybox(t, h)
 	hostFile := filepath.Join(h.shared, "host-marker")
 	writeFile(t, hostFile, "the host's file", 0o644)
 	// Paths the task chose, absent on the host: they must stay absent.
@@ -124,5 +111,105 @@ func TestRawContainerRunsInRunc(t *testing.T) {
 	a = h.terminal(missing, phase.Failed, time.Minute)
 	if e := execErr(a.ErrorInfo); !strings.Contains(e.GetMessage(), "flyte-manager image load") {
 		t.Errorf("an image the store lacks: error %v", e)
+	}
+}
+
+// withBusybox starts h's driver with the runc runtime and an image store
+// holding the busybox image.
+func withBusybox(t *testing.T, h *harness) *Driver {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("runc needs root")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("needs runc (apt-get install runc)")
+	}
+	imgDir := filepath.Join(t.TempDir(), "images")
+	st, err := images.Open(imgDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(imagetest.BusyboxLayout(t), ""); err != nil {
+		t.Fatal(err)
+	}
+	return h.driver(func(c *config.LocalExecutor) {
+		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeRunc, Images: imgDir}
+	})
+}
+
+// processesWith lists the host's processes whose command line has token.
+func processesWith(token string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), token) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// An aborted container is gone when the abort is recorded, though its
+// pid 1 ignores SIGTERM (as a shell as pid 1 does) and runc is killed.
+func TestAbortedContainerIsGone(t *testing.T) {
+	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
+	withBusybox(t, h)
+	token := "31" + strconv.Itoa(os.Getpid()%10000)
+	key := h.runSpec("sleeper", rawSpec("sleeper", imagetest.BusyboxRef,
+		"touch /var/outputs/started; sleep "+token+"; echo late > /var/outputs/report", "/var/inputs", "/var/outputs"))
+	h.wait(key, "RUNNING", time.Minute, func(a *store.Action) bool { return a.Phase == phase.Running })
+	testkit.Eventually(t, "the container's sleep", time.Minute, func() bool { return len(processesWith("sleep "+token)) > 0 })
+	if err := h.state.Abort(h.ctx, key, "stop", "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.terminal(key, phase.Aborted, time.Minute)
+	if left := processesWith("sleep " + token); len(left) > 0 {
+		t.Errorf("the aborted container still runs: %v", left)
+	}
+}
+
+// runtime: host (unsafe, explicit) runs the command on the host, with the
+// data directories bound over existing host directories in a private
+// mount namespace: the host's directories stay as they were. It never
+// creates a data directory the task chose on the host.
+func TestRawContainersOnHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a private mount namespace needs root")
+	}
+	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
+	h.driver(func(c *config.LocalExecutor) {
+		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeHost, Images: filepath.Join(t.TempDir(), "images")}
+	})
+	base := t.TempDir()
+	in, out := filepath.Join(base, "in"), filepath.Join(base, "out")
+	for _, d := range []string{in, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := h.runSpec("onhost", rawSpec("onhost", "ignored:1", `echo "uid=$(id -u)" > `+out+`/report`, in, out))
+	a := h.terminal(key, phase.Succeeded, time.Minute)
+	if a == nil {
+		return
+	}
+	if got := h.report(key); got != "uid=0" {
+		t.Errorf("report %q, want the manager's uid 0", got)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("the command wrote into the host's %s: %v", out, entries)
+	}
+	if b, _ := os.ReadFile(h.logPath(key, 1)); !strings.Contains(string(b), `the image "ignored:1" is not used`) {
+		t.Errorf("the attempt's log does not say that the image was not used:\n%s", b)
+	}
+
+	chosen := filepath.Join(base, "absent")
+	bad := h.runSpec("absent", rawSpec("absent", "ignored:1", "true", chosen+"/in", chosen+"/out"))
+	a = h.terminal(bad, phase.Failed, time.Minute)
+	if e := execErr(a.ErrorInfo); !strings.Contains(e.GetMessage(), "never creates a path a task chose") {
+		t.Errorf("a missing data directory: error %v", e)
+	}
+	if _, err := os.Stat(chosen); err == nil {
+		t.Errorf("the task-chosen path %s was created on the host", chosen)
 	}
 }
