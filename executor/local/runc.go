@@ -56,8 +56,10 @@ const (
 
 // overlayScript, run by sh in a private mount namespace: mount the overlay
 // ($1 lower, $2 upper, $3 work) at $4, then become runc ($5, state in $6)
-// running bundle $7 as container $8.
-const overlayScript = `mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && exec "$5" --root "$6" run --bundle "$7" "$8"`
+// running bundle $7 as container $8. The umask is the usual one, not the
+// manager's private one, for the mount points runc makes in the container
+// (a task's /a/b/outputs: the container's user must be able to enter /a/b).
+const overlayScript = `umask 022 && mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && exec "$5" --root "$6" run --bundle "$7" "$8"`
 
 // runcRuntime is what the runc runtime needs, found once.
 type runcRuntime struct {
@@ -150,10 +152,19 @@ func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch)
 			return nil, "", err
 		}
 	}
+	// The container's / is the upper layer's directory: whatever the
+	// manager's umask, its user must be able to enter it.
+	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
+		return nil, "", err
+	}
 	in, out := rawDirs(dir)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, "", err
 	}
+	// A file input that names a path on this host (File.from_local under
+	// a file:// raw-data path) is copied only from the tasks' own
+	// directories: the container does not have the host's files.
+	job.HostFiles, job.HostRoot = true, d.cfg.WorkDir
 	if err := job.Download(ctx, d.state.Blobs(), in); err != nil {
 		return nil, "", fmt.Errorf("could not materialise the inputs: %w", err)
 	}

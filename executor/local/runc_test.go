@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +73,10 @@ echo "nnp=$(grep NoNewPrivs /proc/self/status | awk '{print $2}')"
 // files; its output is collected and the task-chosen data directories are
 // made inside the container only.
 func TestRawContainerRunsInRunc(t *testing.T) {
+	// The manager's umask (internal/config): what it makes for the
+	// container must still be usable by the container's user.
+	old := syscall.Umask(0o077)
+	t.Cleanup(func() { syscall.Umask(old) })
 	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
 	withBusybox(t, h)
 	hostFile := filepath.Join(h.shared, "host-marker")

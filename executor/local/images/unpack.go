@@ -109,7 +109,7 @@ func applyLayer(root *os.Root, r io.Reader) error {
 			}
 			continue
 		}
-		if err := root.MkdirAll(dir, 0o755); err != nil {
+		if err := mkdirAll(root, dir); err != nil {
 			return fmt.Errorf("entry %q: %w", h.Name, err)
 		}
 		if err := applyEntry(root, n, h, tr); err != nil {
@@ -187,4 +187,22 @@ func clearLower(root *os.Root, dir string, mine map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// mkdirAll makes dir and its missing parents 0755 (whatever the umask: the
+// container's user must be able to enter them).
+func mkdirAll(root *os.Root, dir string) error {
+	if dir == "." {
+		return nil
+	}
+	if _, err := root.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := mkdirAll(root, path.Dir(dir)); err != nil {
+		return err
+	}
+	if err := root.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return root.Chmod(dir, 0o755)
 }
