@@ -361,3 +361,39 @@ func TestCollectRefusesLinksOutOfTheOutputDir(t *testing.T) {
 		t.Errorf("a link inside the output directory: %v %v", outs, cerr)
 	}
 }
+
+// With HostRoot, host files are copied from below it only, and not through
+// a symbolic link that leads out of it.
+func TestDownloadHostFilesOnlyBelowHostRoot(t *testing.T) {
+	ctx := context.Background()
+	blobs := openStore(t)
+	work, elsewhere := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(work, "mine.txt"), filepath.Join(elsewhere, "secret.txt")} {
+		if err := os.WriteFile(f, []byte(filepath.Base(f)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "secret.txt"), filepath.Join(work, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string // want "" = refused
+	}{
+		{filepath.Join(work, "mine.txt"), "mine.txt"},
+		{filepath.Join(elsewhere, "secret.txt"), ""},
+		{filepath.Join(work, "link.txt"), ""},
+		{work + "/../" + filepath.Base(elsewhere) + "/secret.txt", ""},
+	} {
+		j, _ := NewJob(template(core.DataLoadingConfig_DIRECT, nil), inputs("f", fileLit("file://"+tc.path)))
+		j.HostFiles, j.HostRoot = true, work
+		dir := t.TempDir()
+		err := j.Download(ctx, blobs, dir)
+		b, _ := os.ReadFile(filepath.Join(dir, "f"))
+		switch {
+		case tc.want == "" && (err == nil || strings.Contains(string(b), "secret")):
+			t.Errorf("%s: copied (%q, %v), want refused", tc.path, b, err)
+		case tc.want != "" && (err != nil || string(b) != tc.want):
+			t.Errorf("%s: %q %v, want %q", tc.path, b, err, tc.want)
+		}
+	}
+}
