@@ -218,3 +218,26 @@ func TestRawContainersOnHost(t *testing.T) {
 		t.Errorf("the task-chosen path %s was created on the host", chosen)
 	}
 }
+
+// Without a working runc the manager still starts, and a raw container
+// task fails at launch saying how to fix it.
+func TestRawContainerWithoutRuncFailsClearly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the message for a manager that is not root differs")
+	}
+	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
+	h.driver(func(c *config.LocalExecutor) {
+		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeRunc, Runc: "/nonexistent/runc",
+			Images: filepath.Join(t.TempDir(), "images")}
+	})
+	key := h.runSpec("norunc", rawSpec("norunc", imagetest.BusyboxRef, "true", "/var/inputs", "/var/outputs"))
+	a := h.terminal(key, phase.Failed, time.Minute)
+	e := execErr(a.ErrorInfo)
+	for _, want := range []string{"/nonexistent/runc was not found", "apt-get install runc", "runtime: host"} {
+		if !strings.Contains(e.GetMessage(), want) {
+			t.Errorf("error %q does not say %q", e.GetMessage(), want)
+		}
+	}
+	// A Python task still runs.
+	h.terminal(h.run("python", succeed, taskOpts{}), phase.Succeeded, time.Minute)
+}
