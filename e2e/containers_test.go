@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/executor/local/images"
+	"fmgr.dev/executor/local/images/imagetest"
 )
 
 // Raw container tasks end to end (testdata/sdk/drive_containers.py,
@@ -22,11 +26,11 @@ func testContainers(t *testing.T, m *manager) {
 		Output            any
 		Events            []string
 	}
-	var res struct{ Add, Files, Explode, Forgetful containerRun }
+	var res struct{ Add, Files, Explode, Forgetful, Probe containerRun }
 	// Other processes on this host may have left files there: only what
 	// appears or changes while the scenario runs is its own.
 	before := hostOutputs()
-	driver(t, ctx, &res, "drive_containers.py", sdkEndpoint(m))
+	driver(t, ctx, &res, "drive_containers.py", sdkEndpoint(m), m.Home)
 	t.Run("ints", func(t *testing.T) {
 		r := res.Add
 		if r.Phase != "SUCCEEDED" {
@@ -49,12 +53,12 @@ func testContainers(t *testing.T, m *manager) {
 		if r.Phase != "FAILED" {
 			t.Fatalf("run %s of a command exiting 3 is %s, want FAILED", r.Run, r.Phase)
 		}
-		// The image is not used locally, and the action's events say so (a
-		// Pod runs it).
+		// The local executor ran the image in runc, and the action's events
+		// say so (a Pod runs it on kubernetes).
 		if !m.Kubernetes && !slices.ContainsFunc(r.Events, func(e string) bool {
-			return strings.Contains(e, `the image "alpine:3" is not used by the local executor`)
+			return strings.Contains(e, "image localhost/fm-test/busybox:1") && strings.Contains(e, "in runc as uid 65534")
 		}) {
-			t.Errorf("run %s: events %q do not say that the image was not used", r.Run, r.Events)
+			t.Errorf("run %s: events %q do not say that the image ran in runc", r.Run, r.Events)
 		}
 		for _, want := range []string{"the container's command exited with code 3", "container exploded e2e-c41"} {
 			if !strings.Contains(r.Error, want) {
@@ -72,6 +76,35 @@ func testContainers(t *testing.T, m *manager) {
 		}
 		if want := `did not write its output "answer": expected /var/outputs/answer`; !strings.Contains(r.Error, want) {
 			t.Errorf("run %s: error %q does not say %q", r.Run, r.Error, want)
+		}
+	})
+	t.Run("isolation", func(t *testing.T) {
+		if m.Kubernetes {
+			t.Skip("the test cluster's node agent runs a Pod's containers as host processes")
+		}
+		r := res.Probe
+		if r.Phase != "SUCCEEDED" {
+			t.Fatalf("run %s is %s: %s", r.Run, r.Phase, r.Error)
+		}
+		report, _ := r.Output.(string)
+		got := map[string]string{}
+		for _, l := range strings.Split(report, "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				got[k] = v
+			}
+		}
+		// An unprivileged user without capabilities, in its own pid and
+		// network namespaces, without the host's files.
+		if got["uid"] == "" || got["uid"] == "0" {
+			t.Errorf("the container ran as uid %q", got["uid"])
+		}
+		for k, want := range map[string]string{"capeff": "0000000000000000", "ifaces": "lo:", "home": "absent"} {
+			if got[k] != want {
+				t.Errorf("%s is %q in the container, want %q (report %q)", k, got[k], want, report)
+			}
+		}
+		if !strings.HasPrefix(got["pid1"], "/bin/sh -c") {
+			t.Errorf("pid 1 in the container is %q, not its own command", got["pid1"])
 		}
 	})
 	// Both executors bind the data directories in a namespace of the
@@ -96,4 +129,22 @@ func hostOutputs() map[string]time.Time {
 		}
 	}
 	return out
+}
+
+// loadTestImages puts the containers scenario's image (busybox, built from
+// the host's busybox-static) in the image store of the manager at home, as
+// `flyte-manager image load` would. Without busybox-static the scenario's
+// runs fail saying the image is not loaded.
+func loadTestImages(t *testing.T, home string) {
+	t.Helper()
+	if _, err := os.Stat(imagetest.BusyboxPath); err != nil {
+		return
+	}
+	s, err := images.Open(filepath.Join(home, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(imagetest.BusyboxLayout(t), ""); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -95,6 +95,7 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 		o.Home = t.TempDir()
 	}
 	o.Config = append(o.Config, queuesConfigFile(t)) // the queues scenario's
+	loadTestImages(t, o.Home)
 	m := &manager{Home: o.Home, DSN: o.DSN, t: t}
 	p, err := mgrproc.Start(context.Background(), o)
 	if err != nil {

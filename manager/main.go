@@ -74,6 +74,7 @@ local processes.`,
 		newSecretsCmd(g),
 		newQueuesCmd(g),
 		newKubeconfigCmd(g),
+		newImageCmd(g),
 		newVersionCmd(),
 		newCopilotCmd(),
 	)

@@ -76,10 +76,21 @@ func (j *Job) Collect(ctx context.Context, blobs *blob.Store, dir, outPrefix str
 }
 
 func (j *Job) outputs(ctx context.Context, blobs *blob.Store, dir, outKey string) (*task.Outputs, error) {
-	if b, err := readSmall(filepath.Join(dir, ErrorFile)); err == nil {
+	// Everything is read through root: a symbolic link the command left
+	// (an output, or a file inside an output directory) resolves inside the
+	// output directory or not at all, never to the host's files.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if b, err := readSmall(root, ErrorFile); err == nil {
 		return nil, &UserError{Code: CodeUserError, Message: "the container reported an error in " +
 			filepath.Join(j.OutputDir, ErrorFile) + ": " + strings.TrimSpace(string(b))}
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		if escapes(err) {
+			return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf("%s: %v", filepath.Join(j.OutputDir, ErrorFile), errOutside)}
+		}
 		return nil, err
 	}
 	outs := &task.Outputs{}
@@ -89,12 +100,14 @@ func (j *Job) outputs(ctx context.Context, blobs *blob.Store, dir, outKey string
 		if !validName(name) {
 			return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf("output %q cannot be a file name", name)}
 		}
-		host := filepath.Join(dir, name)
-		if _, err := os.Stat(host); errors.Is(err, fs.ErrNotExist) {
+		if _, err := root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 			return nil, &UserError{Code: CodeOutputMissing, Message: fmt.Sprintf(
 				"the container did not write its output %q: expected %s", name, seen)}
 		}
-		lit, err := j.output(ctx, blobs, v.GetValue().GetType(), host, seen, outKey+"/"+dataDir+"/"+name)
+		lit, err := j.output(ctx, blobs, v.GetValue().GetType(), root, name, seen, outKey+"/"+dataDir+"/"+name)
+		if escapes(err) {
+			return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf("output %s: %v", seen, errOutside)}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -103,11 +116,21 @@ func (j *Job) outputs(ctx context.Context, blobs *blob.Store, dir, outKey string
 	return outs, nil
 }
 
-// output reads one declared output at host into a literal; files and
+// errOutside is what a command is told of a symbolic link that leads out
+// of its output directory.
+var errOutside = errors.New("it is a symbolic link that leads out of the output directory")
+
+// escapes says whether err is os.Root refusing a path that leaves it.
+func escapes(err error) bool {
+	var pe *fs.PathError
+	return err != nil && errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
+}
+
+// output reads one declared output, name in root, into a literal; files and
 // directories are stored under key.
-func (j *Job) output(ctx context.Context, blobs *blob.Store, t *core.LiteralType, host, seen, key string) (*core.Literal, error) {
+func (j *Job) output(ctx context.Context, blobs *blob.Store, t *core.LiteralType, root *os.Root, name, seen, key string) (*core.Literal, error) {
 	if bt := t.GetBlob(); bt != nil {
-		info, err := os.Stat(host)
+		info, err := root.Stat(name)
 		if err != nil {
 			return nil, err
 		}
@@ -120,9 +143,9 @@ func (j *Job) output(ctx context.Context, blobs *blob.Store, t *core.LiteralType
 			return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf("output %s must be %s", seen, want)}
 		}
 		if multi {
-			err = uploadDir(ctx, blobs, host, key)
+			err = uploadDir(ctx, blobs, root, name, key)
 		} else {
-			err = uploadFile(ctx, blobs, host, key)
+			err = uploadFile(ctx, blobs, root, name, key)
 		}
 		if err != nil {
 			return nil, err
@@ -137,7 +160,10 @@ func (j *Job) output(ctx context.Context, blobs *blob.Store, t *core.LiteralType
 		return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf(
 			"output %s: a raw container returns scalars, files and directories only, not %s", seen, typeName(t))}
 	}
-	b, err := readSmall(host)
+	b, err := readSmall(root, name)
+	if escapes(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, &UserError{Code: CodeBadOutput, Message: fmt.Sprintf("output %s: %v", seen, err)}
 	}
@@ -214,9 +240,9 @@ func parseSimple(t core.SimpleType, s string) (*core.Literal, error) {
 	return nil, fmt.Errorf("type %s is not supported", t)
 }
 
-// readSmall reads a file of at most maxScalarFile bytes.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.Open(p)
+// readSmall reads the file name in root, of at most maxScalarFile bytes.
+func readSmall(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +260,8 @@ func readSmall(p string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-func uploadFile(ctx context.Context, blobs *blob.Store, from, key string) error {
-	f, err := os.Open(from)
+func uploadFile(ctx context.Context, blobs *blob.Store, root *os.Root, name, key string) error {
+	f, err := root.Open(name)
 	if err != nil {
 		return err
 	}
@@ -251,17 +277,14 @@ func uploadFile(ctx context.Context, blobs *blob.Store, from, key string) error 
 	return w.Close()
 }
 
-// uploadDir stores every regular file under from (symbolic links are not
-// followed: they could point anywhere on the host).
-func uploadDir(ctx context.Context, blobs *blob.Store, from, key string) error {
-	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+// uploadDir stores every regular file under the directory name in root
+// (symbolic links inside it are not followed: they could point anywhere).
+func uploadDir(ctx context.Context, blobs *blob.Store, root *os.Root, name, key string) error {
+	return fs.WalkDir(root.FS(), name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil {
-			return err
-		}
-		return uploadFile(ctx, blobs, p, key+"/"+filepath.ToSlash(rel))
+		rel := strings.TrimPrefix(p, name+"/")
+		return uploadFile(ctx, blobs, root, p, key+"/"+rel)
 	})
 }

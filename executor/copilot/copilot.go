@@ -73,6 +73,10 @@ type Job struct {
 	// Only for a driver whose command runs on this host with its
 	// filesystem anyway: it gains nothing it could not read itself.
 	HostFiles bool
+	// HostRoot, when set, limits HostFiles to paths below it (read through
+	// an os.Root on it): for a command that does not have this host's
+	// filesystem, only what tasks made in their own directories.
+	HostRoot string
 }
 
 // IsRaw says whether a template is a raw container: it has a data loading

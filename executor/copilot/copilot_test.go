@@ -296,3 +296,104 @@ func TestCollect(t *testing.T) {
 		}
 	}
 }
+
+// A command that leaves a symbolic link out of its output directory, as an
+// output or as an output directory's entry, gets a user error, and nothing
+// of the host's file reaches storage; a link that stays inside is read.
+func TestCollectRefusesLinksOutOfTheOutputDir(t *testing.T) {
+	ctx := context.Background()
+	blobs := openStore(t)
+	fileType := &core.LiteralType{Type: &core.LiteralType_Blob{Blob: &core.BlobType{Dimensionality: core.BlobType_SINGLE}}}
+	dirType := &core.LiteralType{Type: &core.LiteralType_Blob{Blob: &core.BlobType{Dimensionality: core.BlobType_MULTIPART}}}
+	host := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(host, []byte("the host's secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		typ    *core.LiteralType
+		target string
+	}{
+		{"scalar-absolute", simple(core.SimpleType_STRING), host},
+		{"file-absolute", fileType, host},
+		{"file-relative", fileType, "../../../../../../../../../.." + host},
+		{"dir-absolute", dirType, filepath.Dir(host)},
+	} {
+		j, err := NewJob(template(core.DataLoadingConfig_DIRECT, map[string]*core.LiteralType{"out": tc.typ}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.Symlink(tc.target, filepath.Join(dir, "out")); err != nil {
+			t.Fatal(err)
+		}
+		prefix := "run/" + tc.name + "/1"
+		if err := j.Collect(ctx, blobs, dir, blobs.URI(prefix)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		outs, cerr := readResult(t, blobs, prefix)
+		if outs != nil || cerr.GetCode() != CodeBadOutput || !strings.Contains(cerr.GetMessage(), "leads out of the output directory") {
+			t.Errorf("%s: outputs %v, error %v; want %s saying the link leads out", tc.name, outs, cerr, CodeBadOutput)
+		}
+		for _, k := range []string{prefix + "/" + dataDir + "/out", prefix + "/" + dataDir + "/out/host-secret"} {
+			if b, err := blobs.Get(ctx, k); err == nil {
+				t.Errorf("%s: the host's file reached storage at %s: %q", tc.name, k, b)
+			}
+		}
+	}
+
+	// Inside the output directory a link is fine.
+	j, err := NewJob(template(core.DataLoadingConfig_DIRECT, map[string]*core.LiteralType{"out": simple(core.SimpleType_STRING)}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "real"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Collect(ctx, blobs, dir, blobs.URI("run/inside/1")); err != nil {
+		t.Fatal(err)
+	}
+	if outs, cerr := readResult(t, blobs, "run/inside/1"); cerr != nil || outs.GetLiterals()[0].GetValue().GetScalar().GetPrimitive().GetStringValue() != "inside" {
+		t.Errorf("a link inside the output directory: %v %v", outs, cerr)
+	}
+}
+
+// With HostRoot, host files are copied from below it only, and not through
+// a symbolic link that leads out of it.
+func TestDownloadHostFilesOnlyBelowHostRoot(t *testing.T) {
+	ctx := context.Background()
+	blobs := openStore(t)
+	work, elsewhere := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(work, "mine.txt"), filepath.Join(elsewhere, "secret.txt")} {
+		if err := os.WriteFile(f, []byte(filepath.Base(f)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "secret.txt"), filepath.Join(work, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string // want "" = refused
+	}{
+		{filepath.Join(work, "mine.txt"), "mine.txt"},
+		{filepath.Join(elsewhere, "secret.txt"), ""},
+		{filepath.Join(work, "link.txt"), ""},
+		{work + "/../" + filepath.Base(elsewhere) + "/secret.txt", ""},
+	} {
+		j, _ := NewJob(template(core.DataLoadingConfig_DIRECT, nil), inputs("f", fileLit("file://"+tc.path)))
+		j.HostFiles, j.HostRoot = true, work
+		dir := t.TempDir()
+		err := j.Download(ctx, blobs, dir)
+		b, _ := os.ReadFile(filepath.Join(dir, "f"))
+		switch {
+		case tc.want == "" && (err == nil || strings.Contains(string(b), "secret")):
+			t.Errorf("%s: copied (%q, %v), want refused", tc.path, b, err)
+		case tc.want != "" && (err != nil || string(b) != tc.want):
+			t.Errorf("%s: %q %v, want %q", tc.path, b, err, tc.want)
+		}
+	}
+}

@@ -139,7 +139,7 @@ func (j *Job) materialise(ctx context.Context, blobs *blob.Store, lit *core.Lite
 	case s.GetPrimitive() != nil:
 		return primitiveValue(s.GetPrimitive()), os.WriteFile(host, []byte(primitiveText(s.GetPrimitive())), 0o644)
 	case s.GetBlob() != nil:
-		return seen, downloadBlob(ctx, blobs, s.GetBlob(), host, j.HostFiles)
+		return seen, j.downloadBlob(ctx, blobs, s.GetBlob(), host)
 	case s.GetBinary() != nil:
 		return s.GetBinary().GetValue(), os.WriteFile(host, s.GetBinary().GetValue(), 0o644)
 	case s.GetGeneric() != nil:
@@ -190,11 +190,11 @@ func primitiveValue(p *core.Primitive) any {
 
 // downloadBlob copies a file, or every file under a directory, from the
 // manager's storage to host.
-func downloadBlob(ctx context.Context, blobs *blob.Store, b *core.Blob, host string, hostFiles bool) error {
+func (j *Job) downloadBlob(ctx context.Context, blobs *blob.Store, b *core.Blob, host string) error {
 	key, err := blobs.Key(strings.TrimRight(b.GetUri(), "/"))
 	if err != nil {
-		if p, ok := hostPath(b.GetUri()); ok && hostFiles {
-			return copyHost(p, host, b.GetMetadata().GetType().GetDimensionality() == core.BlobType_MULTIPART)
+		if p, ok := hostPath(b.GetUri()); ok && j.HostFiles {
+			return j.copyHost(p, host, b.GetMetadata().GetType().GetDimensionality() == core.BlobType_MULTIPART)
 		}
 		return fmt.Errorf("%s is not in the manager's storage: %w", b.GetUri(), err)
 	}
@@ -259,30 +259,42 @@ func hostPath(uri string) (string, bool) {
 
 // copyHost copies a file, or a directory's regular files, from this host
 // (symbolic links inside a directory are not followed).
-func copyHost(from, to string, dir bool) error {
-	if !dir {
-		return copyFile(from, to)
+func (j *Job) copyHost(from, to string, dir bool) error {
+	fsys, name := fs.FS(os.DirFS("/")), strings.TrimPrefix(from, "/")
+	if j.HostRoot != "" {
+		rel, err := filepath.Rel(j.HostRoot, from)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("file://%s is a path on the manager's host outside its storage and its tasks' directories (%s): "+
+				"a container cannot be given it; upload the file to the manager's storage, or make it in the task's working directory", from, j.HostRoot)
+		}
+		// Through a root: a symbolic link cannot lead the copy out of it.
+		root, err := os.OpenRoot(j.HostRoot)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		fsys, name = root.FS(), filepath.ToSlash(rel)
 	}
-	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+	if !dir {
+		return copyFile(fsys, name, to)
+	}
+	return fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil {
-			return err
-		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, name), "/")
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+			return os.MkdirAll(filepath.Join(to, filepath.FromSlash(rel)), 0o755)
 		case d.Type().IsRegular():
-			return copyFile(p, filepath.Join(to, rel))
+			return copyFile(fsys, p, filepath.Join(to, filepath.FromSlash(rel)))
 		}
 		return nil
 	})
 }
 
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
+func copyFile(fsys fs.FS, from, to string) error {
+	src, err := fsys.Open(from)
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,7 @@ type Driver struct {
 	slots                *attempt.Slots
 	resources            *resourcePool // the host's share running attempts hold
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
+	runc                 runcRuntime   // raw containers' runtime, found at first use (runc.go)
 
 	mu      sync.Mutex
 	running map[store.ActionKey]*ownAttempt
@@ -303,6 +304,16 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
 	} else {
 		d.log.Warn("attempts cannot run in cgroups: tasks' resource limits are not enforced", "containment", d.runner.Containment())
+	}
+	switch d.cfg.Containers.Runtime {
+	case config.ContainerRuntimeHost:
+		d.log.Warn("raw container tasks run on the host as the manager's user, without their image (executor.local.containers.runtime: host, unsafe)")
+	case config.ContainerRuntimeRunc:
+		// Found now so that the start's log says whether they can run
+		// (runtime logs why not); a launch says it again.
+		if rt, err := d.runtime(); err == nil {
+			d.log.Info("raw container tasks run in runc", "runc", rt.runc, "images", rt.store.Dir())
+		}
 	}
 	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	d.status = lifeStandby

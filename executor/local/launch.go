@@ -136,13 +136,13 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 	}
 	args := l.Args
 	if l.Raw != nil {
-		var note string
-		if args, note, err = d.prepareRaw(ctx, dir, l); err != nil {
+		var reason, note string
+		if args, reason, note, err = d.prepareRaw(ctx, dir, l); err != nil {
 			removeSecrets(dir)
 			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
 		}
-		a = d.reportRaw(ctx, a, note)
+		a = d.reportRaw(ctx, a, reason, note)
 	}
 	if len(gpus) > 0 || len(d.resources.host.GPUs) > 0 {
 		// Its own devices, and none of the others' (as a Pod without a
@@ -291,8 +291,15 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// waitFor waits for the attempt's process to end.
-func (d *Driver) waitFor(e *ownAttempt) { d.ended(e, e.proc.Wait()) }
+// waitFor waits for the attempt's process to end, and for a raw
+// container's to be gone too.
+func (d *Driver) waitFor(e *ownAttempt) {
+	st := e.proc.Wait()
+	if e.launch != nil && e.launch.Raw != nil {
+		d.removeContainer(e.dir)
+	}
+	d.ended(e, st)
+}
 
 // ended takes the end of an attempt that ran and queues its key, so that a
 // worker records how it ended.

@@ -13,18 +13,21 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/store"
 )
 
-// Raw container tasks (package copilot) run here on the host, in a private
-// mount namespace: the task's input and output directories (/var/inputs
-// and /var/outputs by default) are bind mounts of the attempt's own
-// directories, visible to the command alone, so the host's directories of
-// those names stay as they are and concurrent attempts never see each
-// other's data. No container runtime runs images on this kind of host
-// (podman cannot: no registry, and its OCI runtime is refused the rlimits
-// it sets), so the declared image is not used, and the attempt's log and
-// the manager's log say so.
+// Raw container tasks (package copilot) run as the runtime configured in
+// executor.local.containers.runtime says:
+//
+//   - runc (the default): an OCI container in runc, with the image's
+//     filesystem (runc.go);
+//   - host: the command on the host as the manager's user, in a private
+//     mount namespace where the task's input and output directories are
+//     bind mounts of the attempt's own; the image is not used. Unsafe: the
+//     command can do whatever the manager can. The mount points must exist
+//     on the host (they are never created there);
+//   - off: raw container tasks fail at launch.
 
 // rawDataDir holds the attempt's data directories of a raw container:
 // inputs/ (materialised before the command starts) and outputs/ (collected
@@ -39,14 +42,34 @@ func rawDirs(dir string) (in, out string) {
 // at $4, then becomes the task's command.
 const bindScript = `mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 && exec "$@"`
 
-// prepareRaw materialises a raw container's inputs in the attempt's
-// directory and returns the argv that runs its command with the data
-// directories bound, and a note saying the image is not used. The error
-// says what the host lacks, or what could not be materialised.
-func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) ([]string, string, error) {
+// prepareRaw prepares a raw container attempt in its directory as the
+// configured runtime runs it, and returns its argv and a note for the
+// action's events (reason, message). The error says what the host lacks or
+// what the task asks that cannot be done.
+func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) (args []string, reason, note string, err error) {
+	switch d.cfg.Containers.Runtime {
+	case config.ContainerRuntimeHost:
+		args, note, err = d.prepareHost(ctx, dir, l)
+		reason = "ImageNotUsed"
+	case config.ContainerRuntimeOff:
+		err = errors.New("raw container tasks are turned off on this manager (executor.local.containers.runtime: off)")
+	default:
+		args, note, err = d.prepareRunc(ctx, dir, l)
+		reason = "Container"
+	}
+	if err == nil {
+		err = process.AppendSystemLine(filepath.Join(dir, logFile), note)
+	}
+	return args, reason, note, err
+}
+
+// prepareHost materialises a raw container's inputs in the attempt's
+// directory and returns the argv that runs its command on the host with
+// the data directories bound, and a note saying the image is not used.
+func (d *Driver) prepareHost(ctx context.Context, dir string, l *attempt.Launch) ([]string, string, error) {
 	job := l.Raw
 	if os.Geteuid() != 0 {
-		return nil, "", errors.New("raw container tasks need a private mount namespace, which only root can make: run the manager as root, or use the kubernetes executor")
+		return nil, "", errors.New("raw container tasks on the host need a private mount namespace, which only root can make: run the manager as root, or use the kubernetes executor")
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
@@ -54,6 +77,14 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	}
 	if _, err := exec.LookPath("mount"); err != nil {
 		return nil, "", errors.New("raw container tasks need util-linux's unshare and mount on the host: " + err.Error())
+	}
+	// The mount points: a bind mount needs its target to exist, and the
+	// task chose these paths, so they are never made on the host.
+	for _, p := range []string{job.InputDir, job.OutputDir} {
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			return nil, "", fmt.Errorf("the data directory %s is not a directory on this host, and the host runtime never creates a path a task chose "+
+				"(create it, or use the runc runtime)", p)
+		}
 	}
 	// The command runs on this host with its filesystem: inputs that
 	// name a host path (File.from_local under a file:// raw-data path)
@@ -66,21 +97,10 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	if err := job.Download(ctx, d.state.Blobs(), in); err != nil {
 		return nil, "", fmt.Errorf("could not materialise the inputs: %w", err)
 	}
-	// The mount points: a bind mount needs its target to exist. Only the
-	// empty directory is ever made on the host; what the command writes
-	// lands in the attempt's directory.
-	for _, p := range []string{job.InputDir, job.OutputDir} {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return nil, "", fmt.Errorf("could not create the mount point %s: %w", p, err)
-		}
-	}
 	note := fmt.Sprintf("raw container: the image %q is not used by the local executor; the command runs on the host's filesystem "+
 		"with %s and %s bound to the attempt's own directories", job.Image, job.InputDir, job.OutputDir)
-	d.log.Warn("raw container runs without its image", "action", l.Action.ActionKey.String(), "attempt", l.Attempt,
+	d.log.Warn("raw container runs on the host without its image", "action", l.Action.ActionKey.String(), "attempt", l.Attempt,
 		"image", job.Image, "runtime", d.cfg.Containers.Runtime)
-	if err := process.AppendSystemLine(filepath.Join(dir, logFile), note); err != nil {
-		return nil, "", err
-	}
 	args := []string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", bindScript, "copilot",
 		in, job.InputDir, out, job.OutputDir}
 	return append(args, l.Args...), note, nil
@@ -108,9 +128,13 @@ func (d *Driver) collectRaw(ctx context.Context, e *ownAttempt, st process.ExitS
 // reportRaw records the note of prepareRaw in the action's events, where
 // the SDK and the UI show it, and returns the action as written (a as it
 // was when that failed: the note is also in the attempt's log).
-func (d *Driver) reportRaw(ctx context.Context, a *store.Action, note string) *store.Action {
+func (d *Driver) reportRaw(ctx context.Context, a *store.Action, reason, note string) *store.Action {
+	typ := workflow.ClusterEvent_TYPE_NORMAL
+	if reason == "ImageNotUsed" {
+		typ = workflow.ClusterEvent_TYPE_WARNING
+	}
 	updated, err := d.core.ReportClusterEvents(ctx, a, []*workflow.ClusterEvent{{
-		OccurredAt: timestamppb.Now(), Message: note, Reason: "ImageNotUsed", Type: workflow.ClusterEvent_TYPE_WARNING}})
+		OccurredAt: timestamppb.Now(), Message: note, Reason: reason, Type: typ}})
 	if err != nil {
 		d.log.Warn("recording a raw container's note", "action", a.ActionKey.String(), "err", err)
 		return a

@@ -268,6 +268,10 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 	if len(stray) > 0 {
 		what += fmt.Sprintf(", and %d leftover process(es) in its directory were stopped", len(stray))
 	}
+	// A raw container runs in a session of its own.
+	if n := d.removeContainer(dir); n > 0 {
+		what += ", and its container was stopped"
+	}
 	// What left the directory too is still in the attempt's cgroup.
 	if n, err := d.runner.KillCgroup(filepath.Join(dir, cwdDir)); err != nil {
 		return "", fmt.Errorf("stopping what is left in the cgroup of %s attempt %d: %w", a.ActionKey, a.Attempts, err)

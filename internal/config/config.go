@@ -348,20 +348,28 @@ type LocalExecutor struct {
 
 // Container runtimes of the local executor (executor.local.containers.runtime).
 const (
-	// ContainerRuntimeAuto picks the best runtime that works on this host.
-	ContainerRuntimeAuto = "auto"
-	// ContainerRuntimeNamespace runs the command on the host in a private
-	// mount namespace, its data directories bound to the attempt's own;
-	// the declared image is not used.
-	ContainerRuntimeNamespace = "namespace"
+	// ContainerRuntimeRunc runs each raw container attempt as an OCI
+	// container in runc: the image's filesystem, an unprivileged user, no
+	// capabilities, its own pid, mount, network, IPC and UTS namespaces.
+	ContainerRuntimeRunc = "runc"
+	// ContainerRuntimeHost runs the command on the host as the manager's
+	// user, in a private mount namespace with its data directories bound to
+	// the attempt's own; the image is not used. Unsafe: the command can do
+	// whatever the manager can.
+	ContainerRuntimeHost = "host"
+	// ContainerRuntimeOff refuses raw container tasks.
+	ContainerRuntimeOff = "off"
 )
 
 // LocalContainers configures raw container tasks in the local executor.
 type LocalContainers struct {
-	// Runtime is auto or namespace. auto is namespace today: podman cannot
-	// run containers on every host (and images must be pullable), so the
-	// command runs with the host's filesystem and the log says so.
+	// Runtime is runc (the default), host (unsafe) or off.
 	Runtime string `mapstructure:"runtime" yaml:"runtime"`
+	// Runc is the runc binary ("": runc on the manager's PATH).
+	Runc string `mapstructure:"runc" yaml:"runc"`
+	// Images is the image store's directory (default <home>/images), which
+	// `flyte-manager image load` fills.
+	Images string `mapstructure:"images" yaml:"images"`
 }
 
 // Unsatisfiable resource requests (executor.local.resources.unsatisfiable).

@@ -1,24 +1,34 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// executor.local.containers: its documented default, a valid value, and a
-// bad one named by its key.
+// executor.local.containers: its documented defaults, valid values, the
+// old values rejected naming the new ones, and a bad one named by its key.
 func TestLocalContainersSection(t *testing.T) {
 	isolate(t)
 	c, err := Load(Sources{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Executor.Local.Containers.Runtime; got != ContainerRuntimeAuto {
-		t.Errorf("default runtime %q, want %q", got, ContainerRuntimeAuto)
+	if got := c.Executor.Local.Containers; got.Runtime != ContainerRuntimeRunc || got.Images != filepath.Join(c.Home, "images") {
+		t.Errorf("defaults %+v, want runtime %q and images in %s", got, ContainerRuntimeRunc, filepath.Join(c.Home, "images"))
 	}
-	ok := writeFile(t, t.TempDir(), "ok.yaml", "executor:\n  local:\n    containers:\n      runtime: namespace\n")
-	if c, err := Load(Sources{Files: []string{ok}}); err != nil || c.Executor.Local.Containers.Runtime != ContainerRuntimeNamespace {
-		t.Errorf("runtime namespace: %+v %v", c.Executor.Local.Containers, err)
+	for _, r := range []string{ContainerRuntimeHost, ContainerRuntimeOff, ContainerRuntimeRunc} {
+		ok := writeFile(t, t.TempDir(), "ok.yaml", "executor:\n  local:\n    containers:\n      runtime: "+r+"\n")
+		if c, err := Load(Sources{Files: []string{ok}}); err != nil || c.Executor.Local.Containers.Runtime != r {
+			t.Errorf("runtime %s: %+v %v", r, c.Executor.Local.Containers, err)
+		}
+	}
+	for _, old := range []string{"auto", "namespace"} {
+		f := writeFile(t, t.TempDir(), "old.yaml", "executor:\n  local:\n    containers:\n      runtime: "+old+"\n")
+		_, err := Load(Sources{Files: []string{f}})
+		if err == nil || !strings.Contains(err.Error(), "no longer a runtime") || !strings.Contains(err.Error(), "host (the command on the host, unsafe") {
+			t.Errorf("the old runtime %s is not rejected naming the new ones: %v", old, err)
+		}
 	}
 	bad := writeFile(t, t.TempDir(), "bad.yaml", "executor:\n  local:\n    containers:\n      runtime: docker\n")
 	_, err = Load(Sources{Files: []string{bad}})

@@ -111,7 +111,7 @@ func Default() Config {
 				// imports cost more than a small task); off falls back to a
 				// fresh interpreter per attempt.
 				WarmStart:  true,
-				Containers: LocalContainers{Runtime: ContainerRuntimeAuto},
+				Containers: LocalContainers{Runtime: ContainerRuntimeRunc},
 				// wait, as a cluster keeps a Pod that fits no node Pending:
 				// examples written for a cluster (max_queued_time on a GPU
 				// task) behave the same, and the wait says what is missing.
@@ -193,6 +193,11 @@ func (c *Config) applyDerivedDefaults() error {
 		c.Executor.Local.WorkDir = filepath.Join(home, "work")
 	} else if c.Executor.Local.WorkDir, err = absPath(c.Executor.Local.WorkDir); err != nil {
 		return fmt.Errorf("executor.local.workDir: %w", err)
+	}
+	if c.Executor.Local.Containers.Images == "" {
+		c.Executor.Local.Containers.Images = filepath.Join(home, "images")
+	} else if c.Executor.Local.Containers.Images, err = absPath(c.Executor.Local.Containers.Images); err != nil {
+		return fmt.Errorf("executor.local.containers.images: %w", err)
 	}
 	if c.Executor.Local.Python == "" {
 		c.Executor.Local.Python = detectPython()

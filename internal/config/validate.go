@@ -161,9 +161,12 @@ func (c *Config) Validate() error {
 		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
 	}
 	switch r := c.Executor.Local.Containers.Runtime; r {
-	case ContainerRuntimeAuto, ContainerRuntimeNamespace:
+	case ContainerRuntimeRunc, ContainerRuntimeHost, ContainerRuntimeOff:
+	case "auto", "namespace":
+		bad("executor.local.containers.runtime", "%q is no longer a runtime: use %s (containers in runc, the default), "+
+			"%s (the command on the host, unsafe: what %q did) or %s", r, ContainerRuntimeRunc, ContainerRuntimeHost, r, ContainerRuntimeOff)
 	default:
-		bad("executor.local.containers.runtime", "must be %s or %s, got %q", ContainerRuntimeAuto, ContainerRuntimeNamespace, r)
+		bad("executor.local.containers.runtime", "must be %s, %s or %s, got %q", ContainerRuntimeRunc, ContainerRuntimeHost, ContainerRuntimeOff, r)
 	}
 	validateLocalResources(c.Executor.Local.Resources, bad)
 	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {

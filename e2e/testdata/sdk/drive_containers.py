@@ -2,7 +2,7 @@
 with File inputs and a File output, a failing command and a command that
 forgets its output. Reports each run's phase, output or error.
 
-Usage: drive_containers.py <endpoint>
+Usage: drive_containers.py <endpoint> <manager home>
 """
 
 import sys
@@ -17,13 +17,14 @@ async def submit(task, **inputs):
     return run.name
 
 
-async def scenario(endpoint: str) -> dict:
+async def scenario(endpoint: str, home: str) -> dict:
     _drive.init(endpoint)
     names = {
         "add": await submit(wf_containers.add_both, x=2, y=3),
         "files": await submit(wf_containers.inspect_files),
         "explode": await submit(wf_containers.explode, code=3),
         "forgetful": await submit(wf_containers.forgetful),
+        "probe": await submit(wf_containers.probe, home=home),
     }
     result = {}
     for key, name in names.items():
@@ -36,4 +37,4 @@ async def scenario(endpoint: str) -> dict:
 
 
 if __name__ == "__main__":
-    _drive.main(lambda: scenario(sys.argv[1]))
+    _drive.main(lambda: scenario(sys.argv[1], sys.argv[2]))

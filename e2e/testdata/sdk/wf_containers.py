@@ -3,6 +3,7 @@ nothing of Flyte, reading inputs under /var/inputs and leaving outputs under
 /var/outputs) and the Python tasks that call them."""
 
 import asyncio
+import os
 import pathlib
 import tempfile
 
@@ -11,7 +12,9 @@ from flyte.extras import ContainerTask
 from flyte.io import File
 
 # One Image object: an environment made from several tasks wants the same one.
-ALPINE = flyte.Image.from_base("alpine:3")
+# The test harness loads this busybox image (built from the host's
+# busybox-static) into the manager's image store: no registry is used.
+ALPINE = flyte.Image.from_base("localhost/fm-test/busybox:1")
 
 # Two ints in, an int and a string out. The sum comes from the templates, the
 # label from the input files, so both halves of the contract are exercised.
@@ -70,7 +73,25 @@ forgetful = ContainerTask(
     command=["/bin/sh", "-c", "echo 'forgot to write the answer'"],
 )
 
-raw_env = flyte.TaskEnvironment.from_task("e2e_containers_raw", arith, count_lines, head_line, explode, forgetful)
+# What the container sees of itself and of the host, one key=value a line.
+probe = ContainerTask(
+    name="probe",
+    image=ALPINE,
+    inputs={"home": str},
+    outputs={"report": str},
+    command=[
+        "/bin/sh",
+        "-c",
+        "{ echo uid=$(id -u); "
+        "echo capeff=$(grep CapEff /proc/self/status | awk '{print $2}'); "
+        "echo pid1=$(tr '\\0' ' ' < /proc/1/cmdline); "
+        "echo ifaces=$(tail -n +3 /proc/net/dev | awk '{printf \"%s\", $1}'); "
+        "if [ -e {{.inputs.home}} ]; then echo home=visible; else echo home=absent; fi; "
+        "} > /var/outputs/report",
+    ],
+)
+
+raw_env = flyte.TaskEnvironment.from_task("e2e_containers_raw", arith, count_lines, head_line, explode, forgetful, probe)
 env = flyte.TaskEnvironment(name="e2e_containers", depends_on=[raw_env])
 
 
@@ -86,7 +107,10 @@ async def add_both(x: int, y: int) -> str:
 @env.task
 async def inspect_files() -> dict[str, str]:
     """Files made here reach the containers; the container's File comes back."""
-    d = pathlib.Path(tempfile.mkdtemp())
+    # In the task's own working directory: a raw container in runc is given
+    # a local file (file:// storage keeps File.from_local's path) only from
+    # the tasks' directories, never from anywhere on the host.
+    d = pathlib.Path(tempfile.mkdtemp(dir=os.getcwd()))
     fasta = d / "genome.fasta"
     fasta.write_text(">seq1\nACGT\nTTGA\n")
     name, lines, copy = await count_lines(fasta=await File.from_local(str(fasta)))

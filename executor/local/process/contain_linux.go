@@ -122,3 +122,19 @@ func (r *Runner) KillCgroup(dir string) (int, error) {
 	}
 	return n, cg.remove()
 }
+
+// ContainerCgroup is the cgroupsPath that places an OCI runtime's
+// container, started as the process of the attempt working in dir, in a
+// cgroup called name below the attempt's own, so its limits apply to the
+// container and its end is the attempt's (runc reads a relative path from
+// where its own process is: in the attempt's cgroup on v1, at its parent on
+// v2). "" when attempts get no cgroup on this host.
+func (r *Runner) ContainerCgroup(dir, name string) string {
+	switch {
+	case r.cg.v2 != "":
+		return cgroupName(filepath.Clean(dir)) + "/" + name
+	case len(r.cg.v1) > 0:
+		return name
+	}
+	return ""
+}
