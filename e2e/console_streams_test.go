@@ -86,14 +86,17 @@ func TestConsoleNavigationClosesStreams(t *testing.T) {
 	b.waitText("#live", "Live")
 	eval[bool](b, `window.__sameDocument = true`)
 	runLink := fmt.Sprintf(`#runs [data-run=%q] a[href$=%q]`, run, "/runs/"+run)
+	has := func(sel, text string) string {
+		return fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, text)
+	}
 	for i := range 16 {
 		b.run(fmt.Sprintf("round %d: open the run", i), chromedp.Click(css(runLink)))
-		b.waitText("#run-name", run)
+		b.waitJS(fmt.Sprintf("round %d: the run's page loads", i), has("#run-name", run))
 		b.waitJS(fmt.Sprintf("round %d: the run is live", i), `!!document.querySelector('#tree [data-action="a0"][data-phase="ACTION_PHASE_RUNNING"]')`)
 		b.run(fmt.Sprintf("round %d: its logs", i), chromedp.Click(css("#tab-logs")))
-		b.waitText("#log-lines", "started")
+		b.waitJS(fmt.Sprintf("round %d: the log loads", i), has("#log-lines", "started"))
 		b.run(fmt.Sprintf("round %d: back to the runs", i), chromedp.Click(css(`#crumbs a[href$="/runs"]`)))
-		b.waitText("#live", "Live")
+		b.waitJS(fmt.Sprintf("round %d: the runs page is live", i), has("#live", "Live"))
 	}
 	if !eval[bool](b, `window.__sameDocument === true`) {
 		t.Fatal("the page was reloaded: the navigation was not in-app")
