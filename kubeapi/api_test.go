@@ -214,6 +214,18 @@ func TestListGetTableAndPaging(t *testing.T) {
 		len(ta.OwnerReferences) != 1 || ta.OwnerReferences[0].Name != "flytesnacks-development-r1-a0" || ta.Labels[v1.LabelRun] != "r1" {
 		t.Errorf("get c1: history %s, %s", got, b)
 	}
+	// Names are found whatever they are made of: a project with '-', a
+	// name Kubernetes would refuse (hashed).
+	for _, key := range []store.ActionKey{
+		{RunKey: store.RunKey{Project: "my-proj", Domain: "development", RunName: "r-3"}, Name: "a0"},
+		{RunKey: store.RunKey{Project: "My_Proj", Domain: "development", RunName: "R4"}, Name: "a0"},
+	} {
+		e.create(key, "")
+		name := v1.Placement{Namespace: "flyte"}.NameOf(v1.ActionRef{Project: key.Project, Domain: key.Domain, Run: key.RunName, Action: key.Name})
+		if resp, b := e.do("GET", base+"/"+name, ""); resp.StatusCode != 200 || decode[v1.TaskAction](t, b).Spec.RunName != key.RunName {
+			t.Errorf("get %s: %d %s", name, resp.StatusCode, b)
+		}
+	}
 	_, b = e.do("GET", "/api/v1/namespaces/flyte/events?fieldSelector=involvedObject.name%3Dflytesnacks-development-r1-c1", "")
 	if !strings.Contains(string(b), `"reason":"Succeeded"`) {
 		t.Errorf("events: %s", b)
