@@ -3,7 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +91,32 @@ func TestKubectlAPI(t *testing.T) {
 	k := newKubectl(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+
+	// Without the token, or without TLS, nothing is served.
+	insecure := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for _, token := range []string{"", "not-the-token"} {
+		req, _ := http.NewRequest("GET", m.proc.KubeURL+"/apis/flyte.org/v1/taskactions", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := insecure.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"reason":"Unauthorized"`) {
+			t.Errorf("token %q: %d %s, want 401 Unauthorized", token, resp.StatusCode, body)
+		}
+	}
+	plain := "http://" + strings.TrimPrefix(m.proc.KubeURL, "https://") + "/apis/flyte.org/v1/taskactions"
+	if resp, err := insecure.Get(plain); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "TaskAction") {
+			t.Errorf("plain http: %d %s", resp.StatusCode, body)
+		}
+	}
 
 	if got := header(k.run("api-resources")); got != "NAME SHORTNAMES APIVERSION NAMESPACED KIND" {
 		t.Errorf("api-resources header: %q", got)

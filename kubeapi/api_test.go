@@ -214,6 +214,18 @@ func TestListGetTableAndPaging(t *testing.T) {
 		len(ta.OwnerReferences) != 1 || ta.OwnerReferences[0].Name != "flytesnacks-development-r1-a0" || ta.Labels[v1.LabelRun] != "r1" {
 		t.Errorf("get c1: history %s, %s", got, b)
 	}
+	// Names are found whatever they are made of: a project with '-', a
+	// name Kubernetes would refuse (hashed).
+	for _, key := range []store.ActionKey{
+		{RunKey: store.RunKey{Project: "my-proj", Domain: "development", RunName: "r-3"}, Name: "a0"},
+		{RunKey: store.RunKey{Project: "My_Proj", Domain: "development", RunName: "R4"}, Name: "a0"},
+	} {
+		e.create(key, "")
+		name := v1.Placement{Namespace: "flyte"}.NameOf(v1.ActionRef{Project: key.Project, Domain: key.Domain, Run: key.RunName, Action: key.Name})
+		if resp, b := e.do("GET", base+"/"+name, ""); resp.StatusCode != 200 || decode[v1.TaskAction](t, b).Spec.RunName != key.RunName {
+			t.Errorf("get %s: %d %s", name, resp.StatusCode, b)
+		}
+	}
 	_, b = e.do("GET", "/api/v1/namespaces/flyte/events?fieldSelector=involvedObject.name%3Dflytesnacks-development-r1-c1", "")
 	if !strings.Contains(string(b), `"reason":"Succeeded"`) {
 		t.Errorf("events: %s", b)
@@ -222,10 +234,17 @@ func TestListGetTableAndPaging(t *testing.T) {
 
 // watchLines opens a watch and returns its events as they arrive.
 func (e *env) watch(query string) (<-chan metav1.WatchEvent, func()) {
+	return e.watchAs("", query)
+}
+
+func (e *env) watchAs(accept, query string) (<-chan metav1.WatchEvent, func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+base+"?watch=true&"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+e.token)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -327,5 +346,30 @@ func TestWatch(t *testing.T) {
 	typ, obj = next(t, expired, false)
 	if typ != "ERROR" || obj["code"] != float64(410) || obj["reason"] != "Expired" {
 		t.Fatalf("compacted: %s %v", typ, obj)
+	}
+}
+
+// kubectl get NAME -w: a watch from version 0 by name starts with the
+// object itself (kubectl drops that first event), as one-row Tables, the
+// first carrying the columns.
+func TestWatchOneAsTable(t *testing.T) {
+	e := newEnv(t)
+	e.create(run1.Action("a0"), "")
+	e.create(run1.Action("c1"), "a0")
+	events, stop := e.watchAs(tableAccept, "fieldSelector=metadata.name%3Dflytesnacks-development-r1-c1&resourceVersion=0")
+	defer stop()
+	typ, obj := next(t, events, true)
+	if typ != "ADDED" || obj["kind"] != "Table" || obj["columnDefinitions"] == nil {
+		t.Fatalf("first event %s %v", typ, obj)
+	}
+	e.set(run1.Action("a0"), store.Update{Phase: phase.Running}) // not watched
+	e.set(run1.Action("c1"), store.Update{Phase: phase.Running})
+	typ, obj = next(t, events, true)
+	rows, _ := obj["rows"].([]any)
+	if typ != "MODIFIED" || len(rows) != 1 || obj["columnDefinitions"] != nil {
+		t.Fatalf("change: %s %v", typ, obj)
+	}
+	if cells := rows[0].(map[string]any)["cells"].([]any); cells[0] != "flytesnacks-development-r1-c1" || cells[4] != "Executing" {
+		t.Errorf("cells %v", cells)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -160,14 +161,15 @@ func phaseReason(p phase.Phase) string {
 
 // find returns the action whose object is ns/name, nil when there is none
 // (or it is gone). Object names are not reversible in general (a hashed
-// name, a project holding '-'), so it first tries the split a plain name
-// suggests (the last two '-' parts as run and action) and otherwise scans.
+// name, a project or run holding '-', an org prefix), so it first looks up
+// the key a plain name spells (by the actions' unique index), then the run
+// and action its last two parts name, and otherwise scans.
 func (a *API) find(ctx context.Context, ns, name string) (*store.Action, error) {
 	match := func(row *store.Action) bool {
 		return a.nameOf(row.ActionKey) == name && a.namespaceOf(row.ActionKey) == ns
 	}
-	if run, action, ok := lastTwo(name); ok {
-		page, err := a.d.Actions.ListAll(ctx, store.AllFilter{RunName: run, Name: action}, 0, store.MaxPageSize)
+	for _, f := range a.guesses(ns, name) {
+		page, err := a.d.Actions.ListAll(ctx, f, 0, store.MaxPageSize)
 		if err != nil {
 			return nil, err
 		}
@@ -191,39 +193,31 @@ func (a *API) find(ctx context.Context, ns, name string) (*store.Action, error) 
 	return visible(found), nil
 }
 
+// guesses are the filters that may find the action named ns/name, most
+// precise first.
+func (a *API) guesses(ns, name string) []store.AllFilter {
+	parts := strings.Split(name, "-")
+	if len(parts) < 2 {
+		return nil
+	}
+	run, action := parts[len(parts)-2], parts[len(parts)-1]
+	var out []store.AllFilter
+	if a.d.Placement.NamespacePerProject {
+		if i := strings.LastIndexByte(ns, '-'); i > 0 {
+			out = append(out, store.AllFilter{ExactOrg: true, Project: ns[:i], Domain: ns[i+1:], RunName: run, Name: action})
+		}
+	} else if len(parts) >= 4 {
+		out = append(out, store.AllFilter{ExactOrg: true, Project: strings.Join(parts[:len(parts)-3], "-"),
+			Domain: parts[len(parts)-3], RunName: run, Name: action})
+	}
+	return append(out, store.AllFilter{RunName: run, Name: action})
+}
+
 func visible(row *store.Action) *store.Action {
 	if gone(row) {
 		return nil
 	}
 	return row
-}
-
-// lastTwo splits name into its last two '-'-separated parts.
-func lastTwo(name string) (run, action string, ok bool) {
-	var parts []string
-	rest := name
-	for i := 0; i < 2; i++ {
-		j := lastDash(rest)
-		if j < 0 {
-			if i == 1 {
-				parts = append(parts, rest)
-				return parts[1], parts[0], true
-			}
-			return "", "", false
-		}
-		parts = append(parts, rest[j+1:])
-		rest = rest[:j]
-	}
-	return parts[1], parts[0], true
-}
-
-func lastDash(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '-' {
-			return i
-		}
-	}
-	return -1
 }
 
 // each calls fn for every action f selects, page by page, until fn returns

@@ -16,6 +16,9 @@ import (
 // set; empty fields match anything.
 type AllFilter struct {
 	Org, Project, Domain, RunName, Name string
+	// ExactOrg matches Org even when it is empty (the default org), so
+	// that a lookup by the whole key uses the actions' unique index.
+	ExactOrg bool
 	// Roots keeps only the runs' root actions; Children only the others.
 	Roots, Children bool
 }
@@ -38,6 +41,10 @@ func (r *Actions) ListAll(ctx context.Context, f AllFilter, after int64, limit i
 	limit = Page{Limit: limit}.limit()
 	where := []string{"id > ?"}
 	args := []any{after}
+	if f.ExactOrg && f.Org == "" {
+		where = append(where, "org = ?")
+		args = append(args, "")
+	}
 	for _, c := range []struct{ col, v string }{
 		{"org", f.Org}, {"project", f.Project}, {"domain", f.Domain}, {"run_name", f.RunName}, {"name", f.Name},
 	} {

@@ -70,6 +70,7 @@ func listenKubeAPI(logger *slog.Logger, cfg *config.Config, srv *server.Server, 
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: defaultKubeReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}

@@ -5,6 +5,8 @@ package v1
 // names the objects it creates with it, and the manager's Kubernetes-style
 // API names the objects it serves from the database with it, so `kubectl
 // get taskactions` shows one action under the same name either way.
+//
+// +kubebuilder:object:generate=false
 type Placement struct {
 	// Namespace holds every TaskAction unless NamespacePerProject.
 	Namespace string
@@ -15,6 +17,8 @@ type Placement struct {
 
 // ActionRef names an action: the run's org, project, domain and name, and
 // the action's name within the run.
+//
+// +kubebuilder:object:generate=false
 type ActionRef struct {
 	Org, Project, Domain, Run, Action string
 }
