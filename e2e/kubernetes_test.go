@@ -41,6 +41,38 @@ const kubeNamespace = "flyte"
 // the manager to themselves), then the shared scenarios of TestSDK,
 // unchanged, in parallel.
 func TestSDKKubernetes(t *testing.T) {
+	// The manager's file:// storage is under its home, which the Pods,
+	// local processes, see at the same path.
+	m, c, pods := startKubeSDKManager(t, pgtest.NewDatabase(t), "FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true")
+
+	t.Run("restart-graceful", func(t *testing.T) {
+		runs := holdRuns(t, m, func(map[string]string) {
+			t.Log("restarting the manager (SIGTERM) with every run in flight")
+			m.Restart()
+		})
+		pods.checkOnePodPerAction(t, runs)
+	})
+	t.Run("restart-kill", func(t *testing.T) {
+		runs := holdRuns(t, m, func(map[string]string) {
+			t.Log("killing the manager (SIGKILL) with every run in flight")
+			m.Kill()
+			m.Restart()
+		})
+		pods.checkOnePodPerAction(t, runs)
+	})
+
+	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
+	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
+	t.Run("cache-restart", func(t *testing.T) { testCacheHolderRestart(t, m) })
+
+	runSDKScenarios(t, m)
+}
+
+// startKubeSDKManager starts a test cluster and a manager with the
+// kubernetes executor on it, on dsn, with env added (its storage), for
+// the SDK scenarios; the Pod record is kubePods while the test runs.
+func startKubeSDKManager(t *testing.T, dsn string, env ...string) (*manager, *testcluster.Cluster, *podLog) {
+	t.Helper()
 	bin := filepath.Join(venv(t), "bin")
 	// envtest logs through controller-runtime's global logger, which
 	// complains with a stack trace when nobody set it.
@@ -73,45 +105,21 @@ func TestSDKKubernetes(t *testing.T) {
 	}
 	m := startManagerWith(t, mgrproc.Options{
 		Bin:    managerBin,
-		DSN:    pgtest.NewDatabase(t),
+		DSN:    dsn,
 		Config: []string{kubeLogLinksConfig(t, clusterDir)},
 		// Pods outlive a restart of the manager and keep the address they
 		// were given, as they keep a Service's in a cluster: the manager
 		// comes back on the same port.
 		Port: port,
-		Env: []string{
+		Env: append([]string{
 			"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + c.Kubeconfig,
-			// The manager's file:// storage is under its home, which the
-			// Pods, local processes, see at the same path.
-			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
 			// The test cluster runs no images: the "image" names the binary.
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_COPILOTIMAGE=" + managerBin,
-		},
+		}, env...),
 	})
 	m.Kubernetes, m.Kubeconfig = true, c.Kubeconfig
-
-	t.Run("restart-graceful", func(t *testing.T) {
-		runs := holdRuns(t, m, func(map[string]string) {
-			t.Log("restarting the manager (SIGTERM) with every run in flight")
-			m.Restart()
-		})
-		pods.checkOnePodPerAction(t, runs)
-	})
-	t.Run("restart-kill", func(t *testing.T) {
-		runs := holdRuns(t, m, func(map[string]string) {
-			t.Log("killing the manager (SIGKILL) with every run in flight")
-			m.Kill()
-			m.Restart()
-		})
-		pods.checkOnePodPerAction(t, runs)
-	})
-
-	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
-	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
-	t.Run("cache-restart", func(t *testing.T) { testCacheHolderRestart(t, m) })
-
-	runSDKScenarios(t, m)
+	return m, c, pods
 }
 
 // kubeMaxRunning bounds the Pods the test cluster's node runs at once, as

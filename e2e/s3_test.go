@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"strings"
 	"testing"
 
+	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/s3test"
 )
 
@@ -38,13 +42,60 @@ func TestSDKOnS3(t *testing.T) {
 					run(t, m)
 				})
 			}
-			t.Cleanup(func() {
-				if n := m.S3.Denied(); n > 0 {
-					t.Errorf("the S3 server refused %d requests for their credentials", n)
-				}
-			})
+			t.Cleanup(func() { checkS3Secret(t, m) })
 		})
 	}
+}
+
+// TestSDKKubernetesOnS3 runs the scenarios with the kubernetes executor on
+// S3 storage: Pods, and the copilot of raw container Pods, reach the store
+// with the credentials their Pod refers to.
+func TestSDKKubernetesOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	m, _, _ := startKubeSDKManager(t, pgtest.NewDatabase(t), srv.ManagerEnv("fm")...)
+	m.S3 = srv
+	for _, name := range []string{"values", "files", "cache", "containers"} {
+		run := scenarioNamed(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, m)
+		})
+	}
+	t.Cleanup(func() { checkS3Secret(t, m) })
+}
+
+// checkS3Secret, once m's scenarios ended: every request reached the S3
+// server with the manager's access key, and its secret key is nowhere it
+// must not be (the home, the database, Pod specs, the manager's output).
+func checkS3Secret(t *testing.T, m *manager) {
+	if n := m.S3.Denied(); n > 0 {
+		t.Errorf("the S3 server refused %d requests for their credentials", n)
+	}
+	checkNoValueStored(t, context.Background(), m, []string{s3test.SecretAccessKey})
+	if strings.Contains(m.output.String(), s3test.SecretAccessKey) {
+		t.Error("the manager printed the S3 secret key")
+	}
+}
+
+// TestSDKOnS3Presigned runs the scenarios that upload (code bundles, the
+// quick start's) and download (files) with storage.s3.presignedURLs: the
+// SDK then PUTs straight to the S3 server with the URL and headers the
+// manager presigned.
+func TestSDKOnS3Presigned(t *testing.T) {
+	m := startSDKManagerOnS3(t, dbtest.SQLiteDSN(t), "FLYTE_MANAGER_STORAGE_S3_PRESIGNED_URLS=true")
+	for _, name := range []string{"quickstart", "values", "files"} {
+		run := scenarioNamed(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, m)
+		})
+	}
+	t.Cleanup(func() {
+		checkS3Secret(t, m)
+		if m.S3.Presigned() == 0 {
+			t.Error("no request reached the S3 server through a presigned URL")
+		}
+	})
 }
 
 // scenarioNamed is the sdkScenario called name.

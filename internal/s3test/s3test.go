@@ -41,6 +41,8 @@ type Server struct {
 	ignoreConditional atomic.Bool
 	// denied counts requests refused for their credentials.
 	denied atomic.Int64
+	// presigned counts requests made with a presigned URL.
+	presigned atomic.Int64
 }
 
 // Option tunes Start.
@@ -79,6 +81,9 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			_, _ = fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>`)
 			return
 		}
+		if r.URL.Query().Has("X-Amz-Signature") {
+			s.presigned.Add(1)
+		}
 		if s.ignoreConditional.Load() {
 			r.Header.Del("If-None-Match")
 		}
@@ -94,6 +99,9 @@ func hasAccessKey(r *http.Request) bool {
 	}
 	return strings.HasPrefix(r.URL.Query().Get("X-Amz-Credential"), AccessKeyID+"/")
 }
+
+// Presigned is how many requests came with a presigned URL.
+func (s *Server) Presigned() int64 { return s.presigned.Load() }
 
 // Denied is how many requests were refused for their credentials.
 func (s *Server) Denied() int64 { return s.denied.Load() }
