@@ -172,6 +172,11 @@ func TestAbortedContainerIsGone(t *testing.T) {
 	if left := processesWith("sleep " + token); len(left) > 0 {
 		t.Errorf("the aborted container still runs: %v", left)
 	}
+	// runc was killed after the grace: the container is deleted (its
+	// state and cgroups) all the same.
+	if entries, err := os.ReadDir(filepath.Join(filepath.Dir(h.logPath(key, 1)), runcState)); err == nil && len(entries) > 0 {
+		t.Errorf("runc still knows the aborted container: %v", entries)
+	}
 }
 
 // runtime: host (unsafe, explicit) runs the command on the host, with the
