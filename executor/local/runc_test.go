@@ -121,7 +121,7 @@ func TestRawContainerRunsInRunc(t *testing.T) {
 
 // withBusybox starts h's driver with the runc runtime and an image store
 // holding the busybox image.
-func withBusybox(t *testing.T, h *harness) *Driver {
+func withBusybox(t *testing.T, h *harness, tune ...func(*config.LocalExecutor)) *Driver {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("runc needs root")
@@ -137,9 +137,9 @@ func withBusybox(t *testing.T, h *harness) *Driver {
 	if _, err := st.Load(imagetest.BusyboxLayout(t), ""); err != nil {
 		t.Fatal(err)
 	}
-	return h.driver(func(c *config.LocalExecutor) {
+	return h.driver(append([]func(*config.LocalExecutor){func(c *config.LocalExecutor) {
 		c.Containers = config.LocalContainers{Runtime: config.ContainerRuntimeRunc, Images: imgDir}
-	})
+	}}, tune...)...)
 }
 
 // processesWith lists the host's processes whose command line has token.
@@ -148,8 +148,8 @@ func processesWith(token string) []string {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), token) {
-			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); err == nil && strings.Contains(cmd, token) {
+			out = append(out, e.Name()+": "+cmd)
 		}
 	}
 	return out
@@ -171,6 +171,11 @@ func TestAbortedContainerIsGone(t *testing.T) {
 	h.terminal(key, phase.Aborted, time.Minute)
 	if left := processesWith("sleep " + token); len(left) > 0 {
 		t.Errorf("the aborted container still runs: %v", left)
+	}
+	// runc was killed after the grace: the container is deleted (its
+	// state and cgroups) all the same.
+	if entries, err := os.ReadDir(filepath.Join(filepath.Dir(h.logPath(key, 1)), runcState)); err == nil && len(entries) > 0 {
+		t.Errorf("runc still knows the aborted container: %v", entries)
 	}
 }
 
@@ -240,4 +245,39 @@ func TestRawContainerWithoutRuncFailsClearly(t *testing.T) {
 	}
 	// A Python task still runs.
 	h.terminal(h.run("python", succeed, taskOpts{}), phase.Succeeded, time.Minute)
+}
+
+// A container outlives runc (it runs in a session of its own), as it does
+// when the manager dies (runc dies with it): the restarted manager stops
+// it before it records the orphaned attempt.
+func TestRestartStopsAnOrphanedContainer(t *testing.T) {
+	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
+	d1 := withBusybox(t, h)
+	token := "32" + strconv.Itoa(os.Getpid()%10000)
+	key := h.runSpec("orphan", rawSpec("orphan", imagetest.BusyboxRef, "sleep "+token, "/var/inputs", "/var/outputs"))
+	h.wait(key, "RUNNING", time.Minute, func(a *store.Action) bool { return a.Phase == phase.Running })
+	testkit.Eventually(t, "the container's sleep", time.Minute, func() bool { return len(processesWith("sleep "+token)) > 0 })
+
+	d1.abandon()
+	dir, _ := attemptDir(h.workDir, key, 1)
+	rec, ok, err := readIdentity(dir)
+	if !ok || err != nil {
+		t.Fatalf("no process record: %v", err)
+	}
+	if err := syscall.Kill(rec.Identity.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "runc's death", time.Minute, func() bool { return !alive(rec.Identity.PID) })
+	if len(processesWith("sleep "+token)) == 0 {
+		t.Fatal("the container died with runc: the test simulates nothing")
+	}
+
+	withBusybox(t, h, func(c *config.LocalExecutor) { c.SystemRetries = 0 })
+	a := h.terminal(key, phase.Failed, time.Minute)
+	if e := execErr(a.ErrorInfo); !strings.Contains(e.GetMessage(), "its container was stopped") {
+		t.Errorf("attempt 1: %v", e)
+	}
+	if left := processesWith("sleep " + token); len(left) > 0 {
+		t.Errorf("the orphaned container survived the restart: %v", left)
+	}
 }
