@@ -45,6 +45,7 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/lease"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/runstate"
@@ -113,6 +114,7 @@ type Driver struct {
 	lim                  *limiter
 	slots                *attempt.Slots
 	resources            *resourcePool // the host's share running attempts hold
+	users                *runas.Leaser // who attempts run as (runas.go)
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
 
 	mu      sync.Mutex
@@ -203,6 +205,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		d.log.Warn(n)
 	}
 	d.resources, d.unsatisfiableFails = newResourcePool(host), local.Resources.Unsatisfiable == config.UnsatisfiableFail
+	d.users = runas.New(local.RunAs, os.Geteuid())
 	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d
@@ -303,6 +306,11 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
 	} else {
 		d.log.Warn("attempts cannot run in cgroups: tasks' resource limits are not enforced", "containment", d.runner.Containment())
+	}
+	if d.users.Separate() || d.cfg.RunAs.Mode == config.RunAsManager {
+		d.log.Info("attempts' user", "runAs", d.users.Describe())
+	} else {
+		d.log.Warn("attempts run as the manager's user", "runAs", d.users.Describe())
 	}
 	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	d.status = lifeStandby
@@ -451,6 +459,7 @@ func (d *Driver) stopAttempts(ctx context.Context) error {
 			continue
 		}
 		st := e.proc.Wait()
+		d.handBack(e)
 		if err := d.finish(ctx, e, st, true); err != nil {
 			d.log.Warn("recording an attempt stopped at shutdown", "action", e.key.String(), "attempt", e.n, "err", err)
 			left++

@@ -85,7 +85,15 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return err
 	}
 
-	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l}
+	user, err := d.users.Lease(fmt.Sprintf("%s attempt %d", key, n))
+	if err != nil {
+		d.queueAll(d.slots.Release(key))
+		d.queueAll(d.resources.release(key))
+		d.log.Warn("no user for the attempt: it waits", "action", key.String(), "err", err)
+		d.q.addAfter(key, time.Second)
+		return nil
+	}
+	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l, user: user}
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.waitingSince, key)
@@ -109,8 +117,13 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the attempt's directory: "+err.Error()))
 	}
 	if filepath.IsAbs(e.outDir) {
-		// Local storage: the runtime writes into the directory directly.
-		if err := os.MkdirAll(e.outDir, 0o755); err != nil {
+		// Local storage: the runtime writes into the directory directly,
+		// as the attempt's user.
+		err := os.MkdirAll(e.outDir, 0o755)
+		if err == nil {
+			err = process.GiveDir(e.outDir, e.user)
+		}
+		if err != nil {
 			return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
@@ -129,7 +142,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 // that a restarted manager finds.
 func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error) {
 	key, n, dir, l, gpus := e.key, e.n, e.dir, e.launch, s.gpus
-	env, err := deliverSecrets(dir, l)
+	env, err := deliverSecrets(dir, l, e.user)
 	if err != nil {
 		removeSecrets(dir)
 		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
@@ -157,6 +170,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		Timeout: l.Timeout,
 		Limits:  s.limits,
 		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
+		User:    e.user,
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -167,7 +181,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 	}
 	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
-	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
+	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, User: e.user, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
@@ -291,8 +305,33 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// waitFor waits for the attempt's process to end.
-func (d *Driver) waitFor(e *ownAttempt) { d.ended(e, e.proc.Wait()) }
+// waitFor waits for the attempt's process to end; what it made goes back to
+// the manager before its end is recorded, so that nothing that learns of
+// the end (a downstream task reading its outputs) finds it the user's.
+func (d *Driver) waitFor(e *ownAttempt) {
+	st := e.proc.Wait()
+	d.handBack(e)
+	d.ended(e, st)
+}
+
+// handBack gives the directories an attempt of another user wrote (its
+// working directory, its outputs) back to the manager once its process
+// ended (process.HandBack); once per attempt.
+func (d *Driver) handBack(e *ownAttempt) {
+	e.handBack.Do(func() {
+		if !e.user.Other() {
+			return
+		}
+		for _, dir := range []string{filepath.Join(e.dir, cwdDir), e.outDir} {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			if err := process.HandBack(dir, e.user); err != nil {
+				d.log.Warn("giving an attempt's files back to the manager", "action", e.key.String(), "attempt", e.n, "err", err)
+			}
+		}
+	})
+}
 
 // ended takes the end of an attempt that ran and queues its key, so that a
 // worker records how it ended.

@@ -12,6 +12,8 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -156,4 +158,22 @@ func (b *Buffer) AwaitText(s string) <-chan struct{} {
 		}
 		return ""
 	})
+}
+
+// TaskDir is a t.TempDir that task processes can use whatever user they
+// run as (executor.local.runAs gives each attempt a uid of its own when the
+// tests run as root): the directory is 01777 (anyone may create, only an
+// owner may remove) and the test's temporary root above it 0711 (anyone
+// may pass through, not list). Hand a task this, never a bare t.TempDir,
+// when the task reads or writes it.
+func TaskDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

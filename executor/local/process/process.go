@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 )
@@ -143,6 +144,9 @@ type Spec struct {
 	// Plain starts the process by exec even with warm start on (raw
 	// containers: their command is not the SDK's runtime).
 	Plain bool
+	// User is who the process runs as (runas.go); the zero User is the
+	// manager's own.
+	User runas.User
 }
 
 // ExitStatus is how the process ended.
@@ -238,6 +242,9 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if err := freshDir(spec.Dir); err != nil {
 		return nil, err
 	}
+	if err := giveDir(spec.Dir, spec.User); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 		return nil, fmt.Errorf("process: log directory: %w", err)
 	}
@@ -302,6 +309,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if p.cg != nil && p.cg.v2 {
 		attr.UseCgroupFD, attr.CgroupFD = true, p.cg.fd
 	}
+	setCredential(attr, spec.User)
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        spec.Args,
@@ -323,7 +331,10 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// Held from before the fork until the leader is tracked: see
 		// reaper_linux.go.
 		reaper.mu.RLock()
-		err := p.cg.enterThread()
+		err := noNewPrivsThread(spec.User)
+		if err == nil {
+			err = p.cg.enterThread()
+		}
 		if err == nil {
 			err = cmd.Start()
 			p.cg.leaveThread()

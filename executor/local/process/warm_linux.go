@@ -19,7 +19,7 @@ func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, o
 		w.note("attempt started plainly", "reason", why)
 		return Identity{}, false
 	}
-	sp, exitCh, err := srv.handover(spec.Args, env, spec.Dir, outW, errW)
+	sp, exitCh, err := srv.handover(spec.Args, env, spec.Dir, spec.User, outW, errW)
 	if err != nil {
 		p.log.system("warm start failed (%v): starting the process plainly", err)
 		return Identity{}, false

@@ -58,7 +58,18 @@ type Leaser struct {
 
 // New returns the leaser cfg describes. euid is the manager's effective
 // uid (os.Geteuid()): only root can run attempts as another user.
+// A zero cfg (or zero fields of mode range) means the defaults: mode
+// range from config.DefaultRunAsFirstUID.
 func New(cfg config.RunAs, euid int) *Leaser {
+	if cfg.Mode == "" {
+		cfg.Mode = config.RunAsRange
+	}
+	if cfg.Mode == config.RunAsRange && cfg.FirstUID == 0 {
+		cfg.FirstUID = config.DefaultRunAsFirstUID
+	}
+	if cfg.Mode == config.RunAsRange && cfg.Count == 0 {
+		cfg.Count = config.DefaultRunAsCount
+	}
 	l := &Leaser{mode: cfg.Mode, first: cfg.FirstUID, count: cfg.Count, inUse: map[uint32]string{}, liveUIDs: liveUIDs}
 	switch {
 	case cfg.Mode == config.RunAsManager:
