@@ -300,14 +300,21 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
 		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
+	if err := d.openToAttempts(); err != nil {
+		_ = f.Close()
+		d.lockF = nil
+		return err
+	}
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes,
-		WarmStart: d.cfg.WarmStart, Logger: d.log})
+		WarmStart: d.cfg.WarmStart, Logger: d.log, Confine: d.dataDirs()})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
 	} else {
 		d.log.Warn("attempts cannot run in cgroups: tasks' resource limits are not enforced", "containment", d.runner.Containment())
 	}
-	if d.users.Separate() || d.cfg.RunAs.Mode == config.RunAsManager {
+	if d.users.Separate() {
+		d.log.Info("attempts' user", "runAs", d.users.Describe(), "mountNamespace", d.runner.Confinement())
+	} else if d.cfg.RunAs.Mode == config.RunAsManager {
 		d.log.Info("attempts' user", "runAs", d.users.Describe())
 	} else {
 		d.log.Warn("attempts run as the manager's user", "runAs", d.users.Describe())

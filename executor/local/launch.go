@@ -362,5 +362,5 @@ func freshAttemptDir(dir string) error {
 			return err
 		}
 	}
-	return os.MkdirAll(dir, 0o755)
+	return os.MkdirAll(dir, 0o755) // less the umask (users.go)
 }

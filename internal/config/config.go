@@ -310,7 +310,8 @@ type LocalExecutor struct {
 // Modes of executor.local.runAs.
 const (
 	// RunAsRange gives each running attempt a uid of its own from
-	// [FirstUID, FirstUID+Count), and a group of the same number.
+	// [FirstUID, FirstUID+Count), all of them in group GID (by default the
+	// number of FirstUID).
 	RunAsRange = "range"
 	// RunAsFixed runs every attempt as UID:GID.
 	RunAsFixed = "fixed"
@@ -334,8 +335,9 @@ type RunAs struct {
 	// FirstUID and Count: the uids of mode range.
 	FirstUID uint32 `mapstructure:"firstUID" yaml:"firstUID"`
 	Count    uint32 `mapstructure:"count" yaml:"count"`
-	// UID and GID: the user and group of mode fixed (GID 0: the same
-	// number as UID).
+	// UID: the user of mode fixed. GID: the group of every attempt (0:
+	// the number of FirstUID in mode range, of UID in mode fixed); the
+	// manager's data that attempts read belongs to it.
 	UID uint32 `mapstructure:"uid" yaml:"uid"`
 	GID uint32 `mapstructure:"gid" yaml:"gid"`
 }

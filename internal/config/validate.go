@@ -333,6 +333,9 @@ func validateRunAs(r RunAs, bad func(key, format string, args ...any)) {
 		if last := uint64(r.FirstUID) + uint64(r.Count) - 1; r.Count > 0 && last > maxRunAsID {
 			bad("executor.local.runAs.count", "firstUID %d + count %d passes the highest uid, %d", r.FirstUID, r.Count, uint64(maxRunAsID))
 		}
+		if r.GID > maxRunAsID {
+			bad("executor.local.runAs.gid", "must be at most %d, got %d", uint64(maxRunAsID), r.GID)
+		}
 	case RunAsFixed:
 		if r.UID == 0 {
 			bad("executor.local.runAs.uid", "must be set to a user other than root (0) with mode fixed")

@@ -74,13 +74,19 @@ type Config struct {
 	WarmStart bool
 	// Logger receives what the warm start has to say (nil: discarded).
 	Logger *slog.Logger
+	// Confine lists what attempts of another user (Spec.User) must reach
+	// besides the Python environment (the work and blob directories); see
+	// confine_linux.go.
+	Confine []string
 }
 
 // Runner starts attempt processes.
 type Runner struct {
-	cfg  Config
-	cg   *cgroupHost
-	warm *warmPool // nil without WarmStart
+	cfg Config
+	// confine is the mount namespace of attempts of another user.
+	confine confinePlan
+	cg      *cgroupHost
+	warm    *warmPool // nil without WarmStart
 }
 
 // NewRunner returns a Runner; zero Config fields take their defaults.
@@ -100,7 +106,7 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, confine: planConfinement(append(PythonPaths(cfg.BinDir), cfg.Confine...))}
 	if cfg.WarmStart {
 		r.warm = newWarmPool(cfg.BinDir, cfg.Logger)
 	}
@@ -113,6 +119,15 @@ func NewRunner(cfg Config) *Runner {
 		r.cg = probeCgroups(cfg.CgroupRoot)
 	}
 	return r
+}
+
+// Confinement says which directories attempts of another user find
+// empty, and what of them is bound back ("" when none is hidden).
+func (r *Runner) Confinement() string {
+	if r.confine.empty() {
+		return ""
+	}
+	return fmt.Sprintf("hidden (tmpfs): %s; bound back: %s", strings.Join(r.confine.Hide, ", "), strings.Join(r.confine.Bind, ", "))
 }
 
 // Containment says in a sentence how attempts are contained on this host
@@ -248,7 +263,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 		return nil, fmt.Errorf("process: log directory: %w", err)
 	}
-	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // the manager's alone
 	if err != nil {
 		return nil, fmt.Errorf("process: open log: %w", err)
 	}
@@ -293,7 +308,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	}
 	p.pipes = []*os.File{outR, errR}
 	if r.warm != nil && !spec.Plain {
-		if id, ok := p.startWarm(r.warm, path, spec, env, outW, errW); ok {
+		if id, ok := p.startWarm(r.warm, path, spec, r.confine, env, outW, errW); ok {
 			outW.Close()
 			errW.Close()
 			p.warm = true
@@ -332,6 +347,9 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// reaper_linux.go.
 		reaper.mu.RLock()
 		err := noNewPrivsThread(spec.User)
+		if err == nil && spec.User.Other() {
+			err = enterConfinement(r.confine)
+		}
 		if err == nil {
 			err = p.cg.enterThread()
 		}

@@ -29,13 +29,15 @@ type warmMsg struct {
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
 	// start: the user to run as (absent: the manager's; see runas.go).
-	UID    uint32   `json:"uid,omitempty"`
-	GID    uint32   `json:"gid,omitempty"`
-	Names  []string `json:"names,omitempty"`
-	Mode   string   `json:"mode,omitempty"` // ready: what it pre-imported (see warmModeSDK)
-	Why    string   `json:"why,omitempty"`
-	Code   int      `json:"code,omitempty"`
-	Signal int      `json:"signal,omitempty"`
+	UID uint32 `json:"uid,omitempty"`
+	GID uint32 `json:"gid,omitempty"`
+	// start: the mount namespace to make (see confine_linux.go).
+	Confine *confinePlan `json:"confine,omitempty"`
+	Names   []string     `json:"names,omitempty"`
+	Mode    string       `json:"mode,omitempty"` // ready: what it pre-imported (see warmModeSDK)
+	Why     string       `json:"why,omitempty"`
+	Code    int          `json:"code,omitempty"`
+	Signal  int          `json:"signal,omitempty"`
 }
 
 // warmServer is one running server process.

@@ -229,6 +229,37 @@ def show_as(argv, env):
 
 
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+CLONE_NEWNS, CLONE_FS = 0x00020000, 0x00000200
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+O_PATH = 0o10000000
+
+
+def confine(plan):
+    """The mount namespace of an attempt of another user (confine_linux.go
+    makes the same for a plain start): each of plan["hide"] an empty tmpfs,
+    each of plan["bind"] bound back at its place; umask 077 from here on."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_ulong, ctypes.c_char_p]
+
+    def check(rc, what):
+        if rc != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+    check(libc.unshare(CLONE_NEWNS | CLONE_FS), "unshare")
+    os.umask(0)
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+    fds = [os.open(b, O_PATH | os.O_CLOEXEC | os.O_DIRECTORY) for b in plan.get("bind", [])]
+    try:
+        for h in plan.get("hide", []):
+            check(libc.mount(b"tmpfs", h.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=64k"), "hide " + h)
+        for b, fd in zip(plan.get("bind", []), fds):
+            os.makedirs(b, 0o755, exist_ok=True)
+            check(libc.mount(("/proc/self/fd/%d" % fd).encode(), b.encode(), None, MS_BIND | MS_REC, None), "bind " + b)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    os.umask(0o077)
 
 
 def become_user(server, uid, gid):
@@ -499,7 +530,10 @@ class Server:
             show_as([sys.executable] + sys.argv, msg["env"])
             # The user to run as, before any of the task's code and the
             # SDK's loop threads (all threads after it inherit it).
+            if msg.get("confine"):
+                confine(msg["confine"])
             become_user(server, msg.get("uid", 0), msg.get("gid", 0))
+            os.chdir(msg["dir"])  # again: as the user, in its own namespace
             if self.mode == "sdk":
                 self.start_loops()
         except Exception as e:

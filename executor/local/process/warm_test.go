@@ -479,7 +479,7 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 	}
 	defer outR.Close()
 	srv := currentServer(r)
-	sp, exit, err := srv.handover(warmArgs, env, a.dir, runas.User{}, outW, outW)
+	sp, exit, err := srv.handover(warmArgs, env, a.dir, runas.User{}, nil, outW, outW)
 	outW.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ type Leaser struct {
 	first    uint32
 	count    uint32
 	fixed    User
+	group    uint32 // the group of every attempt in mode range
 	why      string // why attempts run as the manager's user ("" when they do not)
 	liveUIDs func() map[uint32]bool
 
@@ -84,11 +85,29 @@ func New(cfg config.RunAs, euid int) *Leaser {
 			gid = cfg.UID
 		}
 		l.fixed = User{UID: cfg.UID, GID: gid}
+	case cfg.Mode == config.RunAsRange:
+		l.group = cfg.GID
+		if l.group == 0 {
+			l.group = cfg.FirstUID
+		}
 	}
 	if l.why != "" {
 		l.mode = config.RunAsManager
 	}
 	return l
+}
+
+// Group is the group every attempt runs as (0 in mode manager): the
+// manager's data that attempts read (blobs: inputs, code bundles) belongs
+// to it, what only the manager reads does not.
+func (l *Leaser) Group() uint32 {
+	switch l.mode {
+	case config.RunAsRange:
+		return l.group
+	case config.RunAsFixed:
+		return l.fixed.GID
+	}
+	return 0
 }
 
 // Separate reports whether attempts run as users other than the manager's.
@@ -98,8 +117,8 @@ func (l *Leaser) Separate() bool { return l.mode != config.RunAsManager }
 func (l *Leaser) Describe() string {
 	switch l.mode {
 	case config.RunAsRange:
-		return fmt.Sprintf("each running attempt runs as a uid of its own from %d to %d (group of the same number, no supplementary groups, no_new_privs)",
-			l.first, uint64(l.first)+uint64(l.count)-1)
+		return fmt.Sprintf("each running attempt runs as a uid of its own from %d to %d (group %d, no supplementary groups, no_new_privs)",
+			l.first, uint64(l.first)+uint64(l.count)-1, l.group)
 	case config.RunAsFixed:
 		return fmt.Sprintf("every attempt runs as %s (no supplementary groups, no_new_privs)", l.fixed)
 	}
@@ -127,7 +146,7 @@ func (l *Leaser) Lease(attempt string) (User, error) {
 		}
 		l.inUse[uid] = attempt
 		l.next = (off + 1) % l.count
-		return User{UID: uid, GID: uid}, nil
+		return User{UID: uid, GID: l.group}, nil
 	}
 	return User{}, fmt.Errorf("%w: every uid of executor.local.runAs (%d from %d) is held by a running attempt or a live process",
 		errs.ErrUnavailable, l.count, l.first)

@@ -23,7 +23,7 @@ func TestLeaseRange(t *testing.T) {
 		t.Fatal("mode range as root does not separate attempts")
 	}
 	a, err := l.Lease("a")
-	if err != nil || a != (User{UID: 5000, GID: 5000}) {
+	if err != nil || a != (User{UID: 5000, GID: 5000}) || l.Group() != 5000 {
 		t.Fatalf("first lease = %v, %v", a, err)
 	}
 	b, err := l.Lease("b")
