@@ -12,6 +12,7 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
@@ -170,7 +171,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		Timeout: l.Timeout,
 		Limits:  s.limits,
 		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
-		User:    e.user,
+		User:    e.processUser(),
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -303,6 +304,17 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 			return
 		}
 	}
+}
+
+// processUser is who the attempt's host process runs as: its user, except
+// for a raw container run through util-linux's unshare, which must make
+// its mount namespace as root (rawcontainer.go); a container runtime that
+// takes the user itself (runc) runs it as e.user.
+func (e *ownAttempt) processUser() runas.User {
+	if e.launch != nil && e.launch.Raw != nil {
+		return runas.User{}
+	}
+	return e.user
 }
 
 // waitFor waits for the attempt's process to end; what it made goes back to

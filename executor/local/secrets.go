@@ -52,11 +52,19 @@ func deliverSecrets(dir string, l *attempt.Launch, user runas.User) (contract.En
 		}
 	}
 	if user.Other() {
-		err := filepath.WalkDir(sdir, func(path string, _ fs.DirEntry, err error) error {
+		err := filepath.WalkDir(sdir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			return os.Lchown(path, int(user.UID), int(user.GID))
+			if err := os.Lchown(path, int(user.UID), int(user.GID)); err != nil {
+				return err
+			}
+			if d.IsDir() {
+				// 0700 and no set-group-id bit (inherited from the work
+				// directory, which gives new entries the attempts' group).
+				return os.Chmod(path, 0o700)
+			}
+			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("could not give the attempt's secrets to its user: %w", err)
