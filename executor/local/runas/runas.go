@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
@@ -55,7 +56,17 @@ type Leaser struct {
 	mu    sync.Mutex
 	inUse map[uint32]string // uid -> the attempt holding it (mode range)
 	next  uint32            // offset of the next uid to try
+	// live and liveAt: the last scan of /proc, reused for liveTTL (a scan
+	// reads every process's status; attempts start far more often).
+	live   map[uint32]bool
+	liveAt time.Time
 }
+
+// liveTTL is how long a scan of the live processes' uids is reused. A uid
+// that a process took since is still never leased twice by this manager
+// (inUse); only another program's brand-new user could be missed for that
+// long.
+const liveTTL = time.Second
 
 // New returns the leaser cfg describes. euid is the manager's effective
 // uid (os.Geteuid()): only root can run attempts as another user.
@@ -135,9 +146,12 @@ func (l *Leaser) Lease(attempt string) (User, error) {
 	case config.RunAsFixed:
 		return l.fixed, nil
 	}
-	live := l.liveUIDs()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.live == nil || time.Since(l.liveAt) > liveTTL {
+		l.live, l.liveAt = l.liveUIDs(), time.Now()
+	}
+	live := l.live
 	for i := uint32(0); i < l.count; i++ {
 		off := (l.next + i) % l.count
 		uid := l.first + off
