@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Cache poisoning across projects and domains (issue #21) through the real
@@ -16,7 +18,7 @@ import (
 // never serves a production run.
 func testCacheScope(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	a, b, prod := testProject+"/"+testDomain, "e2e-cache-b/"+testDomain, testProject+"/production"
 	steps := []struct{ scope, status, why string }{
 		{a, "CACHE_POPULATED", "the first run computes"},

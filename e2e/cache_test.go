@@ -90,7 +90,7 @@ func checkNothingStarted(t *testing.T, m *manager, r cacheRun) {
 // root action's cache key exactly as the SDK computes a child's.
 func testCacheRepeat(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	var res struct{ First, Second, Child cacheRun }
 	driverWith(t, ctx, m.ClientEnv(), &res, "drive_cache.py", "repeat", sdkEndpoint(m), dir)
 
@@ -131,8 +131,8 @@ func testCacheRepeat(t *testing.T, m *manager) {
 // the others wait (WAITING_FOR_RESOURCES), then they hit its outputs.
 func testCacheSerialized(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 10*time.Minute)
-	dir := t.TempDir()
-	release := filepath.Join(t.TempDir(), "release")
+	dir := testkit.TaskDir(t)
+	release := filepath.Join(testkit.TaskDir(t), "release")
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 	const n = 5
 	var res struct {
@@ -199,8 +199,8 @@ func TestCacheHolderCrash(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			m := startSDKManager(t, b.dsn(t))
 			ctx := scenarioContext(t, 10*time.Minute)
-			dir := t.TempDir()
-			release := filepath.Join(t.TempDir(), "release")
+			dir := testkit.TaskDir(t)
+			release := filepath.Join(testkit.TaskDir(t), "release")
 			t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 			const n = 5
 			var held struct {
@@ -255,8 +255,8 @@ var heartbeatsMetric = regexp.MustCompile(`(?m)^flyte_manager_cache_reservation_
 // TestCacheHolderCrash.)
 func testCacheHolderRestart(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 10*time.Minute)
-	dir := t.TempDir()
-	release := filepath.Join(t.TempDir(), "release")
+	dir := testkit.TaskDir(t)
+	release := filepath.Join(testkit.TaskDir(t), "release")
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 	const n = 5
 	var held struct{ Runs []string }

@@ -204,7 +204,7 @@ func testWaitReadsOwnPhase(t *testing.T, m *manager) {
 	dir := t.TempDir()
 	cliConfig(t, ctx, m, dir)
 	copyTree(t, filepath.Join("testdata", "cli"), dir)
-	marks := t.TempDir()
+	marks := testkit.TaskDir(t)
 	run := cliRun(t, ctx, dir, "cli_tasks.py", "second_try", "--dir", marks)
 
 	if msg := testkit.Poll(5*time.Minute, 200*time.Millisecond, func() string {

@@ -14,6 +14,7 @@ import (
 
 	"fmgr.dev/console"
 	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // consoleRunPage are the runs drive_console_run.py submits.
@@ -33,7 +34,7 @@ const htmlNote = `<img src=x onerror="document.title='pwned'">`
 func TestConsoleRun(t *testing.T) {
 	m := startSDKManager(t, dbtest.SQLiteDSN(t))
 	ctx := scenarioContext(t, 15*time.Minute)
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	gate := filepath.Join(dir, "gate")
 	var runs consoleRunPage
 	driver(t, ctx, &runs, "drive_console_run.py", sdkEndpoint(m), gate, filepath.Join(dir, "never"), htmlNote)

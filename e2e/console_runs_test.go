@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // consoleRuns is what testdata/sdk/drive_console.py made: a run that
@@ -34,7 +35,7 @@ func startConsoleFixture(t *testing.T) (*manager, consoleRuns) {
 		BadPhase string `json:"bad_phase"`
 		Held     string `json:"held"`
 	}
-	marker := filepath.Join(t.TempDir(), "release")
+	marker := filepath.Join(testkit.TaskDir(t), "release")
 	t.Cleanup(func() { _ = os.WriteFile(marker, nil, 0o644) }) // lets hold end however the test ends
 	driver(t, ctx, &res, "drive_console.py", sdkEndpoint(m), marker)
 	if res.OKPhase != "SUCCEEDED" || res.BadPhase != "FAILED" {

@@ -14,6 +14,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/testkit"
 )
 
 // Scenario: the one recorded history of every attempt. A task that fails
@@ -37,7 +38,7 @@ func testHistory(t *testing.T, m *manager) {
 		StatusAttempts int `json:"status_attempts"`
 		Attempts       []historyAttempt
 	}
-	driver(t, ctx, &res, "drive_history.py", sdkEndpoint(m), t.TempDir())
+	driver(t, ctx, &res, "drive_history.py", sdkEndpoint(m), testkit.TaskDir(t))
 	if res.Phase != "SUCCEEDED" || res.StatusAttempts != 3 {
 		t.Fatalf("run %s is %s after %d attempts, want SUCCEEDED on attempt 3", res.Run, res.Phase, res.StatusAttempts)
 	}

@@ -107,7 +107,7 @@ func TestFaultCrashMatrix(t *testing.T) {
 func crashCell(t *testing.T, b backend, c crashCase, runs, children int, row *crashRow) {
 	defer func() { row.failed = t.Failed() }()
 	ctx := scenarioContext(t, 20*time.Minute)
-	state := t.TempDir()
+	state := testkit.TaskDir(t)
 	mark := filepath.Join(t.TempDir(), "failpoint-fired")
 	m := startFailpointManager(t, b.dsn(t), append(sdkManagerEnv(t),
 		fmt.Sprintf("FLYTE_MANAGER_FAILPOINT=%s@%d", c.point, c.at),

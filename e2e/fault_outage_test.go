@@ -53,7 +53,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	})
 	// Every action holds a slot until released: there must be enough.
 	m := startSDKManager(t, pg.DSN("postgres"), fmt.Sprintf("FLYTE_MANAGER_EXECUTOR_LOCAL_MAX_PARALLELISM=%d", runs*(children+1)))
-	state := t.TempDir()
+	state := testkit.TaskDir(t)
 	release := filepath.Join(state, "release")
 	reapFaultTasksOnCleanup(t, state)
 

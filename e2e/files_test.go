@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Files a task writes in its working directory and returns with
@@ -21,7 +23,7 @@ func testFiles(t *testing.T, m *manager) {
 		}
 		Paths struct{ File, Dir, Report string }
 	}
-	driverWith(t, ctx, m.ClientEnv(), &res, "drive_files.py", sdkEndpoint(m), t.TempDir())
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_files.py", sdkEndpoint(m), testkit.TaskDir(t))
 	if res.Phase != "SUCCEEDED" {
 		t.Fatalf("run %s is %s, want SUCCEEDED: downstream tasks read what their upstream returned (error: %s)", res.Run, res.Phase, res.Error)
 	}

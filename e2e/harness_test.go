@@ -92,7 +92,9 @@ func startManagerAs(t *testing.T, bin, dsn string, env ...string) *manager {
 func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 	t.Helper()
 	if o.Home == "" {
-		o.Home = t.TempDir()
+		// Attempts run as users of their own (executor.local.runAs): they
+		// must pass through the home to their directories under it.
+		o.Home = testkit.TaskDir(t)
 	}
 	o.Config = append(o.Config, queuesConfigFile(t)) // the queues scenario's
 	loadTestImages(t, o.Home)

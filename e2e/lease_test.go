@@ -25,9 +25,9 @@ import (
 func TestTwoManagersShareTheExecutorLease(t *testing.T) {
 	ctx := scenarioContext(t, 10*time.Minute)
 	dsn := pgtest.NewDatabase(t)
-	shared := t.TempDir()
+	shared := testkit.TaskDir(t)
 	lockDir := filepath.Join(shared, "locks")
-	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+	if err := os.MkdirAll(lockDir, 0o777); err != nil { // the tasks take their locks here
 		t.Fatal(err)
 	}
 	// One storage and one signing key, as replicas behind one endpoint have.

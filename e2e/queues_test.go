@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // testQueuesYAML declares the named queues every manager the harness starts
@@ -50,7 +52,7 @@ var stepLine = regexp.MustCompile(`^(\S+) most=(\d+) `)
 // returns the run and how many steps each step saw running at once.
 func fanOutOnQueue(ctx context.Context, t *testing.T, m *manager, kind string, n int) (queueRun, map[string]int) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	var r queueRun
 	driver(t, ctx, &r, "drive_queues.py", "fanout", sdkEndpoint(m), kind, dir, strconv.Itoa(n))
 	if r.Phase != "SUCCEEDED" {
@@ -128,8 +130,8 @@ func testQueues(t *testing.T, m *manager) {
 	// child until there is room), nothing is written for them, and all
 	// eight run once the first ones end.
 	t.Run("depth", func(t *testing.T) {
-		dir := t.TempDir()
-		release := filepath.Join(t.TempDir(), "release")
+		dir := testkit.TaskDir(t)
+		release := filepath.Join(testkit.TaskDir(t), "release")
 		t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 		var r struct {
 			queueRun
@@ -153,7 +155,7 @@ func testQueues(t *testing.T, m *manager) {
 	// with_runcontext(queue=...) on a maxRunConcurrency-1 queue: the two
 	// runs' roots never run together; each run's children do.
 	t.Run("runs-1", func(t *testing.T) {
-		dir, kidsA, kidsB := t.TempDir(), t.TempDir(), t.TempDir()
+		dir, kidsA, kidsB := testkit.TaskDir(t), testkit.TaskDir(t), testkit.TaskDir(t)
 		var r struct{ Runs []queueRun }
 		driver(t, ctx, &r, "drive_queues.py", "runs", sdkEndpoint(m), dir, kidsA, kidsB)
 		waited := 0

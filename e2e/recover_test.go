@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Run recovery end to end (testdata/sdk/drive_recover.py, wf_recover.py):
@@ -69,7 +71,7 @@ const relationRecover = 2
 
 func testRecover(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 15*time.Minute)
-	counter := t.TempDir()
+	counter := testkit.TaskDir(t)
 	var res struct {
 		Runs         []recoveredRun
 		Forced       string

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fmgr.dev/internal/testkit"
 )
 
 // Resource requests in local mode (testdata/sdk/drive_resources.py,
@@ -26,7 +28,7 @@ type resourceRun struct {
 // missing, without running.
 func checkResources(t *testing.T, m *manager, want string) {
 	ctx := scenarioContext(t, 8*time.Minute)
-	marks := t.TempDir()
+	marks := testkit.TaskDir(t)
 	var res map[string]resourceRun
 	driver(t, ctx, &res, "drive_resources.py", sdkEndpoint(m), marks)
 

@@ -43,8 +43,8 @@ func TestManagerRestart(t *testing.T) {
 func holdRuns(t *testing.T, m *manager, during func(runs map[string]string)) map[string]string {
 	t.Helper()
 	ctx := scenarioContext(t, 10*time.Minute)
-	logDir := t.TempDir()
-	release := filepath.Join(t.TempDir(), "release")
+	logDir := testkit.TaskDir(t)
+	release := filepath.Join(testkit.TaskDir(t), "release")
 
 	var submitted struct{ Runs map[string]string }
 	driver(t, ctx, &submitted, "drive_restart.py", "submit", sdkEndpoint(m), logDir, release)

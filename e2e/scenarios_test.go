@@ -124,7 +124,7 @@ func testValues(t *testing.T, m *manager) {
 		Transform       []any
 		File            struct{ Path, Text string }
 	}
-	driverWith(t, ctx, m.ClientEnv(), &res, "drive_values.py", sdkEndpoint(m), t.TempDir())
+	driverWith(t, ctx, m.ClientEnv(), &res, "drive_values.py", sdkEndpoint(m), testkit.TaskDir(t))
 
 	if len(res.Errors) > 0 {
 		t.Fatalf("runs did not succeed: phases %v, errors %v", res.Phases, res.Errors)
@@ -357,7 +357,7 @@ func testRetries(t *testing.T, m *manager) {
 		FirstFailure     *string  `json:"first_failure"`
 	}
 	var res struct{ Flaky, Doomed, Shaky retryRun }
-	flakyDir, doomedDir, shakyDir := t.TempDir(), t.TempDir(), t.TempDir()
+	flakyDir, doomedDir, shakyDir := testkit.TaskDir(t), testkit.TaskDir(t), testkit.TaskDir(t)
 	driver(t, ctx, &res, "drive_retry.py", sdkEndpoint(m), flakyDir, doomedDir, shakyDir)
 
 	t.Run("recoverable", func(t *testing.T) {
@@ -427,7 +427,7 @@ func testRetries(t *testing.T, m *manager) {
 // Scenario 4: a task that outlives its timeout is stopped and ends TIMED_OUT.
 func testTimeout(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
-	pidDir := t.TempDir()
+	pidDir := testkit.TaskDir(t)
 	marker := fmt.Sprintf("timeout-%d", time.Now().UnixNano())
 	reapRecordedOnCleanup(t, pidDir, func() []string { return []string{"FM_E2E_MARKER=" + marker} })
 	var res struct {
@@ -487,7 +487,7 @@ func testTimeout(t *testing.T, m *manager) {
 func testAbort(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 8*time.Minute)
 	const children = 3
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	marker := fmt.Sprintf("abort-%d", time.Now().UnixNano())
 	var runName string
 	reapRecordedOnCleanup(t, dir, func() []string {
@@ -590,7 +590,7 @@ func testAbort(t *testing.T, m *manager) {
 	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sentinelDir := t.TempDir()
+	sentinelDir := testkit.TaskDir(t)
 	var sentinel abortReport
 	driver(t, ctx, &sentinel, "drive_abort.py", "sentinel", sdkEndpoint(m), sentinelDir)
 	if done, _ := filepath.Glob(filepath.Join(sentinelDir, "after-*")); sentinel.Phase != "SUCCEEDED" || len(done) != 1 {

@@ -57,7 +57,7 @@ func testSecrets(t *testing.T, m *manager) {
 		Output         map[string]string
 	}
 	var res struct{ Read, Missing secretRun }
-	counter := t.TempDir()
+	counter := testkit.TaskDir(t)
 	driver(t, ctx, &res, "drive_secrets.py", sdkEndpoint(m), counter)
 	checkRead := func(r secretRun) {
 		t.Helper()

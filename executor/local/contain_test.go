@@ -13,6 +13,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 	"fmgr.dev/internal/testkit"
@@ -90,7 +91,9 @@ func TestMemoryLimitFailsTheActionAsOOM(t *testing.T) {
 		t.Skip("needs python3")
 	}
 	h := newHarness(t, "sqlite://"+t.TempDir()+"/manager.db")
-	d := h.driver()
+	// The system's python3 may live where other users cannot reach it
+	// (pyenv under /root): its tasks run as the manager.
+	d := h.driver(func(c *config.LocalExecutor) { c.RunAs.Mode = config.RunAsManager })
 	if !d.runner.Cgroups() || os.Geteuid() != 0 {
 		t.Skipf("this host gives attempts no cgroup: %s", d.runner.Containment())
 	}

@@ -45,6 +45,7 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/lease"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/runstate"
@@ -113,6 +114,7 @@ type Driver struct {
 	lim                  *limiter
 	slots                *attempt.Slots
 	resources            *resourcePool // the host's share running attempts hold
+	users                *runas.Leaser // who attempts run as (runas.go)
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
 	runc                 runcRuntime   // raw containers' runtime, found at first use (runc.go)
 
@@ -204,6 +206,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		d.log.Warn(n)
 	}
 	d.resources, d.unsatisfiableFails = newResourcePool(host), local.Resources.Unsatisfiable == config.UnsatisfiableFail
+	d.users = runas.New(local.RunAs, os.Geteuid())
 	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
 	return d
@@ -298,8 +301,13 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
 		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
+	if err := d.openToAttempts(); err != nil {
+		_ = f.Close()
+		d.lockF = nil
+		return err
+	}
 	d.runner = process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes,
-		WarmStart: d.cfg.WarmStart, Logger: d.log})
+		WarmStart: d.cfg.WarmStart, Logger: d.log, Confine: d.dataDirs()})
 	if d.runner.Cgroups() {
 		d.log.Info("attempts run in cgroups of their own", "containment", d.runner.Containment())
 	} else {
@@ -314,6 +322,13 @@ func (d *Driver) Start(ctx context.Context) error {
 		if rt, err := d.runtime(); err == nil {
 			d.log.Info("raw container tasks run in runc", "runc", rt.runc, "images", rt.store.Dir())
 		}
+	}
+	if d.users.Separate() {
+		d.log.Info("attempts' user", "runAs", d.users.Describe(), "mountNamespace", d.runner.Confinement())
+	} else if d.cfg.RunAs.Mode == config.RunAsManager {
+		d.log.Info("attempts' user", "runAs", d.users.Describe())
+	} else {
+		d.log.Warn("attempts run as the manager's user", "runAs", d.users.Describe())
 	}
 	d.workCtx, d.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	d.status = lifeStandby
@@ -462,6 +477,7 @@ func (d *Driver) stopAttempts(ctx context.Context) error {
 			continue
 		}
 		st := e.proc.Wait()
+		d.handBack(e)
 		if err := d.finish(ctx, e, st, true); err != nil {
 			d.log.Warn("recording an attempt stopped at shutdown", "action", e.key.String(), "attempt", e.n, "err", err)
 			left++

@@ -65,7 +65,7 @@ func newHarness(t *testing.T, dsn string) *harness {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	root := t.TempDir()
+	root := testkit.TaskDir(t) // the tasks' user passes through
 	g := dbtest.Migrated(t, dsn)
 	state, _, env := statetest.New(t, g, statetest.Options{Log: log, BlobDir: filepath.Join(root, "blobs")}, runstate.NoExecutor)
 
@@ -80,6 +80,10 @@ func newHarness(t *testing.T, dsn string) *harness {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Scripts, whatever user they run as, leave their notes here.
+	if err := os.Chmod(h.shared, 0o1777); err != nil {
+		t.Fatal(err)
 	}
 	// The fake runtime: `a0 SCRIPT ARGS...` runs SCRIPT with sh, ARGS as $1...
 	writeFile(t, filepath.Join(h.binDir, "a0"), "#!/bin/sh\nscript=\"$1\"; shift\nexec /bin/sh -c \"$script\" a0 \"$@\"\n", 0o755)

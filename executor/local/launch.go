@@ -12,6 +12,7 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
@@ -85,7 +86,15 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return err
 	}
 
-	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l}
+	user, err := d.users.Lease(fmt.Sprintf("%s attempt %d", key, n))
+	if err != nil {
+		d.queueAll(d.slots.Release(key))
+		d.queueAll(d.resources.release(key))
+		d.log.Warn("no user for the attempt: it waits", "action", key.String(), "err", err)
+		d.q.addAfter(key, time.Second)
+		return nil
+	}
+	e := &ownAttempt{key: key, n: n, dir: dir, outDir: l.OutDir, spec: spec, launch: l, user: user}
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.waitingSince, key)
@@ -109,8 +118,13 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the attempt's directory: "+err.Error()))
 	}
 	if filepath.IsAbs(e.outDir) {
-		// Local storage: the runtime writes into the directory directly.
-		if err := os.MkdirAll(e.outDir, 0o755); err != nil {
+		// Local storage: the runtime writes into the directory directly,
+		// as the attempt's user.
+		err := os.MkdirAll(e.outDir, 0o755)
+		if err == nil {
+			err = process.GiveDir(e.outDir, e.user)
+		}
+		if err != nil {
 			return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the output directory: "+err.Error()))
 		}
 	}
@@ -129,7 +143,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 // that a restarted manager finds.
 func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttempt, s launchSetup) (*store.Action, error) {
 	key, n, dir, l, gpus := e.key, e.n, e.dir, e.launch, s.gpus
-	env, err := deliverSecrets(dir, l)
+	env, err := deliverSecrets(dir, l, e.user)
 	if err != nil {
 		removeSecrets(dir)
 		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
@@ -137,7 +151,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 	args := l.Args
 	if l.Raw != nil {
 		var reason, note string
-		if args, reason, note, err = d.prepareRaw(ctx, dir, l); err != nil {
+		if args, reason, note, err = d.prepareRaw(ctx, dir, l, e.user); err != nil {
 			removeSecrets(dir)
 			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
@@ -157,6 +171,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		Timeout: l.Timeout,
 		Limits:  s.limits,
 		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
+		User:    e.processUser(),
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -167,7 +182,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 	}
 	failpoint.Hit(failpoint.ProcessStarted)
 	id := proc.Identity()
-	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, Started: time.Now().UTC()}); err != nil {
+	if err := writeIdentity(dir, identityRecord{Action: key.String(), Attempt: n, Identity: id, User: e.user, Started: time.Now().UTC()}); err != nil {
 		// Never let an attempt run that a restart could not find.
 		proc.Abort("its identity could not be recorded")
 		proc.Wait()
@@ -291,14 +306,47 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// waitFor waits for the attempt's process to end, and for a raw
-// container's to be gone too.
+// processUser is who the attempt's host process runs as: its user, except
+// for a raw container run through util-linux's unshare, which must make
+// its mount namespace as root (rawcontainer.go); a container runtime that
+// takes the user itself (runc) runs it as e.user.
+func (e *ownAttempt) processUser() runas.User {
+	if e.launch != nil && e.launch.Raw != nil {
+		return runas.User{}
+	}
+	return e.user
+}
+
+// waitFor waits for the attempt's process to end (and a raw container's
+// to be gone too); what it made goes back to
+// the manager before its end is recorded, so that nothing that learns of
+// the end (a downstream task reading its outputs) finds it the user's.
 func (d *Driver) waitFor(e *ownAttempt) {
 	st := e.proc.Wait()
 	if e.launch != nil && e.launch.Raw != nil {
 		d.removeContainer(e.dir)
 	}
+	d.handBack(e)
 	d.ended(e, st)
+}
+
+// handBack gives the directories an attempt of another user wrote (its
+// working directory, its outputs) back to the manager once its process
+// ended (process.HandBack); once per attempt.
+func (d *Driver) handBack(e *ownAttempt) {
+	e.handBack.Do(func() {
+		if !e.user.Other() {
+			return
+		}
+		for _, dir := range []string{filepath.Join(e.dir, cwdDir), e.outDir} {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			if err := process.HandBack(dir, e.user); err != nil {
+				d.log.Warn("giving an attempt's files back to the manager", "action", e.key.String(), "attempt", e.n, "err", err)
+			}
+		}
+	})
 }
 
 // ended takes the end of an attempt that ran and queues its key, so that a
@@ -330,5 +378,5 @@ func freshAttemptDir(dir string) error {
 			return err
 		}
 	}
-	return os.MkdirAll(dir, 0o755)
+	return os.MkdirAll(dir, 0o755) // less the umask (users.go)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
 )
@@ -77,7 +78,11 @@ type identityRecord struct {
 	Action   string           `json:"action"`
 	Attempt  int32            `json:"attempt"`
 	Identity process.Identity `json:"identity"`
-	Started  time.Time        `json:"started"`
+	// User is who the process ran as (absent: the manager's user): a
+	// restarted manager holds it back from new attempts until it has
+	// stopped what is left of this one.
+	User    runas.User `json:"user,omitzero"`
+	Started time.Time  `json:"started"`
 }
 
 // writeIdentity stores rec durably in dir: written to a temporary file,

@@ -12,6 +12,7 @@ import (
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/store"
@@ -46,7 +47,7 @@ const bindScript = `mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 
 // configured runtime runs it, and returns its argv and a note for the
 // action's events (reason, message). The error says what the host lacks or
 // what the task asks that cannot be done.
-func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) (args []string, reason, note string, err error) {
+func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch, user runas.User) (args []string, reason, note string, err error) {
 	switch d.cfg.Containers.Runtime {
 	case config.ContainerRuntimeHost:
 		args, note, err = d.prepareHost(ctx, dir, l)
@@ -54,7 +55,7 @@ func (d *Driver) prepareRaw(ctx context.Context, dir string, l *attempt.Launch) 
 	case config.ContainerRuntimeOff:
 		err = errors.New("raw container tasks are turned off on this manager (executor.local.containers.runtime: off)")
 	default:
-		args, note, err = d.prepareRunc(ctx, dir, l)
+		args, note, err = d.prepareRunc(ctx, dir, l, user)
 		reason = "Container"
 	}
 	if err == nil {

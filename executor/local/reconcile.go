@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
@@ -26,6 +28,13 @@ type ownAttempt struct {
 	outDir string // its output prefix
 	spec   *task.TaskSpec
 	launch *attempt.Launch // how it was planned
+
+	// user is who its process runs as (the zero User: the manager's),
+	// leased from Driver.users before it launches and released when its
+	// entry goes. A runner that starts the attempt some other way (a
+	// container) runs it as this user too.
+	user     runas.User
+	handBack sync.Once // its files go back to the manager once it ended (handBack)
 
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended
@@ -245,6 +254,8 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 	case !ok:
 		what = "no process had been recorded for it"
 	default:
+		// Its user is held back from new attempts until nothing of it runs.
+		d.users.Reserve(rec.User, fmt.Sprintf("%s attempt %d (recovered)", a.ActionKey, a.Attempts))
 		killed, err := process.KillOrphan(rec.Identity, d.killGrace)
 		if err != nil {
 			return "", fmt.Errorf("stopping the orphaned process group of %s attempt %d: %w", a.ActionKey, a.Attempts, err)
@@ -278,6 +289,13 @@ func (d *Driver) stopLeftovers(a *store.Action) (string, error) {
 	} else if n > 0 {
 		what += fmt.Sprintf(", and %d process(es) left in its cgroup were stopped", n)
 	}
+	if rec.User.Other() {
+		// Nothing of it runs: its files go back to the manager, its user
+		// back to the pool.
+		e := &ownAttempt{key: a.ActionKey, n: a.Attempts, dir: dir, outDir: runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(a.Attempts)), user: rec.User}
+		d.handBack(e)
+		d.users.Release(rec.User)
+	}
 	return what, nil
 }
 
@@ -299,6 +317,8 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 		// this catches whatever entered the directory since.
 		process.KillInDir(filepath.Join(e.dir, cwdDir))
 	}
+	d.handBack(e)
+	d.users.Release(e.user)
 }
 
 func (d *Driver) queueAll(keys []store.ActionKey) {

@@ -17,6 +17,7 @@ import (
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/local/images"
+	"fmgr.dev/executor/local/runas"
 )
 
 // The runc runtime of raw containers: each attempt is an OCI container
@@ -45,8 +46,15 @@ import (
 // grace) is killed by `runc delete --force` before the attempt's end is
 // recorded (stopContainers), also for an attempt a restarted manager finds.
 
-// containerUser is the user and group a raw container's command runs as.
-func containerUser() (uid, gid uint32) { return 65534, 65534 }
+// containerUser is the user and group a raw container's command runs as:
+// the attempt's own (runas), or nobody when attempts run as the manager's
+// user, which for runc is root.
+func containerUser(u runas.User) (uid, gid uint32) {
+	if u.Other() {
+		return u.UID, u.GID
+	}
+	return 65534, 65534
+}
 
 const (
 	bundleDir   = "bundle"
@@ -119,7 +127,7 @@ func containerID(dir string) string {
 // prepareRunc lays out the attempt's bundle and returns the argv that runs
 // its container. Errors are the task's (an image this host lacks, a data
 // directory the container cannot have) or the host's, in words.
-func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch) ([]string, string, error) {
+func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch, user runas.User) ([]string, string, error) {
 	rt, err := d.runtime()
 	if err != nil {
 		return nil, "", err
@@ -168,7 +176,7 @@ func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch)
 	if err := job.Download(ctx, d.state.Blobs(), in); err != nil {
 		return nil, "", fmt.Errorf("could not materialise the inputs: %w", err)
 	}
-	uid, gid := containerUser()
+	uid, gid := containerUser(user)
 	if err := chownTree(filepath.Join(dir, rawDataDir), int(uid), int(gid)); err != nil {
 		return nil, "", err
 	}

@@ -95,7 +95,12 @@ func TestRawContainerRunsInRunc(t *testing.T) {
 			got[k] = v
 		}
 	}
-	for k, want := range map[string]string{"uid": "65534", "capeff": "0000000000000000", "ifaces": "lo:", "nnp": "1"} {
+	// The container runs as the attempt's leased user (executor.local.runAs,
+	// a range by default), never root.
+	if uid, err := strconv.ParseUint(got["uid"], 10, 32); err != nil || uid < config.DefaultRunAsFirstUID || uid >= config.DefaultRunAsFirstUID+config.DefaultRunAsCount {
+		t.Errorf("uid = %q in the container, want one of the attempts' range from %d (report %v)", got["uid"], config.DefaultRunAsFirstUID, got)
+	}
+	for k, want := range map[string]string{"capeff": "0000000000000000", "ifaces": "lo:", "nnp": "1"} {
 		if got[k] != want {
 			t.Errorf("%s = %q in the container, want %q (report %v)", k, got[k], want, got)
 		}

@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/sdktest"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/internal/testkit"
 )
 
 // sdkVenv is the virtualenv with the pinned flyte SDK (see sdktest.Venv).
@@ -36,7 +37,7 @@ func TestRealSDKRuntime(t *testing.T) {
 
 	// The SDK packs a bundle and serialises the tasks (the same preparation
 	// the process package's runtime test uses).
-	tasks := sdktest.PrepareTasks(t, "process/testdata/sdk_task.py", filepath.Join(t.TempDir(), "sdk"), "--x", "3", "--y", "4")
+	tasks := sdktest.PrepareTasks(t, "process/testdata/sdk_task.py", filepath.Join(testkit.TaskDir(t), "sdk"), "--x", "3", "--y", "4")
 	create := func(run, name string) store.ActionKey {
 		t.Helper()
 		e := tasks[name]

@@ -344,6 +344,43 @@ type LocalExecutor struct {
 	// Resources says what the host offers attempts and what becomes of
 	// one that requests more.
 	Resources LocalResources `mapstructure:"resources" yaml:"resources"`
+	// RunAs says which user each attempt's process runs as.
+	RunAs RunAs `mapstructure:"runAs" yaml:"runAs"`
+}
+
+// Modes of executor.local.runAs.
+const (
+	// RunAsRange gives each running attempt a uid of its own from
+	// [FirstUID, FirstUID+Count), all of them in group GID (by default the
+	// number of FirstUID).
+	RunAsRange = "range"
+	// RunAsFixed runs every attempt as UID:GID.
+	RunAsFixed = "fixed"
+	// RunAsManager runs every attempt as the manager's own user.
+	RunAsManager = "manager"
+)
+
+// Default uid range of executor.local.runAs (mode range): far above the
+// uids and subordinate-uid ranges a host hands out.
+const (
+	DefaultRunAsFirstUID = 2000000000
+	DefaultRunAsCount    = 65536
+)
+
+// RunAs: who an attempt's process is. Only a manager running as root can
+// start processes as another user; a manager that is not root runs every
+// attempt as itself whatever the mode says (it logs so once at start).
+type RunAs struct {
+	// Mode is range (the default), fixed or manager.
+	Mode string `mapstructure:"mode" yaml:"mode"`
+	// FirstUID and Count: the uids of mode range.
+	FirstUID uint32 `mapstructure:"firstUID" yaml:"firstUID"`
+	Count    uint32 `mapstructure:"count" yaml:"count"`
+	// UID: the user of mode fixed. GID: the group of every attempt (0:
+	// the number of FirstUID in mode range, of UID in mode fixed); the
+	// manager's data that attempts read belongs to it.
+	UID uint32 `mapstructure:"uid" yaml:"uid"`
+	GID uint32 `mapstructure:"gid" yaml:"gid"`
 }
 
 // Container runtimes of the local executor (executor.local.containers.runtime).

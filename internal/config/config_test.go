@@ -67,6 +67,7 @@ func TestDefaults(t *testing.T) {
 		"executor.local.leaseTTL":          {c.Executor.Local.LeaseTTL, 15 * time.Second},
 		"executor.local.maxLogBytes":       {c.Executor.Local.MaxLogBytes, int64(100 << 20)},
 		"executor.local.warmStart":         {c.Executor.Local.WarmStart, true},
+		"executor.local.runAs":             {c.Executor.Local.RunAs, RunAs{Mode: "range", FirstUID: 2000000000, Count: 65536}},
 		"executor.kubernetes.copilotImage": {c.Executor.Kubernetes.CopilotImage, "flyte-manager:latest"},
 		"projects.autoCreate":              {c.Projects.AutoCreate, true},
 		"projects.seed":                    {c.Projects.Seed, []string{"flytesnacks"}},
@@ -546,5 +547,42 @@ func TestWarmStartKey(t *testing.T) {
 	bad := writeFile(t, dir, "bad.yaml", "executor:\n  local:\n    warmStart: sometimes\n")
 	if _, err := Load(Sources{Files: []string{bad}}); err == nil || !strings.Contains(err.Error(), "warmStart") {
 		t.Errorf("warmStart: sometimes: err = %v, want an error naming the key", err)
+	}
+}
+
+// executor.local.runAs: every bad value is an error naming its key; a good
+// fixed user loads, and the environment sets the mode.
+func TestRunAsKeys(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, key string }{
+		{"mode: sometimes", "executor.local.runAs.mode:"},
+		{"firstUID: 0", "executor.local.runAs.firstUID:"},
+		{"count: 0", "executor.local.runAs.count:"},
+		{"firstUID: 4294967000\n      count: 65536", "executor.local.runAs.count:"},
+		{"mode: fixed", "executor.local.runAs.uid:"},
+		{"mode: fixed\n      uid: 1000\n      gid: 4294967295", "executor.local.runAs.gid:"},
+		{"mode: fixed\n      uid: -1", "runAs.uid"},
+		{"firstUID: lots", "runAs"},
+	} {
+		f := writeFile(t, dir, "bad.yaml", "executor:\n  local:\n    runAs:\n      "+tc.yaml+"\n")
+		_, err := Load(Sources{Files: []string{f}})
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("runAs %q: err = %v, want an error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+	f := writeFile(t, dir, "fixed.yaml", "executor:\n  local:\n    runAs:\n      mode: fixed\n      uid: 1000\n      gid: 100\n")
+	c, err := Load(Sources{Files: []string{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Executor.Local.RunAs; r.Mode != RunAsFixed || r.UID != 1000 || r.GID != 100 {
+		t.Errorf("fixed runAs loaded as %+v", r)
+	}
+	t.Setenv("FLYTE_MANAGER_EXECUTOR_LOCAL_RUN_AS_MODE", "manager")
+	if c, err = Load(Sources{}); err != nil {
+		t.Fatal(err)
+	} else if c.Executor.Local.RunAs.Mode != RunAsManager {
+		t.Errorf("FLYTE_MANAGER_EXECUTOR_LOCAL_RUN_AS_MODE=manager gave mode %q", c.Executor.Local.RunAs.Mode)
 	}
 }

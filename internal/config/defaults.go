@@ -112,6 +112,7 @@ func Default() Config {
 				// fresh interpreter per attempt.
 				WarmStart:  true,
 				Containers: LocalContainers{Runtime: ContainerRuntimeRunc},
+				RunAs:      RunAs{Mode: RunAsRange, FirstUID: DefaultRunAsFirstUID, Count: DefaultRunAsCount},
 				// wait, as a cluster keeps a Pod that fits no node Pending:
 				// examples written for a cluster (max_queued_time on a GPU
 				// task) behave the same, and the wait says what is missing.

@@ -169,6 +169,7 @@ func (c *Config) Validate() error {
 		bad("executor.local.containers.runtime", "must be %s, %s or %s, got %q", ContainerRuntimeRunc, ContainerRuntimeHost, ContainerRuntimeOff, r)
 	}
 	validateLocalResources(c.Executor.Local.Resources, bad)
+	validateRunAs(c.Executor.Local.RunAs, bad)
 	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {
 		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
 	}
@@ -365,3 +366,38 @@ func (c *Config) validateS3(bad func(key, format string, args ...any)) {
 
 // s3Region is what a region name may be.
 var s3Region = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// maxRunAsID is the highest uid or gid a process can be given ((uid_t)-1
+// means "unchanged" to the kernel).
+const maxRunAsID = 1<<32 - 2
+
+func validateRunAs(r RunAs, bad func(key, format string, args ...any)) {
+	switch r.Mode {
+	case RunAsRange:
+		if r.FirstUID == 0 {
+			bad("executor.local.runAs.firstUID", "must not be 0 (root)")
+		}
+		if r.Count == 0 {
+			bad("executor.local.runAs.count", "must be at least 1")
+		}
+		if last := uint64(r.FirstUID) + uint64(r.Count) - 1; r.Count > 0 && last > maxRunAsID {
+			bad("executor.local.runAs.count", "firstUID %d + count %d passes the highest uid, %d", r.FirstUID, r.Count, uint64(maxRunAsID))
+		}
+		if r.GID > maxRunAsID {
+			bad("executor.local.runAs.gid", "must be at most %d, got %d", uint64(maxRunAsID), r.GID)
+		}
+	case RunAsFixed:
+		if r.UID == 0 {
+			bad("executor.local.runAs.uid", "must be set to a user other than root (0) with mode fixed")
+		}
+		if r.UID > maxRunAsID {
+			bad("executor.local.runAs.uid", "must be at most %d, got %d", uint64(maxRunAsID), r.UID)
+		}
+		if r.GID > maxRunAsID {
+			bad("executor.local.runAs.gid", "must be at most %d, got %d", uint64(maxRunAsID), r.GID)
+		}
+	case RunAsManager:
+	default:
+		bad("executor.local.runAs.mode", "must be %s, %s or %s, got %q", RunAsRange, RunAsFixed, RunAsManager, r.Mode)
+	}
+}

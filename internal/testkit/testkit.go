@@ -12,8 +12,11 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -156,4 +159,36 @@ func (b *Buffer) AwaitText(s string) <-chan struct{} {
 		}
 		return ""
 	})
+}
+
+// TaskDir is a t.TempDir that task processes can use whatever user they
+// run as (executor.local.runAs gives each attempt a uid of its own when the
+// tests run as root): the directory is 0777 with a default ACL that makes
+// what anyone creates in it (and in its subdirectories) readable and
+// writable by all, whatever their umask (attempts run with 077), and the
+// test's temporary root above it 0711 (anyone may pass through, not list).
+// Hand a task this, never a bare t.TempDir, when the task reads or writes
+// it, or when several attempts share a file in it.
+func TaskDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setxattr(dir, "system.posix_acl_default", openACL, 0); err != nil {
+		t.Logf("no default ACL on %s (%v): files tasks create there keep their umask", dir, err)
+	}
+	return dir
+}
+
+// openACL is the xattr form of the ACL u::rwx,g::rwx,o::rwx (version 2,
+// then each entry's tag, permissions and id, little-endian).
+var openACL = []byte{
+	2, 0, 0, 0,
+	0x01, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, // ACL_USER_OBJ
+	0x04, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, // ACL_GROUP_OBJ
+	0x20, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, // ACL_OTHER
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 )
@@ -73,13 +74,19 @@ type Config struct {
 	WarmStart bool
 	// Logger receives what the warm start has to say (nil: discarded).
 	Logger *slog.Logger
+	// Confine lists what attempts of another user (Spec.User) must reach
+	// besides the Python environment (the work and blob directories); see
+	// confine_linux.go.
+	Confine []string
 }
 
 // Runner starts attempt processes.
 type Runner struct {
-	cfg  Config
-	cg   *cgroupHost
-	warm *warmPool // nil without WarmStart
+	cfg Config
+	// confine is the mount namespace of attempts of another user.
+	confine confinePlan
+	cg      *cgroupHost
+	warm    *warmPool // nil without WarmStart
 }
 
 // NewRunner returns a Runner; zero Config fields take their defaults.
@@ -99,7 +106,7 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, confine: planConfinement(append(PythonPaths(cfg.BinDir), cfg.Confine...))}
 	if cfg.WarmStart {
 		r.warm = newWarmPool(cfg.BinDir, cfg.Logger)
 	}
@@ -112,6 +119,15 @@ func NewRunner(cfg Config) *Runner {
 		r.cg = probeCgroups(cfg.CgroupRoot)
 	}
 	return r
+}
+
+// Confinement says which directories attempts of another user find
+// empty, and what of them is bound back ("" when none is hidden).
+func (r *Runner) Confinement() string {
+	if r.confine.empty() {
+		return ""
+	}
+	return fmt.Sprintf("hidden (tmpfs): %s; bound back: %s", strings.Join(r.confine.Hide, ", "), strings.Join(r.confine.Bind, ", "))
 }
 
 // Containment says in a sentence how attempts are contained on this host
@@ -143,6 +159,9 @@ type Spec struct {
 	// Plain starts the process by exec even with warm start on (raw
 	// containers: their command is not the SDK's runtime).
 	Plain bool
+	// User is who the process runs as (runas.go); the zero User is the
+	// manager's own.
+	User runas.User
 }
 
 // ExitStatus is how the process ended.
@@ -238,10 +257,13 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if err := freshDir(spec.Dir); err != nil {
 		return nil, err
 	}
+	if err := giveDir(spec.Dir, spec.User); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 		return nil, fmt.Errorf("process: log directory: %w", err)
 	}
-	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // the manager's alone
 	if err != nil {
 		return nil, fmt.Errorf("process: open log: %w", err)
 	}
@@ -286,7 +308,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	}
 	p.pipes = []*os.File{outR, errR}
 	if r.warm != nil && !spec.Plain {
-		if id, ok := p.startWarm(r.warm, path, spec, env, outW, errW); ok {
+		if id, ok := p.startWarm(r.warm, path, spec, r.confine, env, outW, errW); ok {
 			outW.Close()
 			errW.Close()
 			p.warm = true
@@ -302,6 +324,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 	if p.cg != nil && p.cg.v2 {
 		attr.UseCgroupFD, attr.CgroupFD = true, p.cg.fd
 	}
+	setCredential(attr, spec.User)
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        spec.Args,
@@ -323,7 +346,13 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// Held from before the fork until the leader is tracked: see
 		// reaper_linux.go.
 		reaper.mu.RLock()
-		err := p.cg.enterThread()
+		err := noNewPrivsThread(spec.User)
+		if err == nil && spec.User.Other() {
+			err = enterConfinement(r.confine)
+		}
+		if err == nil {
+			err = p.cg.enterThread()
+		}
 		if err == nil {
 			err = cmd.Start()
 			p.cg.leaveThread()

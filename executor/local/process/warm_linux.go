@@ -12,14 +12,18 @@ import (
 // attempt's process (see warm.go).
 // It reports false, with nothing of the attempt running and a line in its
 // log, when the attempt must start plainly instead.
-func (p *Process) startWarm(w *warmPool, path string, spec Spec, env []string, outW, errW *os.File) (Identity, bool) {
+func (p *Process) startWarm(w *warmPool, path string, spec Spec, confine confinePlan, env []string, outW, errW *os.File) (Identity, bool) {
 	srv, why := w.serverFor(path, env)
 	if srv == nil {
 		p.log.system("not warm-started: %s", why)
 		w.note("attempt started plainly", "reason", why)
 		return Identity{}, false
 	}
-	sp, exitCh, err := srv.handover(spec.Args, env, spec.Dir, outW, errW)
+	var plan *confinePlan
+	if spec.User.Other() && !confine.empty() {
+		plan = &confine
+	}
+	sp, exitCh, err := srv.handover(spec.Args, env, spec.Dir, spec.User, plan, outW, errW)
 	if err != nil {
 		p.log.system("warm start failed (%v): starting the process plainly", err)
 		return Identity{}, false

@@ -22,17 +22,22 @@ import (
 
 // warmMsg is one message of the protocol (see warm_server.py).
 type warmMsg struct {
-	Op     string   `json:"op"`
-	PID    int      `json:"pid,omitempty"`
-	N      int      `json:"n,omitempty"` // want: attempts waiting for a spare (absent: 0)
-	Argv   []string `json:"argv,omitempty"`
-	Env    []string `json:"env,omitempty"`
-	Dir    string   `json:"dir,omitempty"`
-	Names  []string `json:"names,omitempty"`
-	Mode   string   `json:"mode,omitempty"` // ready: what it pre-imported (see warmModeSDK)
-	Why    string   `json:"why,omitempty"`
-	Code   int      `json:"code,omitempty"`
-	Signal int      `json:"signal,omitempty"`
+	Op   string   `json:"op"`
+	PID  int      `json:"pid,omitempty"`
+	N    int      `json:"n,omitempty"` // want: attempts waiting for a spare (absent: 0)
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// start: the user to run as (absent: the manager's; see runas.go).
+	UID uint32 `json:"uid,omitempty"`
+	GID uint32 `json:"gid,omitempty"`
+	// start: the mount namespace to make (see confine_linux.go).
+	Confine *confinePlan `json:"confine,omitempty"`
+	Names   []string     `json:"names,omitempty"`
+	Mode    string       `json:"mode,omitempty"` // ready: what it pre-imported (see warmModeSDK)
+	Why     string       `json:"why,omitempty"`
+	Code    int          `json:"code,omitempty"`
+	Signal  int          `json:"signal,omitempty"`
 }
 
 // warmServer is one running server process.

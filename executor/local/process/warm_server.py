@@ -47,12 +47,12 @@
 #                      want {n}      n attempts are waiting for a spare
 #                      reap {pid}    collect the exit the server reported
 #   spare -> server:   ready {names} (on the channel, before it is handed over)
-#   manager -> spare:  start {argv, env, dir} + [stdout, stderr]
+#   manager -> spare:  start {argv, env, dir, uid, gid} + [stdout, stderr]
 #                        argv: the attempt's command line (argv[0] is a0);
 #                        env: its complete environment, "NAME=value" strings;
-#                        dir: its working directory. A field the manager
-#                        adds (such as the uid and gid to run as) is applied
-#                        here too, before the task's code runs.
+#                        dir: its working directory; uid, gid: the user to
+#                        become (absent: stay the manager's), before any of
+#                        the task's code or the SDK's loop threads run.
 #                      go            the spare may run the task now
 #   spare -> manager:  prepared | error {why}
 # The server reports the exit of every spare it announced and reaps it
@@ -226,6 +226,64 @@ def show_as(argv, env):
         libc.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(m), ctypes.sizeof(m), 0)
     except Exception:
         pass
+
+
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+CLONE_NEWNS, CLONE_FS = 0x00020000, 0x00000200
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+O_PATH = 0o10000000
+
+
+def confine(plan):
+    """The mount namespace of an attempt of another user (confine_linux.go
+    makes the same for a plain start): each of plan["hide"] an empty tmpfs,
+    each of plan["bind"] bound back at its place; umask 077 from here on."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_ulong, ctypes.c_char_p]
+
+    def check(rc, what):
+        if rc != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+    check(libc.unshare(CLONE_NEWNS | CLONE_FS), "unshare")
+    os.umask(0)
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+    fds = [os.open(b, O_PATH | os.O_CLOEXEC | os.O_DIRECTORY) for b in plan.get("bind", [])]
+    try:
+        for h in plan.get("hide", []):
+            check(libc.mount(b"tmpfs", h.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=64k"), "hide " + h)
+        for b, fd in zip(plan.get("bind", []), fds):
+            os.makedirs(b, 0o755, exist_ok=True)
+            check(libc.mount(("/proc/self/fd/%d" % fd).encode(), b.encode(), None, MS_BIND | MS_REC, None), "bind " + b)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    os.umask(0o077)
+
+
+def become_user(server, uid, gid):
+    """Drops this (single-threaded) process to uid and gid for good, as a
+    plain start's fork does: no supplementary groups, real, effective and
+    saved ids all changed, no_new_privs. Nothing when uid is 0 (the
+    manager's user). Changing the ids clears the parent-death signal and
+    the dumpable flag; both are set again (dumpable as an exec'd process
+    has it: /proc/<pid> then belongs to the user, not to root)."""
+    if not uid:
+        return
+    if threads() != 1:
+        raise RuntimeError("cannot change user with %d threads" % threads())
+    libc = ctypes.CDLL(None, use_errno=True)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        raise RuntimeError("the user did not change")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "no_new_privs")
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
+        os._exit(1)
 
 
 def threads():
@@ -406,6 +464,18 @@ class Server:
 
     # --- in a forked child
 
+    def start_loops(self):
+        asyncio = asyncio_module()
+        for bl in self.loops:
+            # A new Thread too: fork marked the recorded one stopped
+            # (threading's after-fork hook stops every thread but the
+            # forking one), so it would never say it is alive.
+            old = bl.thread
+            bl.loop = asyncio.new_event_loop()
+            bl.thread = threading.Thread(name=old.name, target=old._target, args=old._args,
+                                         kwargs=old._kwargs, daemon=old.daemon)
+            bl.thread.start()
+
     def become_spare(self, ch):
         """Turns this fork into an attempt's process; returns once it may run."""
         server = os.getppid()
@@ -426,16 +496,8 @@ class Server:
         os.closerange(3, ch.fileno())
         os.closerange(ch.fileno() + 1, 1 << 16)
         if self.mode == "sdk":
-            asyncio = asyncio_module()
-            for bl in self.loops:
-                # A new Thread too: fork marked the recorded one stopped
-                # (threading's after-fork hook stops every thread but the
-                # forking one), so it would never say it is alive.
-                old = bl.thread
-                bl.loop = asyncio.new_event_loop()
-                bl.thread = threading.Thread(name=old.name, target=old._target, args=old._args,
-                                             kwargs=old._kwargs, daemon=old.daemon)
-                bl.thread.start()
+            # The SDK's loop threads start once the spare is the attempt's
+            # user (start_loops), so that they too run as that user.
             names, err = [], None
         else:
             reads = EnvReads()
@@ -466,9 +528,14 @@ class Server:
                 os.close(fd)
             sys.argv = [A0] + list(msg["argv"][1:])
             show_as([sys.executable] + sys.argv, msg["env"])
-            # What else the start message says about the process itself
-            # (such as the uid and gid to run as) is applied here, before
-            # prepared: none of the task's code has run yet.
+            # The user to run as, before any of the task's code and the
+            # SDK's loop threads (all threads after it inherit it).
+            if msg.get("confine"):
+                confine(msg["confine"])
+            become_user(server, msg.get("uid", 0), msg.get("gid", 0))
+            os.chdir(msg["dir"])  # again: as the user, in its own namespace
+            if self.mode == "sdk":
+                self.start_loops()
         except Exception as e:
             send(ch, {"op": "error", "why": str(e)})
             os._exit(127)

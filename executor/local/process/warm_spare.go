@@ -14,6 +14,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"fmgr.dev/executor/local/runas"
 )
 
 // warmSpare is a forked child of the server waiting for an attempt, and
@@ -43,9 +45,10 @@ func (sp *warmSpare) close() { _ = sp.conn.Close() }
 
 // start gives the spare the attempt and waits (until deadline) until it
 // took it on; it runs none of the task's code before goAhead.
-func (sp *warmSpare) start(argv, env []string, dir string, stdout, stderr *os.File, deadline time.Time) error {
+func (sp *warmSpare) start(argv, env []string, dir string, u runas.User, confine *confinePlan, stdout, stderr *os.File, deadline time.Time) error {
 	_ = sp.conn.SetDeadline(deadline)
-	if err := sendWarmMsg(sp.conn, warmMsg{Op: "start", Argv: argv, Env: env, Dir: dir}, stdout, stderr); err != nil {
+	start := warmMsg{Op: "start", Argv: argv, Env: env, Dir: dir, UID: u.UID, GID: u.GID, Confine: confine}
+	if err := sendWarmMsg(sp.conn, start, stdout, stderr); err != nil {
 		return fmt.Errorf("sending the attempt to the warm child: %w", err)
 	}
 	buf := make([]byte, 64<<10)
@@ -79,13 +82,13 @@ func (sp *warmSpare) goAhead() error {
 
 // handover gives the attempt to a spare and returns it once the spare
 // took it on, with the channel its exit report arrives on.
-func (s *warmServer) handover(argv, env []string, dir string, stdout, stderr *os.File) (*warmSpare, <-chan warmMsg, error) {
+func (s *warmServer) handover(argv, env []string, dir string, u runas.User, confine *confinePlan, stdout, stderr *os.File) (*warmSpare, <-chan warmMsg, error) {
 	deadline := time.Now().Add(warmStartTimeout)
 	sp, exit, err := s.take(deadline)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sp.start(argv, env, dir, stdout, stderr, deadline); err != nil {
+	if err := sp.start(argv, env, dir, u, confine, stdout, stderr, deadline); err != nil {
 		// It never got the go, so nothing of the task ran.
 		sp.close()
 		_ = syscall.Kill(-sp.pid, syscall.SIGKILL)

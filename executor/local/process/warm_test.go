@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/internal/testkit"
 )
 
@@ -478,7 +479,7 @@ func TestWarmChildShowsTheAttemptsEnvironAndCmdline(t *testing.T) {
 	}
 	defer outR.Close()
 	srv := currentServer(r)
-	sp, exit, err := srv.handover(warmArgs, env, a.dir, outW, outW)
+	sp, exit, err := srv.handover(warmArgs, env, a.dir, runas.User{}, nil, outW, outW)
 	outW.Close()
 	if err != nil {
 		t.Fatal(err)
