@@ -77,11 +77,11 @@ func checkS3Secret(t *testing.T, m *manager) {
 	}
 }
 
-// TestSDKOnS3Presigned runs the scenarios that upload (code bundles, the
+// TestSDKPresignedOnS3 runs the scenarios that upload (code bundles, the
 // quick start's) and download (files) with storage.s3.presignedURLs: the
 // SDK then PUTs straight to the S3 server with the URL and headers the
 // manager presigned.
-func TestSDKOnS3Presigned(t *testing.T) {
+func TestSDKPresignedOnS3(t *testing.T) {
 	m := startSDKManagerOnS3(t, dbtest.SQLiteDSN(t), "FLYTE_MANAGER_STORAGE_S3_PRESIGNED_URLS=true")
 	for _, name := range []string{"quickstart", "values", "files"} {
 		run := scenarioNamed(t, name)
