@@ -22,7 +22,7 @@ import (
 //
 //	oci/                               the OCI image layout (index.json → the multi-platform index)
 //	flyte-manager.oci.tar              the same layout as one tarball (podman load, docker load on containerd storage, skopeo)
-//	flyte-manager-linux-<arch>.docker.tar  one platform as a docker-archive (docker load)
+//	flyte-manager-linux-<arch>.docker.tar  one platform as a docker-archive tagged latest (docker load)
 //
 // Earlier output is replaced.
 func write(o options, ref string, idx v1.ImageIndex, images []platformImage, log io.Writer) error {
@@ -59,17 +59,15 @@ func write(o options, ref string, idx v1.ImageIndex, images []platformImage, log
 	if !o.dockerTars {
 		return nil
 	}
+	// One tag only: with several, go-containerregistry lists them in map
+	// order, and the archive would differ from build to build.
+	latest, err := name.NewTag(config.ImageName + ":latest")
+	if err != nil {
+		return err
+	}
 	for _, pi := range images {
-		refs := map[name.Reference]v1.Image{}
-		for _, tag := range []string{o.version, "latest"} {
-			t, err := name.NewTag(config.ImageName + ":" + tag)
-			if err != nil {
-				return err
-			}
-			refs[t] = pi.img
-		}
 		out := filepath.Join(o.out, fmt.Sprintf("%s-%s-%s.docker.tar", config.ImageName, pi.plat.OS, pi.plat.Architecture))
-		if err := tarball.MultiRefWriteToFile(out, refs); err != nil {
+		if err := tarball.WriteToFile(out, latest, pi.img); err != nil {
 			return err
 		}
 		logf(log, "wrote %s", out)
