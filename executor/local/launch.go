@@ -342,7 +342,7 @@ func (d *Driver) handBack(e *ownAttempt) {
 			if !filepath.IsAbs(dir) {
 				continue
 			}
-			if err := process.HandBack(dir, e.user); err != nil {
+			if err := process.HandBack(dir, e.user, d.users.Group()); err != nil {
 				d.log.Warn("giving an attempt's files back to the manager", "action", e.key.String(), "attempt", e.n, "err", err)
 			}
 		}

@@ -112,10 +112,15 @@ const (
 )
 
 // enterConfinement makes the calling OS thread (locked, never unlocked)
-// enter a mount namespace of its own laid out by plan, with umask 077 for
-// what the process it forks creates. Nothing for an empty plan.
+// enter a mount namespace of its own laid out by plan (none for an empty
+// plan), with umask 077 for what the process it forks creates.
 func enterConfinement(plan confinePlan) error {
 	if plan.empty() {
+		// Only the umask, on this thread alone.
+		if err := syscall.Unshare(syscall.CLONE_FS); err != nil {
+			return fmt.Errorf("process: umask: %w", err)
+		}
+		syscall.Umask(0o077)
 		return nil
 	}
 	if err := syscall.Unshare(syscall.CLONE_NEWNS | syscall.CLONE_FS); err != nil {

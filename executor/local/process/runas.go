@@ -65,23 +65,23 @@ func giveDir(dir string, u runas.User) error {
 func GiveDir(dir string, u runas.User) error { return giveDir(dir, u) }
 
 // HandBack gives everything under root that u owns back to the manager's
-// user once no process of u runs any more, so that a later attempt given
-// the same uid finds nothing of this one's, and makes root 0755: what the
-// attempt left (files a task returned, which downstream tasks read) is
-// readable as the task made it. Nothing for the manager's user or a root
-// that does not exist.
-func HandBack(root string, u runas.User) error {
+// user and to group gid (the attempts' group) once no process of u runs
+// any more, so that a later attempt given the same uid finds nothing of
+// this one's, and makes it readable by that group (directories also
+// searchable), and root 0755: what the attempt left (files a task
+// returned) is read by downstream tasks, which run as other users of the
+// group. Nothing for the manager's user or a root that does not exist.
+func HandBack(root string, u runas.User, gid uint32) error {
 	if !u.Other() {
 		return nil
 	}
-	uid, gid := os.Getuid(), os.Getgid()
+	uid := os.Getuid()
 	var errs []error
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
 			}
-			errs = append(errs, err)
 			return nil
 		}
 		info, err := d.Info()
@@ -89,14 +89,22 @@ func HandBack(root string, u runas.User) error {
 			return nil
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok || st.Uid != u.UID && st.Gid != u.GID {
+		if !ok || st.Uid != u.UID {
 			return nil
 		}
-		if err := os.Lchown(path, uid, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Lchown(path, uid, int(gid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
-		if path == root && d.IsDir() {
-			if err := os.Chmod(path, 0o755); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		mode := info.Mode()
+		want := mode.Perm() | 0o040
+		if d.IsDir() {
+			want |= 0o010
+		}
+		if path == root {
+			want = 0o755
+		}
+		if mode&fs.ModeSymlink == 0 && want != mode.Perm() {
+			if err := os.Chmod(path, want); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}

@@ -70,7 +70,7 @@ func TestPlainStartRunsAsTheUser(t *testing.T) {
 		t.Fatalf("status %+v:\n%s", st, logText(t, a.log))
 	}
 	checkRanAs(t, a.dir, testUser)
-	if err := HandBack(a.dir, testUser); err != nil {
+	if err := HandBack(a.dir, testUser, testUser.GID); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{a.dir, filepath.Join(a.dir, "status")} {

@@ -239,7 +239,7 @@ def confine(plan):
     makes the same for a plain start): each of plan["hide"] an empty tmpfs,
     each of plan["bind"] bound back at its place; umask 077 from here on."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_ulong, ctypes.c_char_p]
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
     def check(rc, what):
         if rc != 0:
@@ -265,7 +265,7 @@ def confine(plan):
 def become_user(server, uid, gid):
     """Drops this (single-threaded) process to uid and gid for good, as a
     plain start's fork does: no supplementary groups, real, effective and
-    saved ids all changed, no_new_privs. Nothing when uid is 0 (the
+    saved ids all changed, no_new_privs, umask 077. Nothing when uid is 0 (the
     manager's user). Changing the ids clears the parent-death signal and
     the dumpable flag; both are set again (dumpable as an exec'd process
     has it: /proc/<pid> then belongs to the user, not to root)."""
@@ -274,6 +274,7 @@ def become_user(server, uid, gid):
     if threads() != 1:
         raise RuntimeError("cannot change user with %d threads" % threads())
     libc = ctypes.CDLL(None, use_errno=True)
+    os.umask(0o077)
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
