@@ -41,6 +41,37 @@ const kubeNamespace = "flyte"
 // the manager to themselves), then the shared scenarios of TestSDK,
 // unchanged, in parallel.
 func TestSDKKubernetes(t *testing.T) {
+	c, clusterDir := startKubeCluster(t)
+	m := startKubeManager(t, c, clusterDir, c.Kubeconfig)
+
+	t.Run("restart-graceful", func(t *testing.T) {
+		runs := holdRuns(t, m, func(map[string]string) {
+			t.Log("restarting the manager (SIGTERM) with every run in flight")
+			m.Restart()
+		})
+		kubePods.checkOnePodPerAction(t, runs)
+	})
+	t.Run("restart-kill", func(t *testing.T) {
+		runs := holdRuns(t, m, func(map[string]string) {
+			t.Log("killing the manager (SIGKILL) with every run in flight")
+			m.Kill()
+			m.Restart()
+		})
+		kubePods.checkOnePodPerAction(t, runs)
+	})
+
+	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
+	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
+	t.Run("cache-restart", func(t *testing.T) { testCacheHolderRestart(t, m) })
+
+	runSDKScenarios(t, m)
+}
+
+// startKubeCluster starts the test cluster the kubernetes SDK tests share
+// the shape of, and records its Pods (kubePods). It returns the cluster and
+// its directory.
+func startKubeCluster(t *testing.T) (*testcluster.Cluster, string) {
+	t.Helper()
 	bin := filepath.Join(venv(t), "bin")
 	// envtest logs through controller-runtime's global logger, which
 	// complains with a stack trace when nobody set it.
@@ -64,9 +95,16 @@ func TestSDKKubernetes(t *testing.T) {
 		"PYTHONUNBUFFERED=1",
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
-	pods := watchPods(t, c)
-	kubePods = pods
+	kubePods = watchPods(t, c)
 	t.Cleanup(func() { showFailedPods(t, c) })
+	return c, clusterDir
+}
+
+// startKubeManager starts a manager on PostgreSQL in kubernetes mode on c,
+// reaching the API server with kubeconfig (c's own, or one with fewer
+// rights).
+func startKubeManager(t *testing.T, c *testcluster.Cluster, clusterDir, kubeconfig string) *manager {
+	t.Helper()
 	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +119,7 @@ func TestSDKKubernetes(t *testing.T) {
 		Port: port,
 		Env: []string{
 			"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
-			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + c.Kubeconfig,
+			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + kubeconfig,
 			// The manager's file:// storage is under its home, which the
 			// Pods, local processes, see at the same path.
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true",
@@ -89,29 +127,9 @@ func TestSDKKubernetes(t *testing.T) {
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_COPILOTIMAGE=" + managerBin,
 		},
 	})
+	// The scenarios' own kubectl checks use the administrator's kubeconfig.
 	m.Kubernetes, m.Kubeconfig = true, c.Kubeconfig
-
-	t.Run("restart-graceful", func(t *testing.T) {
-		runs := holdRuns(t, m, func(map[string]string) {
-			t.Log("restarting the manager (SIGTERM) with every run in flight")
-			m.Restart()
-		})
-		pods.checkOnePodPerAction(t, runs)
-	})
-	t.Run("restart-kill", func(t *testing.T) {
-		runs := holdRuns(t, m, func(map[string]string) {
-			t.Log("killing the manager (SIGKILL) with every run in flight")
-			m.Kill()
-			m.Restart()
-		})
-		pods.checkOnePodPerAction(t, runs)
-	})
-
-	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
-	t.Run("kubectl", func(t *testing.T) { testKubectl(t, m, c) })
-	t.Run("cache-restart", func(t *testing.T) { testCacheHolderRestart(t, m) })
-
-	runSDKScenarios(t, m)
+	return m
 }
 
 // kubeMaxRunning bounds the Pods the test cluster's node runs at once, as
