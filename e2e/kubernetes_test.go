@@ -41,16 +41,15 @@ const kubeNamespace = "flyte"
 // the manager to themselves), then the shared scenarios of TestSDK,
 // unchanged, in parallel.
 func TestSDKKubernetes(t *testing.T) {
-	// The manager's file:// storage is under its home, which the Pods,
-	// local processes, see at the same path.
-	m, c, pods := startKubeSDKManager(t, pgtest.NewDatabase(t), "FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true")
+	c, clusterDir := startKubeCluster(t)
+	m := startKubeManager(t, c, clusterDir, c.Kubeconfig, kubeSharedFiles)
 
 	t.Run("restart-graceful", func(t *testing.T) {
 		runs := holdRuns(t, m, func(map[string]string) {
 			t.Log("restarting the manager (SIGTERM) with every run in flight")
 			m.Restart()
 		})
-		pods.checkOnePodPerAction(t, runs)
+		kubePods.checkOnePodPerAction(t, runs)
 	})
 	t.Run("restart-kill", func(t *testing.T) {
 		runs := holdRuns(t, m, func(map[string]string) {
@@ -58,7 +57,7 @@ func TestSDKKubernetes(t *testing.T) {
 			m.Kill()
 			m.Restart()
 		})
-		pods.checkOnePodPerAction(t, runs)
+		kubePods.checkOnePodPerAction(t, runs)
 	})
 
 	// Alone too: its seven tasks must all run at once (kubeMaxRunning).
@@ -68,10 +67,10 @@ func TestSDKKubernetes(t *testing.T) {
 	runSDKScenarios(t, m)
 }
 
-// startKubeSDKManager starts a test cluster and a manager with the
-// kubernetes executor on it, on dsn, with env added (its storage), for
-// the SDK scenarios; the Pod record is kubePods while the test runs.
-func startKubeSDKManager(t *testing.T, dsn string, env ...string) (*manager, *testcluster.Cluster, *podLog) {
+// startKubeCluster starts the test cluster the kubernetes SDK tests share
+// the shape of, and records its Pods (kubePods). It returns the cluster and
+// its directory.
+func startKubeCluster(t *testing.T) (*testcluster.Cluster, string) {
 	t.Helper()
 	bin := filepath.Join(venv(t), "bin")
 	// envtest logs through controller-runtime's global logger, which
@@ -96,16 +95,28 @@ func startKubeSDKManager(t *testing.T, dsn string, env ...string) (*manager, *te
 		"PYTHONUNBUFFERED=1",
 		"PYTHONDONTWRITEBYTECODE=1",
 	}})
-	pods := watchPods(t, c)
-	kubePods = pods
+	kubePods = watchPods(t, c)
 	t.Cleanup(func() { showFailedPods(t, c) })
+	return c, clusterDir
+}
+
+// kubeSharedFiles is the setting that lets the test cluster's Pods, local
+// processes, use the manager's file:// storage under its home at the same
+// path.
+const kubeSharedFiles = "FLYTE_MANAGER_EXECUTOR_KUBERNETES_SHAREDFILESTORAGE=true"
+
+// startKubeManager starts a manager on PostgreSQL in kubernetes mode on c,
+// reaching the API server with kubeconfig (c's own, or one with fewer
+// rights), with env added (its storage: kubeSharedFiles, or an S3 server's).
+func startKubeManager(t *testing.T, c *testcluster.Cluster, clusterDir, kubeconfig string, env ...string) *manager {
+	t.Helper()
 	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := startManagerWith(t, mgrproc.Options{
 		Bin:    managerBin,
-		DSN:    dsn,
+		DSN:    pgtest.NewDatabase(t),
 		Config: []string{kubeLogLinksConfig(t, clusterDir)},
 		// Pods outlive a restart of the manager and keep the address they
 		// were given, as they keep a Service's in a cluster: the manager
@@ -113,13 +124,14 @@ func startKubeSDKManager(t *testing.T, dsn string, env ...string) (*manager, *te
 		Port: port,
 		Env: append([]string{
 			"FLYTE_MANAGER_EXECUTOR_TYPE=kubernetes",
-			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + c.Kubeconfig,
+			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_KUBECONFIG=" + kubeconfig,
 			// The test cluster runs no images: the "image" names the binary.
 			"FLYTE_MANAGER_EXECUTOR_KUBERNETES_COPILOTIMAGE=" + managerBin,
 		}, env...),
 	})
+	// The scenarios' own kubectl checks use the administrator's kubeconfig.
 	m.Kubernetes, m.Kubeconfig = true, c.Kubeconfig
-	return m, c, pods
+	return m
 }
 
 // kubeMaxRunning bounds the Pods the test cluster's node runs at once, as

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"fmgr.dev/internal/dbtest"
-	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/s3test"
 )
 
@@ -52,7 +51,8 @@ func TestSDKOnS3(t *testing.T) {
 // with the credentials their Pod refers to.
 func TestSDKKubernetesOnS3(t *testing.T) {
 	srv := s3test.Start(t)
-	m, _, _ := startKubeSDKManager(t, pgtest.NewDatabase(t), srv.ManagerEnv("fm")...)
+	c, clusterDir := startKubeCluster(t)
+	m := startKubeManager(t, c, clusterDir, c.Kubeconfig, srv.ManagerEnv("fm")...)
 	m.S3 = srv
 	for _, name := range []string{"values", "files", "cache", "containers"} {
 		run := scenarioNamed(t, name)
