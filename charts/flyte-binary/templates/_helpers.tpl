@@ -102,17 +102,18 @@ annotations:
 {{- printf "postgres://%s@%s:%v/%s%s" $user $p.host $p.port $p.dbname (ternary (printf "?%s" $opts) "" (ne $opts "")) -}}
 {{- end -}}
 
-{{/* The storage URL: s3://bucket?region=...[&endpoint=...&use_path_style=true&disable_https=true]. */}}
+{{/* The storage URL: s3://bucket (the endpoint, region and keys are storage.s3.*). */}}
 {{- define "flyte-binary.storageURL" -}}
-{{- $s := .Values.configuration.storage -}}
-{{- $s3 := $s.providerConfig.s3 -}}
-{{- $q := list (printf "region=%s" (urlquery $s3.region)) -}}
-{{- if $s3.endpoint -}}
-{{- $q = append $q (printf "endpoint=%s" (urlquery $s3.endpoint)) -}}
-{{- $q = append $q "use_path_style=true" -}}
-{{- if $s3.disableSSL }}{{ $q = append $q "disable_https=true" }}{{ end -}}
+{{- printf "s3://%s" .Values.configuration.storage.metadataContainer -}}
 {{- end -}}
-{{- printf "s3://%s?%s" $s.metadataContainer (join "&" $q) -}}
+
+{{/* The S3 endpoint as a URL: endpoint as given when it has a scheme, else http:// with
+disableSSL and https:// without. "" for AWS. */}}
+{{- define "flyte-binary.s3Endpoint" -}}
+{{- $s3 := .Values.configuration.storage.providerConfig.s3 -}}
+{{- if $s3.endpoint -}}
+{{- if contains "://" $s3.endpoint }}{{ $s3.endpoint }}{{ else }}{{ ternary "http://" "https://" (not (not $s3.disableSSL)) }}{{ $s3.endpoint }}{{ end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
