@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"fmgr.dev/internal/blob"
@@ -54,4 +55,20 @@ func (d *Driver) openToAttempts() error {
 		}
 	}
 	return nil
+}
+
+// openRunBase lets the attempts' group create entries in a run's output
+// base on file storage (a parent task writes its children's inputs there):
+// mode 3770, the group's, sticky so that no attempt removes another's.
+func (d *Driver) openRunBase(runBase string) error {
+	if !d.users.Separate() || !filepath.IsAbs(runBase) {
+		return nil
+	}
+	if err := os.MkdirAll(runBase, 0o750); err != nil {
+		return err
+	}
+	if err := os.Chown(runBase, -1, int(d.users.Group())); err != nil {
+		return err
+	}
+	return os.Chmod(runBase, os.ModeSetgid|os.ModeSticky|0o770)
 }
