@@ -120,7 +120,10 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if filepath.IsAbs(e.outDir) {
 		// Local storage: the runtime writes into the directory directly,
 		// as the attempt's user.
-		err := os.MkdirAll(e.outDir, 0o755)
+		err := d.openRunBase(a.RunOutputBase)
+		if err == nil {
+			err = os.MkdirAll(e.outDir, 0o755)
+		}
 		if err == nil {
 			err = process.GiveDir(e.outDir, e.user)
 		}

@@ -2,7 +2,9 @@ package local
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"fmgr.dev/internal/blob"
@@ -54,4 +56,61 @@ func (d *Driver) openToAttempts() error {
 		}
 	}
 	return nil
+}
+
+// openRunBase lets the attempts' group create entries in a run's output
+// base on file storage (a parent task writes its children's inputs there):
+// mode 3770, the group's, sticky so that no attempt removes another's, and
+// a default ACL that gives the group write access to what is made below.
+func (d *Driver) openRunBase(runBase string) error {
+	if !d.users.Separate() || !filepath.IsAbs(runBase) {
+		return nil
+	}
+	if _, err := syscall.Getxattr(runBase, "system.posix_acl_default", nil); err == nil {
+		return nil // opened by an earlier attempt of the run
+	}
+	if err := os.MkdirAll(runBase, 0o750); err != nil {
+		return err
+	}
+	// What the manager already wrote there (a recovered action's outputs
+	// and inputs) becomes the group's to write as well.
+	err := filepath.WalkDir(runBase, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || path == runBase || e.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		if e.IsDir() {
+			_ = syscall.Setxattr(path, "system.posix_acl_default", groupACL, 0)
+			return os.Chmod(path, info.Mode().Perm()|0o070|info.Mode()&os.ModeSetgid)
+		}
+		return os.Chmod(path, info.Mode().Perm()|0o060)
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(runBase, -1, int(d.users.Group())); err != nil {
+		return err
+	}
+	if err := os.Chmod(runBase, os.ModeSetgid|os.ModeSticky|0o770); err != nil {
+		return err
+	}
+	// What anyone creates below (the manager recovering an action's
+	// outputs, a parent task its child's inputs, in one directory) the
+	// group may write too, whatever the creator's umask.
+	if err := syscall.Setxattr(runBase, "system.posix_acl_default", groupACL, 0); err != nil {
+		return fmt.Errorf("default ACL on %s: %w", runBase, err)
+	}
+	return nil
+}
+
+// groupACL is the xattr form of the ACL u::rwx,g::rwx,o::--- (version 2,
+// then each entry's tag, permissions and id, little-endian).
+var groupACL = []byte{
+	2, 0, 0, 0,
+	0x01, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, // ACL_USER_OBJ
+	0x04, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, // ACL_GROUP_OBJ
+	0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, // ACL_OTHER
 }

@@ -128,7 +128,7 @@ func openFile(u *url.URL) (*Store, error) {
 		// No .attrs sidecars: tasks write files here directly, and a Dir
 		// download must not pick up metadata files.
 		Metadata:    fileblob.MetadataDontWrite,
-		DirFileMode: 0o755,
+		DirFileMode: 0o777, // before the umask (and a default ACL: the local executor's run bases)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening storage directory %s: %w", dir, err)

@@ -66,7 +66,8 @@ type exclusiveFile struct {
 }
 
 func newExclusiveFile(ctx context.Context, target string) (*exclusiveFile, error) {
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	// 0777 before the umask, as DirFileMode.
+	if err := os.MkdirAll(filepath.Dir(target), 0o777); err != nil {
 		return nil, err
 	}
 	var suffix [8]byte

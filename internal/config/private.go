@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -34,15 +35,33 @@ func (c *Config) makePrivate() error {
 	if err := os.MkdirAll(c.Home, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	if err := makeOwnPrivate(c.Home, true); err != nil {
+	if err := makeOwnPrivate(c.Home, true, false); err != nil {
 		return err
 	}
+	shared := c.sharedWithAttempts()
 	for _, p := range c.dataInHome() {
-		if err := makeOwnPrivate(p, false); err != nil {
+		if err := makeOwnPrivate(p, false, slices.Contains(shared, p)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sharedWithAttempts are the directories the local executor shares with
+// the attempts' group when attempts run as other users (a manager running
+// as root, executor.local.runAs not manager): the work directory and a
+// file store's directory. They keep their group permissions here, so that
+// another command on the same home (migrate, secrets rotate-key) does not
+// shut a running manager's attempts out of them.
+func (c *Config) sharedWithAttempts() []string {
+	if c.Executor.Type != ExecutorLocal || c.Executor.Local.RunAs.Mode == RunAsManager || os.Geteuid() != 0 {
+		return nil
+	}
+	dirs := []string{c.Executor.Local.WorkDir}
+	if u, err := url.Parse(c.Storage.URL); err == nil && u.Scheme == "file" {
+		dirs = append(dirs, filepath.Clean(filepath.FromSlash(u.Path)))
+	}
+	return dirs
 }
 
 // dataInHome is what the manager itself keeps directly in the home, as
@@ -68,8 +87,10 @@ func (c *Config) dataInHome() []string {
 // makeOwnPrivate refuses p when another user owns it and otherwise takes
 // group and other permissions away from it (0700 for a directory, 0600 for
 // a file). A path that does not exist is fine: it will be created private.
-// home says p is the home, which must exist and be a directory.
-func makeOwnPrivate(p string, home bool) error {
+// home says p is the home, which must exist and be a directory. group
+// says p's group keeps its permissions (and p its set-group-id bit): only
+// others' go.
+func makeOwnPrivate(p string, home, group bool) error {
 	info, err := os.Stat(p)
 	if !home && errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -91,11 +112,17 @@ func makeOwnPrivate(p string, home bool) error {
 		return fmt.Errorf("%s %s is owned by uid %d, not by this user (uid %d): the manager keeps its database, blobs and keys there "+
 			"and must own them; run it as that user, chown the directory to this one, or choose another --home", what, p, st.Uid, os.Geteuid())
 	}
-	mode := info.Mode().Perm()
-	if mode&0o077 == 0 {
+	mode, strip := info.Mode().Perm(), os.FileMode(0o077)
+	if group {
+		strip = 0o007
+	}
+	if mode&strip == 0 {
 		return nil
 	}
-	want := mode &^ 0o077
+	want := mode &^ strip
+	if group {
+		want |= info.Mode() & os.ModeSetgid
+	}
 	if err := os.Chmod(p, want); err != nil {
 		return fmt.Errorf("%s %s is readable by other users (mode %04o) and could not be made private (%w); run chmod go-rwx %s",
 			what, p, mode, err, p)

@@ -111,16 +111,21 @@ const (
 	oPath     = 0x200000 // O_PATH
 )
 
+// attemptUmask is the umask of an attempt of another user: what it writes
+// is its own and its group's to read (a parent task writes its children's
+// inputs, which they read as other users of the group), nobody else's.
+const attemptUmask = 0o027
+
 // enterConfinement makes the calling OS thread (locked, never unlocked)
 // enter a mount namespace of its own laid out by plan (none for an empty
-// plan), with umask 077 for what the process it forks creates.
+// plan), with attemptUmask for what the process it forks creates.
 func enterConfinement(plan confinePlan) error {
 	if plan.empty() {
 		// Only the umask, on this thread alone.
 		if err := syscall.Unshare(syscall.CLONE_FS); err != nil {
 			return fmt.Errorf("process: umask: %w", err)
 		}
-		syscall.Umask(0o077)
+		syscall.Umask(attemptUmask)
 		return nil
 	}
 	if err := syscall.Unshare(syscall.CLONE_NEWNS | syscall.CLONE_FS); err != nil {
@@ -129,7 +134,7 @@ func enterConfinement(plan confinePlan) error {
 	// The mount points below are made 0755 whatever the manager's umask;
 	// the process forked then creates its files with 077.
 	syscall.Umask(0)
-	defer syscall.Umask(0o077)
+	defer syscall.Umask(attemptUmask)
 	if err := syscall.Mount("none", "/", "", msRec|msPrivate, ""); err != nil {
 		return fmt.Errorf("process: mount namespace: private: %w", err)
 	}

@@ -237,7 +237,7 @@ O_PATH = 0o10000000
 def confine(plan):
     """The mount namespace of an attempt of another user (confine_linux.go
     makes the same for a plain start): each of plan["hide"] an empty tmpfs,
-    each of plan["bind"] bound back at its place; umask 077 from here on."""
+    each of plan["bind"] bound back at its place."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
@@ -259,13 +259,12 @@ def confine(plan):
     finally:
         for fd in fds:
             os.close(fd)
-    os.umask(0o077)
 
 
 def become_user(server, uid, gid):
     """Drops this (single-threaded) process to uid and gid for good, as a
     plain start's fork does: no supplementary groups, real, effective and
-    saved ids all changed, no_new_privs, umask 077. Nothing when uid is 0 (the
+    saved ids all changed, no_new_privs, umask 027. Nothing when uid is 0 (the
     manager's user). Changing the ids clears the parent-death signal and
     the dumpable flag; both are set again (dumpable as an exec'd process
     has it: /proc/<pid> then belongs to the user, not to root)."""
@@ -274,7 +273,7 @@ def become_user(server, uid, gid):
     if threads() != 1:
         raise RuntimeError("cannot change user with %d threads" % threads())
     libc = ctypes.CDLL(None, use_errno=True)
-    os.umask(0o077)
+    os.umask(0o027)  # attemptUmask in confine_linux.go
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
