@@ -125,7 +125,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 			err = os.MkdirAll(e.outDir, 0o755)
 		}
 		if err == nil {
-			err = process.GiveDir(e.outDir, e.user)
+			err = process.GiveDir(e.outDir, e.processUser())
 		}
 		if err != nil {
 			return d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, "could not create the output directory: "+err.Error()))
