@@ -34,6 +34,10 @@ func (h withHost) RoundTrip(r *http.Request) (*http.Response, error) {
 // request from a client that addresses it as localhost.
 func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	home := isolate(t)
+	// Made before the manager starts: it hides (from attempts of other
+	// users) the directories on the way to its data that they cannot enter
+	// when it starts.
+	marker := filepath.Join(testkit.TaskDir(t), "pwned")
 	m := launch(t, home)
 	addr := m.addr(t)
 	if status, body := waitReady(t, addr); status != http.StatusOK {
@@ -41,7 +45,6 @@ func TestCreateRunFromForeignHostIsRefused(t *testing.T) {
 	}
 	port := addr[strings.LastIndex(addr, ":")+1:]
 
-	marker := filepath.Join(t.TempDir(), "pwned")
 	req := &workflow.CreateRunRequest{
 		Id: &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "flytesnacks", Domain: "development", Name: "rebound"}},
 		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: &task.TaskSpec{TaskTemplate: &core.TaskTemplate{

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/mgrproc"
 )
 
@@ -41,10 +43,16 @@ func TestStartMakesDataPrivate(t *testing.T) {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
 
+	// As root, attempts run as users of their own (executor.local.runAs's
+	// default), and the work and blob directories belong to their group.
+	shared := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		shared = 0o750
+	}
 	want := map[string]os.FileMode{
 		home:                         0o700,
-		filepath.Join(home, "blobs"): 0o700,
-		filepath.Join(home, "work"):  0o700,
+		filepath.Join(home, "blobs"): shared,
+		filepath.Join(home, "work"):  shared,
 		db:                           0o600,
 		db + "-wal":                  0o600, // the database is open in WAL mode: both exist now
 		db + "-shm":                  0o600,
@@ -61,13 +69,22 @@ func TestStartMakesDataPrivate(t *testing.T) {
 		}
 	}
 	// Everything else start created below the home (the work dir's lock
-	// file, the blob store's and the secrets' files) is private too.
+	// file, the blob store's, the image store's and the secrets' files) is
+	// private too: nothing for other users, and for the group only where it
+	// is the attempts' own. What is below a 0700 directory is out of reach.
 	err := filepath.Walk(home, func(p string, info os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		if info.Mode().Perm()&0o077 != 0 {
-			t.Errorf("%s has mode %04o, readable by other users", p, info.Mode().Perm())
+		perm := info.Mode().Perm()
+		if perm&0o007 != 0 {
+			t.Errorf("%s has mode %04o, open to other users", p, perm)
+		}
+		if gid := info.Sys().(*syscall.Stat_t).Gid; perm&0o070 != 0 && gid != config.DefaultRunAsFirstUID {
+			t.Errorf("%s has mode %04o and group %d, not the attempts' group %d", p, perm, gid, config.DefaultRunAsFirstUID)
+		}
+		if info.IsDir() && p != home && perm&0o077 == 0 {
+			return filepath.SkipDir
 		}
 		return nil
 	})

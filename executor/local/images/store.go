@@ -67,7 +67,12 @@ func Open(dir string) (*Store, error) {
 	}
 	s := &Store{dir: dir}
 	if _, err := layout.FromPath(s.layoutDir()); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// Private: only runc, as root, reads it (a container sees its image
+		// through an overlay of its own, never this path).
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
 			return nil, err
 		}
 		if _, err := layout.Write(s.layoutDir(), empty.Index); err != nil {
