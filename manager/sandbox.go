@@ -110,9 +110,16 @@ func writeSandboxDefaults(storage, python string, dev bool) (string, error) {
 			"listen":  net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxKubePort)),
 		},
 	}
+	// Attempts run as the manager's user (root in the image): another
+	// user's attempt needs a mount namespace of its own, which a container
+	// gets only with --privileged, and `docker run IMAGE` alone must work.
+	// The container is the sandbox's boundary; config.yaml may set
+	// executor.local.runAs.mode: range when the container is privileged.
+	local := map[string]any{"runAs": map[string]any{"mode": config.RunAsManager}}
 	if python != "" {
-		d["executor"] = map[string]any{"local": map[string]any{"python": python}}
+		local["python"] = python
 	}
+	d["executor"] = map[string]any{"local": local}
 	if dev {
 		d["log"] = map[string]any{"level": "debug"}
 	}

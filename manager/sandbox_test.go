@@ -30,6 +30,9 @@ func TestSandboxConfigAndKubeconfig(t *testing.T) {
 		if cfg.Home != storage || !cfg.KubeAPI.Enabled {
 			t.Errorf("home %q, kubeAPI.enabled %v", cfg.Home, cfg.KubeAPI.Enabled)
 		}
+		if cfg.Executor.Local.RunAs.Mode != "manager" {
+			t.Errorf("executor.local.runAs.mode %q, want manager", cfg.Executor.Local.RunAs.Mode)
+		}
 		return cfg.Server.Host, cfg.Server.Port, cfg.KubeAPI.Listen, cfg.Log.Level, cfg.Executor.Local.Python, cfg.Server.AllowedHosts
 	}
 	host, port, listen, level, python, allowed := load(false)
