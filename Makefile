@@ -140,8 +140,9 @@ image:
 ## OCI layout and archives for the host's architecture (docs/sandbox.md). The
 ## wheels and the root filesystem are cached under .cache/sandbox.
 .PHONY: sandbox-image test-sandbox
+SANDBOX_CACHE ?= .cache/sandbox
 sandbox-image: venv
-	$(GO) run ./hack/sandbox -o dist/sandbox -cache .cache/sandbox -sdk $(FLYTE_SDK_VERSION) -pip $(VENV)/bin/pip \
+	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -pip $(VENV)/bin/pip \
 	  -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 

@@ -68,8 +68,7 @@ func TestSandbox(t *testing.T) {
 	// The quick start, from the host's venv against the published port.
 	work := t.TempDir()
 	copyExamples(t, work)
-	sdk(t, filepath.Join(filepath.Dir(python), "flyte"), work, "create", "config", "--endpoint", "localhost:30080", "--insecure",
-		"--project", "flytesnacks", "--domain", "development")
+	sdk(t, filepath.Join(filepath.Dir(python), "flyte"), work, "create", "config", "--devbox")
 	out := sdk(t, python, work, "examples/hello.py")
 	m := regexp.MustCompile(`(?m)^run (\S+):`).FindStringSubmatch(out)
 	if m == nil || !strings.Contains(out, "Hello, World!") {
