@@ -52,10 +52,7 @@ func TestSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	contract := runSpec{
-		env:    []string{"K3S_KUBECONFIG_OUTPUT=/.kube/kubeconfig", "FLYTE_DEV=False"},
-		mounts: map[string]string{"/.kube": kube, "/var/lib/flyte/config": conf, "/var/lib/flyte/storage": storage},
-	}
+	contract := sdkContract(t, python, kube, conf, storage)
 	kubeconfig := filepath.Join(kube, "kubeconfig")
 
 	c := start(t, rootfs, contract)
@@ -112,6 +109,65 @@ func TestSandbox(t *testing.T) {
 		t.Errorf("GET /v2/ with no volumes: %s", resp.Status)
 	}
 	c.stop(t)
+}
+
+// sdkContract is what the pinned SDK's `flyte start devbox` passes to
+// `docker run` (flyte/cli/_devbox.py's _run_container, run with a docker
+// that records its arguments): its env and its volumes, the named storage
+// volume standing for storage. The test fails if the SDK passes anything
+// this harness does not know how to give.
+func sdkContract(t *testing.T, python, kube, conf, storage string) runSpec {
+	t.Helper()
+	dir := t.TempDir()
+	argv := filepath.Join(dir, "argv")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argv + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const volume = "flyte-devbox-test-volume"
+	code := "import sys\nfrom pathlib import Path\nfrom flyte.cli._devbox import _run_container\n" +
+		"_run_container('img', False, 'flyte-devbox', Path(sys.argv[1]), Path(sys.argv[2]), '" + volume + "', ['6443:6443', '30080:30080'])\n"
+	cmd := exec.Command(python, "-c", code, kube, conf)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the SDK's _run_container: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	spec := runSpec{mounts: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch a {
+		case "run", "--detach", "--rm", "--privileged", "img":
+			continue
+		case "--name", "--add-host", "--publish":
+			i++ // the host's network: every port is published, host.docker.internal unused
+			continue
+		case "--env":
+			i++
+			spec.env = append(spec.env, args[i])
+			continue
+		case "--volume":
+			i++
+			j := strings.LastIndex(args[i], ":")
+			src, dst := args[i][:j], args[i][j+1:]
+			if src == volume {
+				src = storage
+			}
+			spec.mounts[dst] = src
+			continue
+		}
+		t.Fatalf("the SDK's docker run passes %q, which this test does not give: %q", a, args)
+	}
+	for dst, src := range map[string]string{"/.kube": kube, "/var/lib/flyte/config": conf, "/var/lib/flyte/storage": storage} {
+		if got, _ := filepath.Abs(spec.mounts[dst]); got != src {
+			t.Fatalf("the SDK mounts %q at %s, want %s: %q", spec.mounts[dst], dst, src, args)
+		}
+	}
+	return spec
 }
 
 // unpack flattens the layout's image into a root filesystem.
