@@ -113,8 +113,8 @@ func writeSandboxDefaults(storage, python string, dev bool) (string, error) {
 	// Attempts run as the manager's user (root in the image): another
 	// user's attempt needs a mount namespace of its own, which a container
 	// gets only with --privileged, and `docker run IMAGE` alone must work.
-	// The container is the sandbox's boundary; config.yaml may set
-	// executor.local.runAs.mode: range when the container is privileged.
+	// The container is the sandbox's boundary. (Mode range does not work
+	// in the image yet: attempts inherit HOME=/root, closed to their uids.)
 	local := map[string]any{"runAs": map[string]any{"mode": config.RunAsManager}}
 	if python != "" {
 		local["python"] = python
