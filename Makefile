@@ -134,6 +134,24 @@ image:
 	  -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) -source $(IMAGE_SOURCE) \
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
+## sandbox-image: hack/sandbox: a Debian root filesystem (mmdebstrap, as root)
+## with Python and flyte==$(FLYTE_SDK_VERSION) in /opt/flyte, the static
+## manager, entrypoint `flyte-manager sandbox`; written to dist/sandbox as an
+## OCI layout and archives for the host's architecture (docs/sandbox.md). The
+## wheels and the root filesystem are cached under .cache/sandbox.
+.PHONY: sandbox-image test-sandbox
+SANDBOX_CACHE ?= .cache/sandbox
+sandbox-image: venv
+	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -pip $(VENV)/bin/pip \
+	  -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
+
+## test-sandbox: builds the sandbox image and runs it with runc under the
+## devbox contract (the SDK quick start, kubectl, a restart, no volumes).
+test-sandbox: sandbox-image
+	FM_SANDBOX_TEST=1 FM_SANDBOX_IMAGE=$(CURDIR)/dist/sandbox/oci FM_TEST_VENV=$(VENV) \
+	  $(GO) test -p 1 -count=1 -timeout 20m -v -run TestSandbox ./hack/sandbox/
+
 ## helm: bin/helm, built from its Go module (tools/helm pins the version);
 ## rebuilt when tools/helm/go.mod changes. The chart's tests use it, or $FM_HELM.
 .PHONY: helm

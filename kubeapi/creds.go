@@ -202,15 +202,21 @@ func (t *Tokens) reload() {
 const ContextName = "flyte-manager"
 
 // Kubeconfig is a kubeconfig for server, trusting caPEM, authenticating
-// with token, in namespace by default.
+// with token, in namespace by default, under ContextName.
 func Kubeconfig(server string, caPEM []byte, token, namespace string) ([]byte, error) {
+	return NamedKubeconfig(ContextName, server, caPEM, token, namespace)
+}
+
+// NamedKubeconfig is Kubeconfig with its context, cluster and user called
+// name (the sandbox's is flyte-devbox, the name the SDK's devbox switches to).
+func NamedKubeconfig(name, server string, caPEM []byte, token, namespace string) ([]byte, error) {
 	cfg := clientcmdv1.Config{
-		Kind: "Config", APIVersion: "v1", CurrentContext: ContextName,
-		Clusters: []clientcmdv1.NamedCluster{{Name: ContextName, Cluster: clientcmdv1.Cluster{
+		Kind: "Config", APIVersion: "v1", CurrentContext: name,
+		Clusters: []clientcmdv1.NamedCluster{{Name: name, Cluster: clientcmdv1.Cluster{
 			Server: server, CertificateAuthorityData: caPEM}}},
-		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: ContextName, AuthInfo: clientcmdv1.AuthInfo{Token: token}}},
-		Contexts: []clientcmdv1.NamedContext{{Name: ContextName, Context: clientcmdv1.Context{
-			Cluster: ContextName, AuthInfo: ContextName, Namespace: namespace}}},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: name, AuthInfo: clientcmdv1.AuthInfo{Token: token}}},
+		Contexts: []clientcmdv1.NamedContext{{Name: name, Context: clientcmdv1.Context{
+			Cluster: name, AuthInfo: name, Namespace: namespace}}},
 	}
 	return yaml.Marshal(cfg)
 }

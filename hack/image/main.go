@@ -13,7 +13,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -72,9 +71,4 @@ func defaultEpoch() int64 {
 		return v
 	}
 	return 0
-}
-
-// logf writes one progress line.
-func logf(w io.Writer, format string, args ...any) {
-	fmt.Fprintf(w, format+"\n", args...)
 }
