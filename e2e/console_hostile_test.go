@@ -26,6 +26,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/internal/dbtest"
+	"fmgr.dev/internal/testkit"
 )
 
 // hostileStrings are what a user may put in any free-text field: markup
@@ -181,7 +182,7 @@ func TestConsoleHostileStrings(t *testing.T) {
 		Id: "hostile", Name: hostileStrings[0], Description: strings.Join(hostileStrings[:4], " ")}})); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := testkit.TaskDir(t)
 	outFile, errFile := filepath.Join(dir, "outputs.pb"), filepath.Join(dir, "error.pb")
 	writeProto(t, outFile, &task.Outputs{Literals: []*task.NamedLiteral{{Name: "o0", Value: stringLiteral(joined)}}})
 	writeProto(t, errFile, &core.ErrorDocument{Error: &core.ContainerError{Code: "Hostile", Message: joined, Kind: core.ContainerError_NON_RECOVERABLE}})

@@ -61,7 +61,7 @@ func TestConsoleNavigationClosesStreams(t *testing.T) {
 	m := startManager(t, dbtest.SQLiteDSN(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := filepath.Join(testkit.TaskDir(t), "gate")
 	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
 	// A run that keeps running (and logging) until the test ends.
 	script := `echo started; i=0; while [ ! -e "$2" ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i+1)); done; : > "$1/outputs.pb"`

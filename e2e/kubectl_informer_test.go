@@ -136,7 +136,7 @@ func TestKubectlAPIInformerRestart(t *testing.T) {
 			}
 			sentinel := func() string {
 				var r struct{ Run, Phase string }
-				driver(t, ctx, &r, "drive_abort.py", "sentinel", sdkEndpoint(m), t.TempDir())
+				driver(t, ctx, &r, "drive_abort.py", "sentinel", sdkEndpoint(m), testkit.TaskDir(t))
 				if r.Phase != "SUCCEEDED" {
 					t.Fatalf("run %s ended %s", r.Run, r.Phase)
 				}
@@ -215,7 +215,7 @@ func TestKubectlAPITwoReplicas(t *testing.T) {
 	defer w.Stop()
 
 	var r struct{ Run, Phase string }
-	driver(t, ctx, &r, "drive_abort.py", "sentinel", sdkEndpoint(a), t.TempDir())
+	driver(t, ctx, &r, "drive_abort.py", "sentinel", sdkEndpoint(a), testkit.TaskDir(t))
 	want := "flytesnacks-development-" + r.Run + "-a0"
 	seen := map[string]bool{}
 	deadline := time.After(2 * time.Minute)

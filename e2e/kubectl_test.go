@@ -141,7 +141,7 @@ func TestKubectlAPI(t *testing.T) {
 	defer func() { stopWatch(); _ = w.Wait() }()
 
 	const children = 3
-	work := t.TempDir()
+	work := testkit.TaskDir(t)
 	defer os.WriteFile(filepath.Join(work, "release"), nil, 0o644)
 	var started struct {
 		Run     string
