@@ -193,16 +193,25 @@ func (a *API) list(r *http.Request, q query, tok token, limit int) ([]*v1.TaskAc
 	}
 }
 
-// get serves one object, with its phase history.
-func (a *API) get(w http.ResponseWriter, r *http.Request) {
-	ns, name := r.PathValue("ns"), r.PathValue("name")
-	row, err := a.find(r.Context(), ns, name)
+// named finds the action the request's path names; when there is none, or
+// the lookup failed, it has answered (404 or 500) and returns nil.
+func (a *API) named(w http.ResponseWriter, r *http.Request) *store.Action {
+	name := r.PathValue("name")
+	row, err := a.find(r.Context(), r.PathValue("ns"), name)
 	if err != nil {
 		a.internalError(w, r, err)
-		return
+		return nil
 	}
 	if row == nil {
 		writeStatus(w, apierrors.NewNotFound(groupResource, name).ErrStatus)
+	}
+	return row
+}
+
+// get serves one object, with its phase history.
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	row := a.named(w, r)
+	if row == nil {
 		return
 	}
 	ta := a.objectOf(row, 0)
@@ -221,14 +230,8 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 // abort; then get answers 404 and watches see DELETED, which is what
 // kubectl delete waits for.
 func (a *API) delete(w http.ResponseWriter, r *http.Request) {
-	ns, name := r.PathValue("ns"), r.PathValue("name")
-	row, err := a.find(r.Context(), ns, name)
-	if err != nil {
-		a.internalError(w, r, err)
-		return
-	}
+	row := a.named(w, r)
 	if row == nil {
-		writeStatus(w, apierrors.NewNotFound(groupResource, name).ErrStatus)
 		return
 	}
 	if a.d.Aborter == nil {
