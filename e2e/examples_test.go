@@ -182,13 +182,18 @@ func testQuickStart(t *testing.T, m *manager) {
 				t.Fatalf("README: %q runs %s, which the test has no expectations for", line, example)
 			}
 			out, err := venvCommand(t, ctx, dir, "python", args[1:]...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, tailLines(string(out), 60))
-			}
 			// It waits for the run and prints its output last.
 			match := pythonRunLine.FindStringSubmatch(string(out))
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if match == nil || strings.TrimSpace(lines[len(lines)-1]) != want.printed {
+			complete := match != nil && strings.TrimSpace(lines[len(lines)-1]) == want.printed
+			if err != nil && complete && abortedAtExit(err) {
+				t.Logf("%s: aborted at exit after printing its result (the SDK's HTTP client, see flyteCLI)", line)
+				err = nil
+			}
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", line, err, tailLines(string(out), 60))
+			}
+			if !complete {
 				t.Fatalf("%s: want `run <name>: <url>` and, last, the result %q:\n%s", line, want.printed, out)
 			}
 			r := quickStartRun{example, match[1]}

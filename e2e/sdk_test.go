@@ -115,8 +115,7 @@ func driverWith(t *testing.T, ctx context.Context, env []string, out any, script
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
 	line := resultLine(stdout.String())
-	var exit *exec.ExitError
-	if runErr != nil && line != "" && errors.As(runErr, &exit) && abortedBySignal(exit) {
+	if runErr != nil && line != "" && abortedAtExit(runErr) {
 		// The driver finished and reported; only the SDK's HTTP client died
 		// at interpreter exit (see flyteCLI).
 		t.Logf("%s aborted at exit after reporting its result", script)
@@ -190,8 +189,7 @@ func flyteCLI(t *testing.T, ctx context.Context, dir string, args ...string) (st
 		var out []byte
 		out, err = cmd.CombinedOutput()
 		text = ansiEscape.ReplaceAllString(string(out), "")
-		var exit *exec.ExitError
-		if err == nil || args[0] != "get" || !errors.As(err, &exit) || !abortedBySignal(exit) {
+		if err == nil || args[0] != "get" || !abortedAtExit(err) {
 			break
 		}
 		t.Logf("flyte %s aborted at exit (try %d); running it again", strings.Join(args, " "), try)
@@ -205,6 +203,13 @@ func flyteCLI(t *testing.T, ctx context.Context, dir string, args ...string) (st
 func abortedBySignal(exit *exec.ExitError) bool {
 	ws, ok := exit.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGABRT
+}
+
+// abortedAtExit says whether err (from a command of the virtualenv) is that
+// SIGABRT. Callers accept it only once the command's output is complete.
+func abortedAtExit(err error) bool {
+	var exit *exec.ExitError
+	return errors.As(err, &exit) && abortedBySignal(exit)
 }
 
 // mustFlyte is flyteCLI that ends the test when the command fails.
