@@ -44,7 +44,7 @@ func (s *Service) WatchGroups(ctx context.Context, f store.GroupFilter, page sto
 			changed := map[string]bool{}
 			for more := true; more && err == nil; {
 				var a *store.Action
-				if a, err = s.rowOf(ctx, c); err == nil && inRange(a) {
+				if a, err = s.rowOf(ctx, c); err == nil && a != nil && inRange(a) {
 					changed[a.Task.Name] = true
 				}
 				select {

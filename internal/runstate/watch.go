@@ -19,15 +19,27 @@ import (
 // by the hub once for all its watchers) instead of reading it again. That
 // row may be older than a snapshot the watcher took after the hub read it,
 // so every watch keeps the newest resource version it sent per action and
-// drops what is older.
+// drops what is older. It may also be newer than the change, when the
+// action changed again before the hub read the change: the watches that
+// show several actions take a row only with its own change (rowOf), so
+// that they show the actions in the order they changed.
 
 // errHubClosed ends watches when the manager shuts down.
 var errHubClosed = errors.New("the manager is shutting down")
 
-// rowOf is the action row c came with; it is read again only when the hub
-// had none (the action is gone: the read reports so).
+// rowOf is the action as change c left it, for the watches that show
+// several actions; it is read again only when the hub had no row (the
+// action is gone: the read reports so). It is nil when c is superseded
+// (store.Change.Superseded): the row belongs to a later change of the
+// action, which reaches the same subscription (the filters choose by
+// action and kind, and it has the same row), and taken now it would show
+// the action ahead of the changes in between: a child running under a
+// parent still queued, when the parent had finished first.
 func (s *Service) rowOf(ctx context.Context, c store.Change) (*store.Action, error) {
-	if c.Action != nil {
+	switch {
+	case c.Superseded():
+		return nil, nil
+	case c.Action != nil:
 		return c.Action, nil
 	}
 	return s.store.Actions.Get(ctx, c.Key)
@@ -73,7 +85,7 @@ func (s *Service) WatchChildren(ctx context.Context, parent store.ActionKey, sen
 	seen := newest{}
 	sent := map[string]phase.Phase{} // by child name: the phase sent last
 	deliver := func(a *store.Action) error {
-		if a.ParentName == nil || *a.ParentName != parent.Name || !seen.fresh(a) {
+		if a == nil || a.ParentName == nil || *a.ParentName != parent.Name || !seen.fresh(a) {
 			return nil
 		}
 		if p, ok := sent[a.Name]; ok && p == a.Phase {
@@ -234,7 +246,7 @@ func (s *Service) WatchRuns(ctx context.Context, f store.RunFilter, send func([]
 				break
 			}
 			var a *store.Action
-			if a, err = s.rowOf(ctx, c); err == nil && ofTask(a) && seen.fresh(a) {
+			if a, err = s.rowOf(ctx, c); err == nil && a != nil && ofTask(a) && seen.fresh(a) {
 				err = send([]*workflow.Run{{Action: ActionOf(a)}})
 				if a.Phase.Terminal() {
 					// The rows that follow come from later reads: this
@@ -303,7 +315,7 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 				break
 			}
 			var a *store.Action
-			if a, err = s.rowOf(ctx, c); err == nil && seen.fresh(a) {
+			if a, err = s.rowOf(ctx, c); err == nil && a != nil && seen.fresh(a) {
 				err = send(tree.batch(tree.put(a)))
 			}
 		}

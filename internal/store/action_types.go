@@ -135,10 +135,22 @@ type Change struct {
 	ObjectResourceVersion int64     // the action's resource version after the change
 	OccurredAt            time.Time
 	// Action is the action's row as the hub read it with the change
-	// (ChangeFeed): at least as new as the change, nil when the action is
-	// gone or the change came from ChangesSince. Shared by every
-	// subscriber: read only.
+	// (ChangeFeed): at least as new as the change (see Superseded), nil
+	// when the action is gone or the change came from ChangesSince. Shared
+	// by every subscriber: read only.
 	Action *Action `gorm:"-"`
 }
 
 func (Change) TableName() string { return "change_log" }
+
+// Superseded reports whether Action is newer than the change: the action
+// changed again after it, and that later change, further on in the log,
+// comes with this same row (every write of an action row appends a change
+// at the row's new version). A change still unread when its action
+// changed again is read with the newer row, ahead of the changes in
+// between; a watcher that shows several actions and took the row now
+// would show this action ahead of the others, so it waits for the later
+// change instead.
+func (c Change) Superseded() bool {
+	return c.Action != nil && c.Action.ResourceVersion > c.ResourceVersion
+}

@@ -30,6 +30,10 @@ type Options struct {
 	Projects *config.Projects
 	// Queues are the named queues submits may route to (none if nil).
 	Queues []config.Queue
+	// ManualHub starts the change hub without running it: nothing reaches
+	// a watcher until the test dispatches (runstate's own tests, which can
+	// make the hub lag on purpose).
+	ManualHub bool
 }
 
 // Env is what a run state was built from.
@@ -59,7 +63,15 @@ func New[E runstate.Executor](t testing.TB, g *gorm.DB, o Options, newExec func(
 		t.Fatal(err)
 	}
 	st := store.New(g)
-	env := &Env{Store: st, Blobs: blobs, Hub: Hub(t, st, o.Log), Log: o.Log}
+	env := &Env{Store: st, Blobs: blobs, Log: o.Log}
+	if o.ManualHub {
+		env.Hub = runstate.NewHub(st.Actions, o.Log)
+		if err := env.Hub.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		env.Hub = Hub(t, st, o.Log)
+	}
 	state, exec := runstate.New(st, blobs, env.Hub, projects, o.Log, newExec, runstate.WithQueues(queues.New(o.Queues)))
 	return state, exec, env
 }
