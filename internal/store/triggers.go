@@ -282,6 +282,7 @@ type TriggerFilter struct {
 	Org, Project, Domain string // scope: Org alone is org-wide
 	TaskName             string
 	TaskVersion          string
+	NameEquals           string
 	NameContains         []Substring
 	Active               *bool
 	AutomationTypes      []string // nil: any
@@ -305,6 +306,9 @@ func (r *Triggers) List(ctx context.Context, f TriggerFilter, p Page) ([]Trigger
 		if v != "" {
 			q = q.Where(col+" = ?", v)
 		}
+	}
+	if f.NameEquals != "" {
+		q = q.Where("name = ?", f.NameEquals)
 	}
 	for _, s := range f.NameContains {
 		q = whereContains(q, "name", s)
@@ -371,6 +375,17 @@ func (r *Triggers) RecordRun(ctx context.Context, t *Trigger, run RunKey, at *ti
 		}
 		return nil
 	})
+}
+
+// SkipSlot moves a trigger's last slot to at (never back) without a run:
+// a firing that was refused for good.
+func (r *Triggers) SkipSlot(ctx context.Context, id int64, at time.Time) error {
+	err := r.db.WithContext(ctx).Model(&Trigger{}).Where("id = ? AND (last_slot IS NULL OR last_slot < ?)", id, at.UTC()).
+		Update("last_slot", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("skip a firing of trigger %d: %w", id, db.Translate(err))
+	}
+	return nil
 }
 
 // RunsOf lists the runs a trigger made, newest first, at most limit.
