@@ -27,7 +27,6 @@ const (
 var unbuiltServices = []string{
 	"flyteidl2.app.AppLogsService",
 	"flyteidl2.app.AppService",
-	"flyteidl2.trigger.TriggerService",
 	"flyteidl2.workflow.InternalRunService",
 }
 
@@ -77,6 +76,14 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.secret.SecretService/GetSecret":    codeInvalidArgument,
 	"/flyteidl2.secret.SecretService/DeleteSecret": codeInvalidArgument,
 	"/flyteidl2.secret.SecretService/ListSecrets":  codeOK,
+
+	"/flyteidl2.trigger.TriggerService/DeployTrigger":             codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/GetTriggerDetails":         codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/GetTriggerRevisionDetails": codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/GetTriggerRevisionHistory": codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/ListTriggers":              codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/UpdateTriggers":            codeInvalidArgument,
+	"/flyteidl2.trigger.TriggerService/DeleteTriggers":            codeInvalidArgument,
 
 	"/flyteidl2.task.TaskService/DeployTask":     codeInvalidArgument,
 	"/flyteidl2.task.TaskService/GetTaskDetails": codeInvalidArgument,

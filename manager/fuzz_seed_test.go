@@ -95,6 +95,11 @@ type seedRequest struct {
 // any well-formed request answers Unimplemented.
 var unimplemented = seedRequest{`{}`, "unimplemented"}
 
+// fxTrigger is a TriggerName of the fixture's task.
+func fxTrigger(name string) string {
+	return `{` + fxProject + `,"taskName":"fuzz.task","name":"` + name + `"}`
+}
+
 // seeds has one entry per served procedure; TestFuzzProcedures fails when a
 // served procedure has none, so a new procedure cannot go unfuzzed.
 var seeds = map[string]seedRequest{
@@ -159,13 +164,15 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.task.TaskService/ListTasks":      {`{"projectId":` + fxProjID + `,"request":{"limit":10}}`, "ok"},
 	"flyteidl2.task.TaskService/ListVersions":   {`{"taskName":{` + fxProject + `,"name":"fuzz.task"},"request":{"limit":10}}`, "ok"},
 
-	"flyteidl2.trigger.TriggerService/DeleteTriggers":            unimplemented,
-	"flyteidl2.trigger.TriggerService/DeployTrigger":             unimplemented,
-	"flyteidl2.trigger.TriggerService/GetTriggerDetails":         unimplemented,
-	"flyteidl2.trigger.TriggerService/GetTriggerRevisionDetails": unimplemented,
-	"flyteidl2.trigger.TriggerService/GetTriggerRevisionHistory": unimplemented,
-	"flyteidl2.trigger.TriggerService/ListTriggers":              unimplemented,
-	"flyteidl2.trigger.TriggerService/UpdateTriggers":            unimplemented,
+	// One trigger is deployed on the task version the fixture deployed;
+	// another (never deployed) is looked up, updated and deleted.
+	"flyteidl2.trigger.TriggerService/DeleteTriggers":            {`{"names":[` + fxTrigger("fuzz-absent") + `]}`, "not_found"},
+	"flyteidl2.trigger.TriggerService/DeployTrigger":             {`{"name":` + fxTrigger("fuzz-trigger") + `,"spec":{"active":false,"taskVersion":"v1"},"automationSpec":{"type":"TYPE_SCHEDULE","schedule":{"cron":{"expression":"0 0 1 1 *","timezone":"UTC"}}}}`, "ok"},
+	"flyteidl2.trigger.TriggerService/GetTriggerDetails":         {`{"name":` + fxTrigger("fuzz-absent") + `}`, "not_found"},
+	"flyteidl2.trigger.TriggerService/GetTriggerRevisionDetails": {`{"id":{"name":` + fxTrigger("fuzz-absent") + `,"revision":"1"}}`, "not_found"},
+	"flyteidl2.trigger.TriggerService/GetTriggerRevisionHistory": {`{"name":` + fxTrigger("fuzz-absent") + `}`, "not_found"},
+	"flyteidl2.trigger.TriggerService/ListTriggers":              {`{"projectId":` + fxProjID + `,"request":{"limit":10}}`, "ok"},
+	"flyteidl2.trigger.TriggerService/UpdateTriggers":            {`{"names":[` + fxTrigger("fuzz-absent") + `],"active":true}`, "not_found"},
 
 	"flyteidl2.workflow.InternalRunService/RecordAction":             unimplemented,
 	"flyteidl2.workflow.InternalRunService/RecordActionEventStream":  unimplemented,

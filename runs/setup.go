@@ -14,18 +14,22 @@ import (
 // (over st, the store state is built over) and the two identity services on
 // srv, after seeding the configured projects so the first request already
 // finds them.
-func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, st *store.Store, projects config.Projects, log *slog.Logger) error {
+func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, st *store.Store, projects config.Projects, log *slog.Logger, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	projectService := NewProjectService(st, projects, log)
 	if err := projectService.Seed(ctx); err != nil {
 		return err
 	}
-	opts := srv.HandlerOptions()
+	handlerOpts := srv.HandlerOptions()
 	identities := NewIdentityServices()
 	return srv.Mount(
-		server.NewService(NewRunService(state).Handler(opts...)),
-		server.NewService(NewTaskService(st, state, projects, log).Handler(opts...)),
-		server.NewService(projectService.Handler(opts...)),
-		server.NewService(identities.Identity.Handler(opts...)),
-		server.NewService(identities.AuthMetadata.Handler(opts...)),
+		server.NewService(NewRunService(state).Handler(handlerOpts...)),
+		server.NewService(NewTaskService(st, state, projects, log).WithTriggers(o.triggers).Handler(handlerOpts...)),
+		server.NewService(projectService.Handler(handlerOpts...)),
+		server.NewService(identities.Identity.Handler(handlerOpts...)),
+		server.NewService(identities.AuthMetadata.Handler(handlerOpts...)),
 	)
 }

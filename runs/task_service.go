@@ -28,6 +28,7 @@ import (
 type TaskService struct {
 	st       *store.Store
 	bundles  BundleChecker
+	triggers TaskTriggers // nil: triggers are refused
 	projects config.Projects
 	log      *slog.Logger
 }
@@ -72,15 +73,21 @@ func (s *TaskService) DeployTask(ctx context.Context, req *connect.Request[task.
 	if err := checkSpec(id, msg.GetSpec()); err != nil {
 		return nil, err
 	}
-	// The SDK sends triggers only for tasks that declare some; refuse them
-	// before writing anything rather than drop them silently.
+	// The SDK sends triggers only for tasks that declare some. They are
+	// checked before anything is written, and refused where no trigger
+	// service is wired.
 	if n := len(msg.GetTriggers()); n > 0 {
-		names := make([]string, 0, n)
-		for _, t := range msg.GetTriggers() {
-			names = append(names, fmt.Sprintf("%q", t.GetName()))
+		if s.triggers == nil {
+			names := make([]string, 0, n)
+			for _, t := range msg.GetTriggers() {
+				names = append(names, fmt.Sprintf("%q", t.GetName()))
+			}
+			return nil, errs.Invalidf("triggers are not supported here: task %s declares %s; deploy it without triggers",
+				id.Name, strings.Join(names, ", "))
 		}
-		return nil, errs.Invalidf("triggers are not supported yet: task %s declares %s; deploy it without triggers",
-			id.Name, strings.Join(names, ", "))
+		if err := s.triggers.CheckTaskTriggers(id, msg.GetTriggers()); err != nil {
+			return nil, err
+		}
 	}
 	// The SDK's client cache hands out a bundle's location without
 	// uploading it again: a version whose code is gone would be recorded,
@@ -116,6 +123,11 @@ func (s *TaskService) DeployTask(ctx context.Context, req *connect.Request[task.
 			id.Name, id.Version, id.Project, id.Domain, errs.ErrAlreadyExists)
 	case err != nil:
 		return nil, err
+	}
+	if len(msg.GetTriggers()) > 0 {
+		if err := s.triggers.DeployTaskTriggers(ctx, id, msg.GetTriggers()); err != nil {
+			return nil, err
+		}
 	}
 	if created {
 		s.log.InfoContext(ctx, "task deployed", "org", id.Org, "project", id.Project, "domain", id.Domain,

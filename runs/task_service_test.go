@@ -197,7 +197,7 @@ func TestDeployTaskRejects(t *testing.T) {
 			}), []string{"spec.task_template.id.version", `"v2"`}},
 			{"triggers", with(func(_ *task.TaskIdentifier, _ *task.TaskSpec, r *task.DeployTaskRequest) {
 				r.Triggers = []*task.TaskTrigger{{Name: "nightly"}}
-			}), []string{"triggers are not supported yet", `"nightly"`}},
+			}), []string{"triggers are not supported here", `"nightly"`}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				_, err := h.tasks.DeployTask(ctx, connect.NewRequest(c.req))

@@ -449,6 +449,10 @@ func (d *Driver) Ready() error {
 // LeaseStatus says whether this replica reconciles or stands by.
 func (d *Driver) LeaseStatus() string { return d.lease.Describe() }
 
+// LeaseHeld reports whether this manager holds the executor lease and is
+// not paused: the one manager that also fires triggers.
+func (d *Driver) LeaseHeld() bool { return d.lease.Fence() != 0 && !d.lease.Paused() }
+
 // leaseEvents is the driver's side of the lease.
 type leaseEvents struct{ d *Driver }
 

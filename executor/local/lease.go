@@ -115,6 +115,10 @@ func (d *Driver) startedAttempts() []*ownAttempt {
 // on standby (for /readyz details).
 func (d *Driver) LeaseStatus() string { return d.lease.Describe() }
 
+// LeaseHeld reports whether this manager holds the executor lease and is
+// not paused: the one manager that also fires triggers.
+func (d *Driver) LeaseHeld() bool { return d.lease.Fence() != 0 && !d.lease.Paused() }
+
 // followChanges queues the actions other managers create (and changes to
 // attempts this driver runs, such as an abort requested through another
 // manager) as the change log reports them, so the lease holder runs the

@@ -40,6 +40,7 @@ type Config struct {
 	Console  Console  `mapstructure:"console" yaml:"console"`
 	Events   Events   `mapstructure:"events" yaml:"events"`
 	KubeAPI  KubeAPI  `mapstructure:"kubeAPI" yaml:"kubeAPI"`
+	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
@@ -510,6 +511,24 @@ type Events struct {
 	MaxEventBytes int `mapstructure:"maxEventBytes" yaml:"maxEventBytes"`
 	// MaxAttemptBytes bounds the serialized events of one attempt.
 	MaxAttemptBytes int `mapstructure:"maxAttemptBytes" yaml:"maxAttemptBytes"`
+}
+
+// Triggers configures the trigger scheduler (docs/triggers.md). The
+// manager that holds the executor lease fires; the others stand by.
+type Triggers struct {
+	// CheckInterval is how often the scheduler looks for due firings: a
+	// firing is made at most this late.
+	CheckInterval time.Duration `mapstructure:"checkInterval" yaml:"checkInterval"`
+	// CatchUp is what happens to the firings missed while no manager ran
+	// (or none held the lease): "all" makes each of them, oldest first;
+	// "latest" makes only the newest.
+	CatchUp string `mapstructure:"catchUp" yaml:"catchUp"`
+	// MaxCatchUp caps the firings one trigger makes at once after a gap
+	// (the newest are kept; the rest are logged and skipped).
+	MaxCatchUp int `mapstructure:"maxCatchUp" yaml:"maxCatchUp"`
+	// Minute is how long a FixedRate minute lasts. Only tests change it,
+	// to fire every few seconds.
+	Minute time.Duration `mapstructure:"minute" yaml:"minute"`
 }
 
 // Log configures the process logger.

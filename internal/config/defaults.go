@@ -170,6 +170,12 @@ func Default() Config {
 			MaxEventBytes:   64 << 10,
 			MaxAttemptBytes: 1 << 20,
 		},
+		Triggers: Triggers{
+			CheckInterval: time.Second,
+			CatchUp:       "all",
+			MaxCatchUp:    100,
+			Minute:        time.Minute,
+		},
 	}
 }
 

@@ -191,6 +191,7 @@ func (c *Config) Validate() error {
 
 	c.validateCache(bad)
 	c.validateEvents(bad)
+	c.validateTriggers(bad)
 	c.validateQueues(bad)
 	if a := c.Console.LocalListen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
@@ -325,6 +326,23 @@ func (c *Config) validateEvents(bad func(key, format string, args ...any)) {
 	}
 	if e.MaxEventBytes < 1 || e.MaxEventBytes > e.MaxAttemptBytes {
 		bad("events.maxEventBytes", "must be between 1 and events.maxAttemptBytes (%d), got %d", e.MaxAttemptBytes, e.MaxEventBytes)
+	}
+}
+
+// validateTriggers checks the triggers: section.
+func (c *Config) validateTriggers(bad func(key, format string, args ...any)) {
+	t := c.Triggers
+	if t.CheckInterval < 100*time.Millisecond || t.CheckInterval > time.Hour {
+		bad("triggers.checkInterval", "must be between 100ms and 1h, got %s", t.CheckInterval)
+	}
+	if t.CatchUp != "all" && t.CatchUp != "latest" {
+		bad("triggers.catchUp", "must be all or latest, got %q", t.CatchUp)
+	}
+	if t.MaxCatchUp < 1 || t.MaxCatchUp > 10000 {
+		bad("triggers.maxCatchUp", "must be between 1 and 10000, got %d", t.MaxCatchUp)
+	}
+	if t.Minute < time.Second || t.Minute > time.Minute {
+		bad("triggers.minute", "must be between 1s and 1m, got %s", t.Minute)
 	}
 }
 

@@ -159,8 +159,12 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err := blob.ValidatePath(scope, runBaseKey(run)); err != nil {
 		return nil, err
 	}
+	var fromTrigger *triggered
 	if req.GetTriggerName() != nil {
-		return nil, errs.Invalidf("trigger_name: runs from triggers are not supported yet; send task_id or task_spec")
+		var err error
+		if req, fromTrigger, err = s.fromTrigger(ctx, run, req); err != nil {
+			return nil, err
+		}
 	}
 	t, err := s.resolveTask(ctx, req.GetTaskId(), req.GetTaskSpec(), "task_id", "task_spec")
 	if err != nil {
@@ -242,6 +246,9 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 		return nil, err
 	}
 	failpoint.Hit(failpoint.CreateRunCommitted)
+	if fromTrigger != nil {
+		s.recordTriggered(ctx, run, fromTrigger)
+	}
 	if e := s.executor(); e != nil {
 		e.Submit(a.ActionKey)
 	}

@@ -21,6 +21,7 @@ type Store struct {
 	Tasks    *Tasks
 	Actions  *Actions
 	Leases   *Leases
+	Triggers *Triggers
 }
 
 // New returns repositories over gdb. Over a pool, concurrent action writes
@@ -41,6 +42,7 @@ func build(gdb *gorm.DB, w writes) *Store {
 		Tasks:    &Tasks{db: gdb},
 		Actions:  &Actions{db: gdb, w: w},
 		Leases:   &Leases{db: gdb},
+		Triggers: &Triggers{db: gdb},
 	}
 }
 

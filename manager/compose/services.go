@@ -13,7 +13,6 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
-	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
@@ -23,6 +22,7 @@ import (
 	"fmgr.dev/internal/store"
 	"fmgr.dev/runs"
 	"fmgr.dev/secret"
+	"fmgr.dev/trigger"
 )
 
 // Setup builds everything the manager serves and runs, in dependency order:
@@ -69,12 +69,15 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 
+	triggers := trigger.NewService(st, cfg.Triggers.Minute, d.Log)
 	if cfg.KubeAPI.Enabled {
 		d.KubeAPI = newKubeAPI(d, st, hub, state, d.Version)
 	}
 	for _, step := range []func() error{
 		setupExecutor,
-		func() error { return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log) },
+		func() error {
+			return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log, runs.WithTaskTriggers(triggers))
+		},
 		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },
 		func() error {
@@ -84,6 +87,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return app.Setup(srv) },
+		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
@@ -104,6 +108,9 @@ func Setup(ctx context.Context, d *Deps) error {
 type executor interface {
 	runstate.Executor
 	logSource
+	// LeaseHeld: this manager holds the executor lease (and so fires
+	// triggers too).
+	LeaseHeld() bool
 }
 
 // newExecutor builds the run state with the configured executor, and the
@@ -133,7 +140,6 @@ func setupUnimplemented(srv *server.Server) error {
 	opts := srv.HandlerOptions()
 	return srv.Mount(
 		server.NewService(workflowconnect.NewInternalRunServiceHandler(workflowconnect.UnimplementedInternalRunServiceHandler{}, opts...)),
-		server.NewService(triggerconnect.NewTriggerServiceHandler(triggerconnect.UnimplementedTriggerServiceHandler{}, opts...)),
 	)
 }
 
