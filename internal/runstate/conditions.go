@@ -43,12 +43,13 @@ const (
 	maxConditionDescription = 2048
 )
 
-// conditionTypes are the value types a condition may declare, by name.
+// conditionTypes are the value types a condition may declare, as a
+// message names one.
 var conditionTypes = map[core.SimpleType]string{
-	core.SimpleType_BOOLEAN: "bool",
-	core.SimpleType_INTEGER: "int",
-	core.SimpleType_FLOAT:   "float",
-	core.SimpleType_STRING:  "str",
+	core.SimpleType_BOOLEAN: "a bool",
+	core.SimpleType_INTEGER: "an int",
+	core.SimpleType_FLOAT:   "a float",
+	core.SimpleType_STRING:  "a string",
 }
 
 // conditionAction is the new action of a ConditionAction, checked.
@@ -211,7 +212,7 @@ func checkSignal(c *workflow.ConditionAction, v *core.Literal) error {
 		return errs.Invalidf("payload: a value (bool, int, float or string) is required")
 	}
 	if got != want {
-		return errs.Invalidf("payload: condition %q takes a %s, not a %s", c.GetName(), conditionTypes[want], conditionTypes[got])
+		return errs.Invalidf("payload: condition %q takes %s, not %s", c.GetName(), conditionTypes[want], conditionTypes[got])
 	}
 	return nil
 }
