@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +193,11 @@ func testConditions(t *testing.T, m *manager) {
 	}
 	if runs := pausedRuns(t, ctx, m); slices.Contains(runs, approve) || slices.Contains(runs, forever) {
 		t.Errorf("ListRuns(paused_actions_only) = %v after the conditions ended, want neither %s nor %s", runs, approve, forever)
+	}
+	// The example of docs/conditions.md, as its docstring runs it.
+	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
+	if out, err := venvCommand(t, ctx, dir, "python", "examples/approval.py").CombinedOutput(); err != nil || !strings.Contains(string(out), "1.2: released") {
+		t.Errorf("python examples/approval.py: %v, want it to print \"1.2: released\":\n%s", err, out)
 	}
 	// A task is no condition.
 	_, err = runClient(m).SignalEvent(ctx, connect.NewRequest(&workflow.SignalEventRequest{
