@@ -59,8 +59,8 @@ func (s *Service) abort(ctx context.Context, id *common.ActionIdentifier, reason
 }
 
 type actionsService struct {
-	// Update and Signal serve the Kubernetes executor and conditions,
-	// which later work items bring.
+	// Update serves a Kubernetes executor of the reference's kind, which
+	// this manager does not need (its executor writes the database).
 	actionsconnect.UnimplementedActionsServiceHandler
 	s *Service
 }

@@ -39,7 +39,7 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.actions.ActionsService/WatchForUpdates": codeInvalidArgument,
 	"/flyteidl2.actions.ActionsService/Abort":           codeInvalidArgument,
 	"/flyteidl2.actions.ActionsService/Update":          codeUnimplemented,
-	"/flyteidl2.actions.ActionsService/Signal":          codeUnimplemented,
+	"/flyteidl2.actions.ActionsService/Signal":          codeInvalidArgument,
 
 	// Without authentication configured there is no authorization server
 	// to describe: the SDK then connects without credentials.
@@ -110,7 +110,7 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.workflow.RunService/WatchActions":        codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/AbortAction":         codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/WatchClusterEvents":  codeInvalidArgument,
-	"/flyteidl2.workflow.RunService/SignalEvent":         codeUnimplemented,
+	"/flyteidl2.workflow.RunService/SignalEvent":         codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/WatchGroups":         codeInvalidArgument,
 	"/flyteidl2.workflow.RunService/GetActionLogContext": codeInvalidArgument,
 
@@ -162,6 +162,13 @@ func probeCases() []probeCase {
 		"/flyteidl2.actions.ActionsService/Abort",
 		"/flyteidl2.dataproxy.DataProxyService/GetActionData",
 		"/flyteidl2.dataproxy.DataProxyService/TailLogs")
+	add("missing condition", codeNotFound, map[string]any{"actionId": action, "payload": map[string]any{"boolValue": true}},
+		"/flyteidl2.workflow.RunService/SignalEvent")
+	add("missing condition", codeNotFound, map[string]any{"actionId": action, "value": map[string]any{
+		"scalar": map[string]any{"primitive": map[string]any{"boolean": true}}}},
+		"/flyteidl2.actions.ActionsService/Signal")
+	add("signal without a value", codeInvalidArgument, map[string]any{"actionId": action},
+		"/flyteidl2.workflow.RunService/SignalEvent")
 	add("missing parent action", codeNotFound, map[string]any{"parentActionId": action},
 		"/flyteidl2.actions.ActionsService/WatchForUpdates",
 		"/flyteidl2.workflow.StateService/Watch")

@@ -45,6 +45,7 @@ var sdkScenarios = []struct {
 	{"resources", testResourcesWait},
 	{"queues", testQueues},
 	{"loglinks", testLogLinks},
+	{"conditions", testConditions},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

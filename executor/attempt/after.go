@@ -63,11 +63,16 @@ func (c *Core) Backoff(key store.ActionKey) time.Duration {
 }
 
 // Forget drops what the core keeps for key, an action that ended: its
-// place among those waiting for a slot and its retry's backoff.
+// place among those waiting for a slot, its retry's backoff, a condition's
+// deadline timer.
 func (c *Core) Forget(key store.ActionKey) {
 	c.opts.Slots.Forget(key)
 	c.mu.Lock()
 	delete(c.notBefore, key)
+	if w, ok := c.wakes[key]; ok {
+		w.timer.Stop()
+		delete(c.wakes, key)
+	}
 	c.mu.Unlock()
 }
 

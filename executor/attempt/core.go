@@ -84,6 +84,7 @@ type Core struct {
 
 	mu        sync.Mutex
 	notBefore map[store.ActionKey]time.Time // retries waiting for their backoff (Backoff)
+	wakes     map[store.ActionKey]*wake     // conditions waiting for their deadline (condition.go)
 }
 
 // New builds the core over state.
@@ -103,7 +104,7 @@ func New(state *runstate.Service, opts Options) *Core {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Core{state: state, opts: opts, runs: newRunCache(), notBefore: map[store.ActionKey]time.Time{}}
+	return &Core{state: state, opts: opts, runs: newRunCache(), notBefore: map[store.ActionKey]time.Time{}, wakes: map[store.ActionKey]*wake{}}
 }
 
 // State is the run state the core records into.

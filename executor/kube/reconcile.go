@@ -59,6 +59,21 @@ func (d *Driver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if a.ActionType == store.ActionTypeCondition {
+		// A condition has no TaskAction and runs nothing: the core records
+		// its abort or its timeout, and wakes it at its deadline.
+		if a.Phase.Terminal() {
+			d.forget(req.NamespacedName)
+		}
+		err = d.core.Condition(ctx, a)
+		if errors.Is(err, errs.ErrConflict) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		if errors.Is(err, attempt.ErrNotWriter) || errors.Is(err, store.ErrFenced) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
 	var res ctrl.Result
 	switch {
 	case ta == nil:

@@ -111,6 +111,15 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 		d.forgetWait(key)
 		return nil
 	}
+	if a.ActionType == store.ActionTypeCondition {
+		// Nothing runs: the core records its abort or its timeout.
+		err := d.core.Condition(ctx, a)
+		if errors.Is(err, errs.ErrConflict) {
+			d.q.add(key) // signalled or aborted meanwhile: look again
+			return nil
+		}
+		return err
+	}
 	if a.AbortRequestedAt != nil {
 		d.slots.Forget(key)
 		if a.Phase.Active() {

@@ -17,7 +17,7 @@ func (s *Service) Abort(ctx context.Context, key store.ActionKey, reason, by str
 	if reason == "" {
 		reason = "aborted by user"
 	}
-	info, err := marshal(&workflow.AbortInfo{Reason: reason, AbortedBy: abortedBy(by)})
+	info, err := marshal(&workflow.AbortInfo{Reason: reason, AbortedBy: userIdentity(by)})
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,9 @@ func (s *Service) Abort(ctx context.Context, key store.ActionKey, reason, by str
 	return nil
 }
 
-func abortedBy(subject string) *common.EnrichedIdentity {
+// userIdentity is the identity of a user known by subject only (nil for
+// none): who aborted, who signalled.
+func userIdentity(subject string) *common.EnrichedIdentity {
 	if subject == "" {
 		return nil
 	}

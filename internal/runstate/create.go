@@ -461,9 +461,14 @@ func (s *Service) Enqueue(ctx context.Context, a *actions.Action) error {
 		}
 		n = traceAction(key, spec.Trace)
 	case *actions.Action_Condition:
-		return errs.Invalidf("action.condition: condition actions are not supported yet")
+		if n, err = conditionAction(key, spec.Condition); err != nil {
+			return err
+		}
+		if err := s.recoverCondition(ctx, &n); err != nil {
+			return err
+		}
 	default:
-		return errs.Invalidf("action.task or action.trace is required")
+		return errs.Invalidf("action.task, action.trace or action.condition is required")
 	}
 	n.ParentName = parentName
 	n.InputURI = a.GetInputUri()

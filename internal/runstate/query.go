@@ -137,6 +137,10 @@ func (s *Service) Data(ctx context.Context, id *common.ActionIdentifier) (Action
 	if a.Phase != phase.Succeeded && a.Phase != phase.Recovered {
 		return out, nil
 	}
+	if a.ActionType == store.ActionTypeCondition {
+		out.Outputs = conditionOutputs(a)
+		return out, nil
+	}
 	dir, err := s.resultDir(ctx, a)
 	if err != nil {
 		return ActionData{}, err

@@ -50,6 +50,10 @@ func metadataOf(a *store.Action) *workflow.ActionMetadata {
 	switch a.ActionType {
 	case store.ActionTypeTrace:
 		md.Spec = &workflow.ActionMetadata_Trace{Trace: &workflow.TraceActionMetadata{Name: a.ShortName}}
+	case store.ActionTypeCondition:
+		md.Spec = &workflow.ActionMetadata_Condition{Condition: &workflow.ConditionActionMetadata{
+			Name: a.ShortName, Type: ConditionOf(a).GetType(),
+		}}
 	default:
 		md.Spec = &workflow.ActionMetadata_Task{Task: &workflow.TaskActionMetadata{
 			Id:        ident.TaskProto(a.Task),
@@ -126,6 +130,11 @@ func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.Actio
 		}
 	} else if ei := errorInfo(a.ErrorInfo); ei != nil && a.Phase.Terminal() {
 		d.Result = &workflow.ActionDetails_ErrorInfo{ErrorInfo: ei}
+	} else if si := signalOf(a); si != nil {
+		d.Result = &workflow.ActionDetails_SignalInfo{SignalInfo: si}
+	}
+	if c := ConditionOf(a); c != nil {
+		d.Spec = &workflow.ActionDetails_Condition{Condition: c}
 	}
 	if a.SpecDigest != "" {
 		spec, err := s.spec(ctx, a.SpecDigest)
@@ -143,13 +152,18 @@ func (s *Service) Details(ctx context.Context, a *store.Action) (*workflow.Actio
 }
 
 // UpdateOf is what WatchForUpdates/StateService.Watch send for a child: its
-// phase, and when terminal the output directory and, for failures, the error.
+// phase, and when terminal the output directory and, for failures, the
+// error; for a signalled condition its value, inline (a condition has no
+// outputs file).
 func UpdateOf(a *store.Action, outputURI string) *workflow.ActionUpdate {
 	u := &workflow.ActionUpdate{ActionId: ident.ActionProto(a.ActionKey), Phase: a.Phase.Proto()}
 	if a.Phase.Terminal() {
 		u.OutputUri = outputURI
 		if a.Phase == phase.Failed || a.Phase == phase.TimedOut {
 			u.Error = executionError(a.ErrorInfo)
+		}
+		if si := signalOf(a); si != nil {
+			u.Value = si.GetOutput()
 		}
 	}
 	return u

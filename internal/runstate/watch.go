@@ -136,8 +136,8 @@ func (s *Service) eachChild(ctx context.Context, parent store.ActionKey, fn func
 // resultDir is where a finished action's outputs are: the recorded
 // directory for traces, the current attempt's output dir for tasks.
 func (s *Service) resultDir(ctx context.Context, a *store.Action) (string, error) {
-	if !a.Phase.Terminal() {
-		return "", nil
+	if !a.Phase.Terminal() || a.ActionType == store.ActionTypeCondition {
+		return "", nil // a condition's value travels inline (UpdateOf)
 	}
 	if a.ActionType == store.ActionTypeTrace {
 		return s.outputURI(ctx, a)

@@ -30,6 +30,7 @@ var actionColumnNames = []string{
 	"run_output_base", "action_group", "run_spec", "error_info", "abort_info",
 	"abort_requested_at", "cache_status", "cache_key", "queue", "created_by", "created_at",
 	"updated_at", "started_at", "ended_at", "resource_version", "recovered_from",
+	"condition_spec", "signal_info",
 }
 
 // actionColumns is the select list of an action's columns, each qualified
@@ -56,6 +57,7 @@ func actionDest(a *Action) []any {
 		textCol{&a.CacheKey}, textCol{&a.Queue}, textCol{&a.CreatedBy}, timeCol{&a.CreatedAt},
 		timeCol{&a.UpdatedAt}, optTimeCol{&a.StartedAt}, optTimeCol{&a.EndedAt},
 		intCol[int64]{&a.ResourceVersion}, textCol{&a.RecoveredFrom},
+		bytesCol{&a.ConditionSpec}, bytesCol{&a.SignalInfo},
 	}
 }
 

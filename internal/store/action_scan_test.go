@@ -29,8 +29,9 @@ func TestActionScanMatchesTheModel(t *testing.T) {
 		// swaps shows.
 		if err := g.Exec(`UPDATE actions SET error_info = ?, abort_info = ?, abort_requested_at = ?, started_at = ?, ended_at = ?,
 			cache_status = 3, cache_key = 'ck', queue = 'q1', recovered_from = 'r0', short_name = 'sn', environment_name = 'env',
-			created_by = 'bob', task_type = 'python', run_output_base = 'rob', phase = ?, run_spec = ?, task_org = 'to' WHERE id = ?`,
-			[]byte("err"), []byte("abort"), now, now, now, phase.Succeeded, []byte("rs"), kid.ID).Error; err != nil {
+			created_by = 'bob', task_type = 'python', run_output_base = 'rob', phase = ?, run_spec = ?, task_org = 'to',
+			condition_spec = ?, signal_info = ? WHERE id = ?`,
+			[]byte("err"), []byte("abort"), now, now, now, phase.Succeeded, []byte("rs"), []byte("cond"), []byte("sig"), kid.ID).Error; err != nil {
 			t.Fatal(err)
 		}
 		var model store.Action

@@ -91,6 +91,11 @@ type Action struct {
 	// RecoveredFrom names the run whose same-named action this one took its
 	// outputs from (phase RECOVERED); "" for actions that ran.
 	RecoveredFrom string
+	// ConditionSpec is a condition action's serialized ConditionAction (nil
+	// for other actions); SignalInfo its serialized SignalInfo once it was
+	// signalled (or recovered).
+	ConditionSpec []byte
+	SignalInfo    []byte
 }
 
 func (Action) TableName() string { return "actions" }

@@ -66,8 +66,14 @@ type NewAction struct {
 	RunSpec         []byte // root only
 	CacheKey        string // a discoverable task's cache key, as the SDK computed it
 	CreatedBy       string
-	CreatedAt       time.Time // zero means now; a trace passes its start time
-	EndedAt         time.Time // for an action created terminal; zero means CreatedAt
+	// ConditionSpec is a condition action's serialized ConditionAction;
+	// SignalInfo and RecoveredFrom a condition created with the value its
+	// source run was signalled (recovery).
+	ConditionSpec []byte
+	SignalInfo    []byte
+	RecoveredFrom string
+	CreatedAt     time.Time // zero means now; a trace passes its start time
+	EndedAt       time.Time // for an action created terminal; zero means CreatedAt
 
 	// Queue is the named queue the action is routed to ("" for none).
 	// With MaxDepth > 0 the insert is refused (errs.ErrTooLarge) when the
@@ -98,7 +104,8 @@ func (n *NewAction) sameAs(a *Action) bool {
 	}
 	return parent == n.ParentName && a.ActionType == n.ActionType && a.Task == n.Task &&
 		a.SpecDigest == n.SpecDigest && a.InputURI == n.InputURI &&
-		a.RunOutputBase == n.RunOutputBase && a.Group == n.Group && bytes.Equal(a.RunSpec, n.RunSpec)
+		a.RunOutputBase == n.RunOutputBase && a.Group == n.Group && bytes.Equal(a.RunSpec, n.RunSpec) &&
+		bytes.Equal(a.ConditionSpec, n.ConditionSpec)
 }
 
 // CreateRun creates a run: its root action (named RootName), attempt 1 and
@@ -256,6 +263,9 @@ func (n *NewAction) row(rv int64) *Action {
 		CacheKey:        n.CacheKey,
 		Queue:           n.Queue,
 		CreatedBy:       n.CreatedBy,
+		ConditionSpec:   n.ConditionSpec,
+		SignalInfo:      n.SignalInfo,
+		RecoveredFrom:   n.RecoveredFrom,
 		CreatedAt:       createdAt,
 		UpdatedAt:       now,
 		ResourceVersion: rv,

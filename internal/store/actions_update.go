@@ -40,6 +40,8 @@ type Update struct {
 	AbortInfo   []byte
 	// RecoveredFrom records the run a RECOVERED action took its outputs from.
 	RecoveredFrom string
+	// SignalInfo records a condition's value (a serialized SignalInfo).
+	SignalInfo []byte
 	// AbortRequested marks the action for abort; the executor acts on it
 	// and reports ABORTED. Marking twice keeps the first time.
 	AbortRequested bool
@@ -158,6 +160,9 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 	if u.RecoveredFrom != "" {
 		f["recovered_from"] = u.RecoveredFrom
 	}
+	if u.SignalInfo != nil {
+		f["signal_info"] = u.SignalInfo
+	}
 	if u.AbortRequested && a.AbortRequestedAt == nil {
 		f["abort_requested_at"] = at
 	}
@@ -231,6 +236,8 @@ func applyFields(a *Action, f map[string]any) {
 		case "abort_requested_at":
 			t := v.(time.Time)
 			a.AbortRequestedAt = &t
+		case "signal_info":
+			a.SignalInfo = v.([]byte)
 		default:
 			panic("store: applyFields does not know column " + col)
 		}
