@@ -83,7 +83,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
-		func() error { return app.Setup(srv) },
+		func() error { return app.Setup(srv, newApps(d, exec)) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
