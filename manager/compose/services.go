@@ -5,7 +5,6 @@ import (
 	"net"
 
 	"fmgr.dev/actions"
-	"fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/console"
 	"fmgr.dev/dataproxy"
@@ -83,7 +82,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
-		func() error { return app.Setup(srv, newApps(d, exec)) },
+		func() error { return setupApps(d, exec, blobs) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
