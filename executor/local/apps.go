@@ -29,11 +29,9 @@ func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) *apps.Runti
 			}
 		}
 	}
-	runner := process.NewRunner(process.Config{BinDir: d.cfg.Python, KillGrace: d.killGrace, MaxLogBytes: d.cfg.MaxLogBytes,
-		Logger: d.log, Confine: d.dataDirs()})
 	return apps.New(apps.Config{
 		Dir:           filepath.Join(d.cfg.WorkDir, appsDir),
-		Runner:        runner,
+		Runner:        d.startedRunner,
 		Users:         d.users,
 		Endpoint:      d.endpoint,
 		Env:           env,
@@ -43,4 +41,13 @@ func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) *apps.Runti
 		Reporter:      rep,
 		Log:           d.log.With("component", "apps"),
 	})
+}
+
+// startedRunner is the runner of the attempts' processes once the driver
+// started (nil before): replicas are started by it too, as plain
+// processes, with the attempts' confinement.
+func (d *Driver) startedRunner() *process.Runner {
+	d.life.Lock()
+	defer d.life.Unlock()
+	return d.runner
 }

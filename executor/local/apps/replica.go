@@ -63,7 +63,7 @@ func (r *Runtime) startReplica(a *appState) error {
 	a.serial++
 	root := filepath.Join(r.appDir(a.key), name)
 	_ = os.RemoveAll(root) // a leftover of an earlier manager's
-	if err := os.MkdirAll(root, 0o750); err != nil {
+	if err := r.makeDir(root); err != nil {
 		return err
 	}
 	env, err := contract.BuildAppEnv(contract.AppEnvSpec{Host: r.cfg.Host, PassThrough: r.cfg.PassThrough, Defaults: r.cfg.Env,
@@ -81,7 +81,7 @@ func (r *Runtime) startReplica(a *appState) error {
 	}
 	rep := &replica{name: name, revision: t.Revision, port: port, root: root, logPath: filepath.Join(root, "replica.log"),
 		user: user, started: time.Now()}
-	proc, err := r.cfg.Runner.Start(process.Spec{Args: argv, Env: env.Environ(), Dir: filepath.Join(root, "work"),
+	proc, err := r.cfg.Runner().Start(process.Spec{Args: argv, Env: env.Environ(), Dir: filepath.Join(root, "work"),
 		LogPath: rep.logPath, Limits: limits, Plain: true, User: user})
 	if err != nil {
 		r.cfg.Users.Release(user)
@@ -178,4 +178,31 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return strconv.Itoa(n) + " " + many
+}
+
+// makeDir makes dir and the directories between the runtime's and it the
+// replicas' group's to enter (mode 2750, as the executor's work directory
+// is), also when an earlier manager made them otherwise.
+func (r *Runtime) makeDir(dir string) error {
+	rel, err := filepath.Rel(r.cfg.Dir, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not under %s", dir, r.cfg.Dir)
+	}
+	path := r.cfg.Dir
+	for _, part := range append([]string{"."}, strings.Split(rel, string(filepath.Separator))...) {
+		path = filepath.Join(path, part)
+		if err := os.MkdirAll(path, 0o750); err != nil {
+			return err
+		}
+		if !r.cfg.Users.Separate() {
+			continue
+		}
+		if err := os.Chown(path, -1, int(r.cfg.Users.Group())); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, os.ModeSetgid|0o750); err != nil {
+			return err
+		}
+	}
+	return nil
 }

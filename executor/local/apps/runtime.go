@@ -58,8 +58,10 @@ const (
 // Config is what the runtime needs of the executor.
 type Config struct {
 	// Dir holds the replicas' directories and logs.
-	Dir    string
-	Runner *process.Runner
+	Dir string
+	// Runner starts the replicas' processes; nil until the executor
+	// started (nothing runs until then).
+	Runner func() *process.Runner
 	Users  *runas.Leaser
 	// Endpoint is the manager's host:port as replicas reach it ("" until
 	// the server listens).
@@ -178,9 +180,6 @@ func (r *Runtime) poke() {
 
 // Run reconciles the apps until ctx ends, then stops every replica.
 func (r *Runtime) Run(ctx context.Context) error {
-	if err := os.MkdirAll(r.cfg.Dir, 0o750); err != nil {
-		return err
-	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -218,6 +217,9 @@ func (r *Runtime) reconcileAll(ctx context.Context) {
 		apps = append(apps, a)
 	}
 	r.mu.Unlock()
+	if r.cfg.Runner() == nil {
+		return
+	}
 	holding := r.cfg.Holding()
 	for _, a := range apps {
 		rep, send := r.reconcile(a, holding)

@@ -78,6 +78,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dir := testkit.TaskDir(t)
 	rep := &reports{}
+	runner := process.NewRunner(process.Config{BinDir: filepath.Dir(sdktest.Python(t)), KillGrace: 2 * time.Second, Confine: []string{dir}})
 	users := runas.New(config.RunAs{}, os.Geteuid())
 	// As the local driver does with its work directory: the replicas'
 	// group may enter it, and what is made in it inherits the group.
@@ -91,7 +92,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	rt := New(Config{
 		Dir:      dir + "/apps",
-		Runner:   process.NewRunner(process.Config{BinDir: filepath.Dir(sdktest.Python(t)), KillGrace: 2 * time.Second, Confine: []string{dir}}),
+		Runner:   func() *process.Runner { return runner },
 		Users:    users,
 		Endpoint: func() string { return "127.0.0.1:1" },
 		Host:     os.Environ(),
