@@ -25,8 +25,6 @@ const (
 // items build them (DESIGN.md §9); they are mounted so that no procedure of
 // the contract answers 404.
 var unbuiltServices = []string{
-	"flyteidl2.app.AppLogsService",
-	"flyteidl2.app.AppService",
 	"flyteidl2.workflow.InternalRunService",
 }
 
@@ -48,6 +46,18 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.auth.IdentityService/UserInfo":                  codeOK,
 
 	"/flyteidl2.cluster.ClusterService/SelectCluster": codeOK,
+
+	// Apps: every procedure names an app or a cluster but List, whose
+	// empty request lists the apps of the local org.
+	"/flyteidl2.app.AppService/Create":       codeInvalidArgument,
+	"/flyteidl2.app.AppService/Get":          codeInvalidArgument,
+	"/flyteidl2.app.AppService/Update":       codeInvalidArgument,
+	"/flyteidl2.app.AppService/UpdateStatus": codeInvalidArgument,
+	"/flyteidl2.app.AppService/Delete":       codeInvalidArgument,
+	"/flyteidl2.app.AppService/List":         codeOK,
+	"/flyteidl2.app.AppService/Watch":        codeInvalidArgument,
+	"/flyteidl2.app.AppService/Lease":        codeInvalidArgument,
+	"/flyteidl2.app.AppLogsService/TailLogs": codeInvalidArgument,
 
 	"/flyteidl2.cacheservice.CacheService/Get":                       codeInvalidArgument,
 	"/flyteidl2.cacheservice.CacheService/Put":                       codeInvalidArgument,

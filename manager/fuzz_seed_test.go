@@ -82,6 +82,12 @@ var fixture = []struct{ procedure, request string }{
 	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxAbortRun + `,"taskId":` + fxTaskID + `,"inputs":` + fxInputs + `}`},
 }
 
+// fxApp is an app's identifier in the fixture's project; fxAppSpec a spec
+// that the harness stores and never runs.
+func fxApp(name string) string { return `{` + fxProject + `,"name":"` + name + `"}` }
+
+const fxAppSpec = `{"container":{"image":"x","args":["true"]},"ingress":{}}`
+
 // seedRequest is a procedure's valid request and the code it answers when
 // it is the first request after the fixture: "ok", or the precise code of a
 // procedure that cannot succeed here (Unimplemented; NotFound for data the
@@ -109,15 +115,17 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.actions.ActionsService/Update":          {`{"actionId":` + fxRoot + `,"attempt":1,"status":{"phase":"ACTION_PHASE_RUNNING"}}`, "unimplemented"},
 	"flyteidl2.actions.ActionsService/WatchForUpdates": {`{"parentActionId":` + fxRoot + `}`, "ok"},
 
-	"flyteidl2.app.AppLogsService/TailLogs": unimplemented,
-	"flyteidl2.app.AppService/Create":       unimplemented,
-	"flyteidl2.app.AppService/Delete":       unimplemented,
-	"flyteidl2.app.AppService/Get":          unimplemented,
-	"flyteidl2.app.AppService/Lease":        unimplemented,
-	"flyteidl2.app.AppService/List":         unimplemented,
-	"flyteidl2.app.AppService/Update":       unimplemented,
-	"flyteidl2.app.AppService/UpdateStatus": unimplemented,
-	"flyteidl2.app.AppService/Watch":        unimplemented,
+	// An app the fuzz harness stores (its replicas never run: the harness
+	// drops the apps worker with the executor's).
+	"flyteidl2.app.AppLogsService/TailLogs": {`{"appId":` + fxApp("fuzzapp-missing") + `}`, "not_found"},
+	"flyteidl2.app.AppService/Create":       {`{"app":{"metadata":{"id":` + fxApp("fuzzapp") + `},"spec":` + fxAppSpec + `}}`, "ok"},
+	"flyteidl2.app.AppService/Delete":       {`{"appId":` + fxApp("fuzzapp-missing") + `}`, "not_found"},
+	"flyteidl2.app.AppService/Get":          {`{"appId":` + fxApp("fuzzapp-missing") + `}`, "not_found"},
+	"flyteidl2.app.AppService/Lease":        {`{}`, "invalid_argument"},
+	"flyteidl2.app.AppService/List":         {`{"project":{"name":"flytesnacks","domain":"development"}}`, "ok"},
+	"flyteidl2.app.AppService/Update":       {`{"app":{"metadata":{"id":` + fxApp("fuzzapp-missing") + `},"spec":` + fxAppSpec + `}}`, "not_found"},
+	"flyteidl2.app.AppService/UpdateStatus": {`{"app":{"metadata":{"id":` + fxApp("fuzzapp-missing") + `},"status":{}}}`, "not_found"},
+	"flyteidl2.app.AppService/Watch":        {`{}`, "invalid_argument"},
 
 	// Authentication is not configured: the SDK is told so with Unimplemented.
 	"flyteidl2.auth.AuthMetadataService/GetOAuth2Metadata":     unimplemented,

@@ -155,6 +155,9 @@ func startFuzzManager(tb testing.TB, database string) *fuzzManager {
 	if !srv.DropWorker("executor") {
 		tb.Fatal(`no worker named "executor": the fuzz harness must not run task processes; update startFuzzManager`)
 	}
+	if !srv.DropWorker(compose.AppReplicasWorker) {
+		tb.Fatal(`no worker runs app replicas: the fuzz harness must not run apps' commands; update startFuzzManager`)
+	}
 	srv.StartWorkers()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()

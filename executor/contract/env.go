@@ -127,24 +127,9 @@ func BuildEnv(s EnvSpec) (Env, error) {
 	if s.Attempt == 0 {
 		return nil, errs.Invalidf("task environment: attempt numbers are 1-based")
 	}
-	var b envBuilder
-	for _, kv := range s.Host {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || matchAny(k, hostDenied) {
-			continue
-		}
-		if matchAny(k, hostBasics) || matchAny(k, s.PassThrough) {
-			b.set(k, v)
-		}
-	}
-	b.set(EnvDisableSentry, "true")
-	b.set(EnvDisableTelem, "true")
-	b.set(EnvFSSpecFile, FSSpecAutoMkdir)
-	b.set(EnvUnbuffered, "1")
-	for _, kv := range s.Defaults {
-		if err := b.setChecked("default", kv.Key, kv.Value); err != nil {
-			return nil, err
-		}
+	b, err := baseEnv(s)
+	if err != nil {
+		return nil, err
 	}
 	for _, layer := range []struct {
 		name string
@@ -185,6 +170,31 @@ func BuildEnv(s EnvSpec) (Env, error) {
 		b.set(EnvTaskVersion, id.GetVersion())
 	}
 	return b.env, nil
+}
+
+// baseEnv is the first three layers of BuildEnv: host, contract defaults,
+// operator defaults.
+func baseEnv(s EnvSpec) (*envBuilder, error) {
+	var b envBuilder
+	for _, kv := range s.Host {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || matchAny(k, hostDenied) {
+			continue
+		}
+		if matchAny(k, hostBasics) || matchAny(k, s.PassThrough) {
+			b.set(k, v)
+		}
+	}
+	b.set(EnvDisableSentry, "true")
+	b.set(EnvDisableTelem, "true")
+	b.set(EnvFSSpecFile, FSSpecAutoMkdir)
+	b.set(EnvUnbuffered, "1")
+	for _, kv := range s.Defaults {
+		if err := b.setChecked("default", kv.Key, kv.Value); err != nil {
+			return nil, err
+		}
+	}
+	return &b, nil
 }
 
 type envBuilder struct {

@@ -5,7 +5,6 @@ import (
 	"net"
 
 	"fmgr.dev/actions"
-	"fmgr.dev/app"
 	"fmgr.dev/cache"
 	"fmgr.dev/console"
 	"fmgr.dev/dataproxy"
@@ -86,7 +85,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
-		func() error { return app.Setup(srv) },
+		func() error { return setupApps(d, exec, blobs) },
 		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
 		func() error {
 			if !cfg.Console.Enabled {

@@ -1,0 +1,53 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+
+	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/apps"
+	"fmgr.dev/executor/local/process"
+	"fmgr.dev/internal/appruntime"
+)
+
+// appsDir holds the apps' replicas in the work directory (no org is named
+// with a leading dot, so it never meets a run's directory).
+const appsDir = ".apps"
+
+// Apps returns the runtime that runs apps' replicas beside this driver's
+// attempts: in <workDir>/.apps, as users leased from the attempts' range,
+// confined like attempts, with the storage's variables attempts get, and
+// only while this manager holds the executor lease (a standby runs none).
+// rawDataPrefix is where apps write data. Call it before Start.
+func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) *apps.Runtime {
+	var env []contract.KV
+	if sa := d.hooks.Storage; sa != nil {
+		env = append(env, sa.Env...)
+		for _, s := range sa.Secrets {
+			if s.EnvVar != "" {
+				env = append(env, contract.KV{Key: s.EnvVar, Value: string(s.Value)})
+			}
+		}
+	}
+	return apps.New(apps.Config{
+		Dir:           filepath.Join(d.cfg.WorkDir, appsDir),
+		Runner:        d.startedRunner,
+		Users:         d.users,
+		Endpoint:      d.endpoint,
+		Env:           env,
+		Host:          os.Environ(),
+		RawDataPrefix: rawDataPrefix,
+		Holding:       func() bool { return d.lease.Fence() != 0 },
+		Reporter:      rep,
+		Log:           d.log.With("component", "apps"),
+	})
+}
+
+// startedRunner is the runner of the attempts' processes once the driver
+// started (nil before): replicas are started by it too, as plain
+// processes, with the attempts' confinement.
+func (d *Driver) startedRunner() *process.Runner {
+	d.life.Lock()
+	defer d.life.Unlock()
+	return d.runner
+}

@@ -1,0 +1,58 @@
+package compose
+
+import (
+	"context"
+
+	"fmgr.dev/app"
+	"fmgr.dev/executor/local"
+	"fmgr.dev/internal/appruntime"
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/requrl"
+	"fmgr.dev/internal/server"
+)
+
+// AppsPrefix is the path under the manager's address that serves the
+// apps: <base>/apps/<project>/<domain>/<name>/.
+const AppsPrefix = "/apps"
+
+// setupApps builds the App service and, with the local executor, the
+// runtime that runs apps' replicas beside the attempts and the proxy that
+// serves them; with the kubernetes executor apps are stored but not run
+// yet.
+func setupApps(d *Deps, exec executor, blobs *blob.Store) error {
+	srv := d.Server
+	drv, ok := exec.(*local.Driver)
+	if !ok {
+		return app.Setup(srv, app.NewService(app.NewStore(d.DB), app.Options{
+			NoRuntime: "the kubernetes executor does not run apps yet; the local executor does",
+			Log:       d.Log,
+		}))
+	}
+	var svc *app.Service
+	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
+	proxy := rt.Proxy(AppsPrefix)
+	svc = app.NewService(app.NewStore(d.DB), app.Options{
+		Runtime: rt,
+		PublicURL: func(ctx context.Context, k app.Key) string {
+			base := requrl.BaseURL(ctx)
+			if base == "" {
+				base = "http://" + advertisedAddr(srv)
+			}
+			return proxy.URL(base, k)
+		},
+		Log: d.Log,
+	})
+	if err := srv.Handle(server.Route{Pattern: proxy.Pattern(), Handler: proxy}); err != nil {
+		return err
+	}
+	srv.AddWorker(AppReplicasWorker, rt.Run)
+	return app.Setup(srv, svc)
+}
+
+// AppReplicasWorker is the name of the worker that runs apps' replicas
+// (harnesses that must not run commands drop it).
+const AppReplicasWorker = "app replicas"
+
+type reporter func(ctx context.Context, r appruntime.Report) error
+
+func (f reporter) Report(ctx context.Context, r appruntime.Report) error { return f(ctx, r) }
