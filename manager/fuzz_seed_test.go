@@ -111,7 +111,7 @@ func fxTrigger(name string) string {
 var seeds = map[string]seedRequest{
 	"flyteidl2.actions.ActionsService/Abort":           {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
 	"flyteidl2.actions.ActionsService/Enqueue":         {`{"action":{` + fxChild("fuzzchild-enqueue") + `}}`, "ok"},
-	"flyteidl2.actions.ActionsService/Signal":          {`{"actionId":` + fxRoot + `,"parentActionName":"a0","value":{"scalar":{"primitive":{"boolean":true}}}}`, "unimplemented"},
+	"flyteidl2.actions.ActionsService/Signal":          {`{"actionId":` + fxRoot + `,"parentActionName":"a0","value":{"scalar":{"primitive":{"boolean":true}}}}`, "failed_precondition"},
 	"flyteidl2.actions.ActionsService/Update":          {`{"actionId":` + fxRoot + `,"attempt":1,"status":{"phase":"ACTION_PHASE_RUNNING"}}`, "unimplemented"},
 	"flyteidl2.actions.ActionsService/WatchForUpdates": {`{"parentActionId":` + fxRoot + `}`, "ok"},
 
@@ -205,7 +205,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.RunService/GetRunDetails":       {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/ListActions":         {`{"runId":` + fxRun + `,"request":{"limit":10}}`, "ok"},
 	"flyteidl2.workflow.RunService/ListRuns":            {`{"projectId":` + fxProjID + `,"request":{"limit":10,"sortBy":{"key":"created_at","direction":"DESCENDING"}}}`, "ok"},
-	"flyteidl2.workflow.RunService/SignalEvent":         unimplemented,
+	"flyteidl2.workflow.RunService/SignalEvent":         {`{"actionId":` + fxRoot + `,"parentActionName":"a0","payload":{"boolValue":true}}`, "failed_precondition"},
 	"flyteidl2.workflow.RunService/WatchActionDetails":  {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchActions":        {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchClusterEvents":  {`{"id":` + fxRoot + `,"attempt":1}`, "ok"},
