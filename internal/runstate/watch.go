@@ -306,7 +306,9 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 			}
 			var a *store.Action
 			if a, err = s.rowOf(ctx, c); err == nil && a != nil && seen.fresh(a) {
-				err = send(tree.batch(tree.put(a)))
+				if names := tree.put(a); len(names) > 0 {
+					err = send(tree.batch(names))
+				}
 			}
 		}
 		sub.Close()
