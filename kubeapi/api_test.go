@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -346,6 +348,39 @@ func TestWatch(t *testing.T) {
 	typ, obj = next(t, expired, false)
 	if typ != "ERROR" || obj["code"] != float64(410) || obj["reason"] != "Expired" {
 		t.Fatalf("compacted: %s %v", typ, obj)
+	}
+}
+
+// A watch from a version replays the log, whose changes come with each
+// object's newest row. A change of an object that changed again later
+// sends nothing: sent at its own version with the later state, it would
+// show c1 succeeded before a0 started. The later change sends the object,
+// as ADDED when the change skipped was its ADDED.
+func TestWatchReplayKeepsTheOrderOfChanges(t *testing.T) {
+	e := newEnv(t)
+	e.create(run1.Action("a0"), "")
+	from, err := e.st.Actions.CurrentVersion(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.create(run1.Action("c1"), "a0")
+	e.set(run1.Action("c1"), store.Update{Phase: phase.Running})
+	e.set(run1.Action("a0"), store.Update{Phase: phase.Running})
+	e.set(run1.Action("c1"), store.Update{Phase: phase.Succeeded})
+
+	// The replay is written before the first bookmark.
+	events, stop := e.watch(fmt.Sprintf("resourceVersion=%d&allowWatchBookmarks=true", from))
+	defer stop()
+	var got []string
+	for typ, obj := next(t, events, false); typ != "BOOKMARK"; typ, obj = next(t, events, false) {
+		got = append(got, fmt.Sprintf("%s %s@%v", typ, meta(obj)["name"], meta(obj)["resourceVersion"]))
+	}
+	want := []string{
+		fmt.Sprintf("MODIFIED flytesnacks-development-r1-a0@%d", from+3),
+		fmt.Sprintf("ADDED flytesnacks-development-r1-c1@%d", from+4),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replay %q, want %q", got, want)
 	}
 }
 

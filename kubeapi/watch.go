@@ -142,6 +142,12 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, q query) {
 	}
 
 	last := from
+	// A superseded change (store.Change.Superseded) sends nothing: its row
+	// is the object as a later change left it, and sent now, at this
+	// change's version, it would show the object ahead of the objects
+	// changed in between. The later change sends it, as ADDED when the
+	// object's ADDED was the one skipped.
+	unannounced := map[store.ActionKey]bool{}
 	deliver := func(c store.Change) error {
 		if c.ResourceVersion <= last {
 			return nil
@@ -150,11 +156,21 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, q query) {
 		if c.Kind != store.KindAction || c.Action == nil {
 			return nil
 		}
+		if c.Superseded() {
+			if c.Op == store.ChangeAdded {
+				unannounced[c.Key] = true
+			}
+			return nil
+		}
+		typ := c.Op
+		if unannounced[c.Key] {
+			typ = store.ChangeAdded
+			delete(unannounced, c.Key)
+		}
 		ta := a.objectOf(c.Action, c.ResourceVersion)
 		if !q.matches(ta) {
 			return nil
 		}
-		typ := c.Op
 		if gone(c.Action) {
 			typ = store.ChangeDeleted
 		}

@@ -79,11 +79,14 @@ func rid(org, project, domain, name string) *common.RunIdentifier {
 	return &common.RunIdentifier{Org: org, Project: project, Domain: domain, Name: name}
 }
 
-// serverStream is a client's view of a server stream: its messages and
-// how it ended.
+// serverStream is a client's view of a server stream: its messages, in
+// order, then how it ended. One channel carries both (msgs is closed after
+// the last message, err set before), so a message sent before the end is
+// always read before the end: with two channels, a reader that came late
+// found both ready and select took either.
 type serverStream[T any] struct {
 	msgs chan *T
-	done chan error
+	err  error // how the stream ended; set before msgs is closed
 }
 
 // open starts a server stream; it is cancelled when the test ends.
@@ -95,13 +98,14 @@ func open[Req, T any](t *testing.T, call func(context.Context, *connect.Request[
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &serverStream[T]{msgs: make(chan *T, 4096), done: make(chan error, 1)}
+	s := &serverStream[T]{msgs: make(chan *T, 4096)}
 	go func() {
 		defer stream.Close()
 		for stream.Receive() {
 			s.msgs <- stream.Msg()
 		}
-		s.done <- stream.Err()
+		s.err = stream.Err()
+		close(s.msgs)
 	}()
 	return s
 }
@@ -113,10 +117,11 @@ const streamWait = 2 * time.Minute
 func (s *serverStream[T]) next(t *testing.T) *T {
 	t.Helper()
 	select {
-	case m := <-s.msgs:
+	case m, ok := <-s.msgs:
+		if !ok {
+			t.Fatalf("stream ended (%v), want another message", s.err)
+		}
 		return m
-	case err := <-s.done:
-		t.Fatalf("stream ended (%v), want another message", err)
 	case <-time.After(streamWait):
 		t.Fatal("no message on the stream")
 	}
@@ -127,10 +132,11 @@ func (s *serverStream[T]) next(t *testing.T) *T {
 func (s *serverStream[T]) end(t *testing.T) error {
 	t.Helper()
 	select {
-	case m := <-s.msgs:
-		t.Fatalf("stream sent %v, want it to end", m)
-	case err := <-s.done:
-		return err
+	case m, ok := <-s.msgs:
+		if ok {
+			t.Fatalf("stream sent %v, want it to end", m)
+		}
+		return s.err
 	case <-time.After(streamWait):
 		t.Fatal("the stream did not end")
 	}

@@ -24,6 +24,10 @@ type actionTree struct {
 	nodes map[string]*treeNode
 	// orphans are actions seen before their parent, by parent name.
 	orphans map[string][]string
+	// held are the actions not shown yet because an ancestor is not known
+	// yet: a change whose row came too early is skipped (rowOf), so a child
+	// can come before its parent, which the stream shows first.
+	held map[string]bool
 }
 
 type treeNode struct {
@@ -40,13 +44,42 @@ type treeNode struct {
 }
 
 func newActionTree(match func(*store.Action) bool) *actionTree {
-	return &actionTree{match: match, nodes: map[string]*treeNode{}, orphans: map[string][]string{}}
+	return &actionTree{match: match, nodes: map[string]*treeNode{}, orphans: map[string][]string{}, held: map[string]bool{}}
 }
 
 // put records a row (new, or a newer one of a known action) and returns
 // the names of the actions whose view changed: the action and, when its
-// phase or match changed, all its ancestors.
+// phase or match changed, all its ancestors; none while an ancestor of the
+// action is not known, and with a new action, the held ones it shows.
 func (t *actionTree) put(a *store.Action) []string {
+	changed := t.record(a)
+	if !t.shown(t.nodes[a.Name]) {
+		t.held[a.Name] = true
+		return nil
+	}
+	if len(t.held) > 0 { // few, and only while a parent is on its way
+		for name := range t.held {
+			if t.shown(t.nodes[name]) {
+				delete(t.held, name)
+				changed = append(changed, name)
+			}
+		}
+	}
+	return changed
+}
+
+// shown reports whether n and all its ancestors are known.
+func (t *actionTree) shown(n *treeNode) bool {
+	for ; n.parent != ""; n = t.nodes[n.parent] {
+		if !n.attached {
+			return false
+		}
+	}
+	return true
+}
+
+// record is put without holding back.
+func (t *actionTree) record(a *store.Action) []string {
 	n, known := t.nodes[a.Name]
 	if !known {
 		n = &treeNode{row: a, counts: map[phase.Phase]int32{}, matches: t.match(a)}

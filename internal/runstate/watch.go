@@ -279,27 +279,17 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 		sub := s.hub.Subscribe(ForRun(run))
 		seen := newest{}
 		tree := newActionTree(match)
-		// The whole run is read before the first message: a page's counts
-		// need the actions of the pages after it.
+		// The whole run is read before the first message, in one snapshot:
+		// a page's counts need the actions of the pages after it, and a
+		// later page must not show a child ahead of its parent.
 		var order []string
-		page := store.Page{Limit: store.MaxPageSize}
-		for err == nil {
-			var rows []store.Action
-			var next string
-			if rows, next, err = s.store.Actions.ListActions(ctx, run, store.ActionFilter{}, page); err != nil || next == "" && len(rows) == 0 {
-				break
+		err = s.store.Actions.EachOfRun(ctx, run, func(a *store.Action) error {
+			if seen.fresh(a) {
+				tree.put(a)
+				order = append(order, a.Name)
 			}
-			for i := range rows {
-				if seen.fresh(&rows[i]) {
-					tree.put(&rows[i])
-					order = append(order, rows[i].Name)
-				}
-			}
-			if next == "" {
-				break
-			}
-			page.Token = next
-		}
+			return nil
+		})
 		for len(order) > 0 && err == nil {
 			n := min(len(order), store.MaxPageSize)
 			batch := make([]*workflow.EnrichedAction, n)
@@ -316,7 +306,9 @@ func (s *Service) WatchActions(ctx context.Context, run store.RunKey, filters []
 			}
 			var a *store.Action
 			if a, err = s.rowOf(ctx, c); err == nil && a != nil && seen.fresh(a) {
-				err = send(tree.batch(tree.put(a)))
+				if names := tree.put(a); len(names) > 0 {
+					err = send(tree.batch(names))
+				}
 			}
 		}
 		sub.Close()

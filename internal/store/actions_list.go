@@ -114,6 +114,19 @@ func (r *Actions) ListActions(ctx context.Context, run RunKey, f ActionFilter, p
 	return listByTime(q, query, c, false, page.limit())
 }
 
+// EachOfRun calls fn with every action of run, oldest first, read page by
+// page in one snapshot: however many pages the run takes, the rows are the
+// run as it was at one moment (a watch's first message must not show a
+// child's later state under its parent's earlier one). fn runs inside the
+// read: it should only collect.
+func (r *Actions) EachOfRun(ctx context.Context, run RunKey, fn func(*Action) error) error {
+	return r.readSnapshot(ctx, func(tx *Actions) error {
+		return EachAction(MaxPageSize, func(p Page) ([]Action, string, error) {
+			return tx.ListActions(ctx, run, ActionFilter{}, p)
+		}, fn)
+	})
+}
+
 // ListChildren returns the direct children of parent, oldest first.
 func (r *Actions) ListChildren(ctx context.Context, parent ActionKey, page Page) ([]Action, string, error) {
 	return r.ListActions(ctx, parent.RunKey, ActionFilter{Parent: parent.Name}, page)

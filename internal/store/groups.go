@@ -111,11 +111,13 @@ func (r *Actions) TaskGroup(ctx context.Context, f GroupFilter, taskName string)
 // readSnapshot runs fn's reads on one snapshot of the database, so that a
 // group's several statements agree with each other while runs change: a
 // read-only REPEATABLE READ transaction on PostgreSQL, a deferred one on
-// SQLite (whose WAL readers keep the snapshot of their first read).
+// SQLite (whose WAL readers keep the snapshot of their first read). Read
+// only on SQLite too: that is what makes it deferred, where every other
+// transaction begins IMMEDIATE and would hold the write lock while it reads.
 func (r *Actions) readSnapshot(ctx context.Context, fn func(*Actions) error) error {
-	opts := &sql.TxOptions{}
+	opts := &sql.TxOptions{ReadOnly: true}
 	if db.Dialect(r.db) == db.Postgres {
-		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+		opts.Isolation = sql.LevelRepeatableRead
 	}
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(&Actions{db: tx})
