@@ -229,3 +229,33 @@ func TestTriggersTwoManagers(t *testing.T) {
 		}
 	}
 }
+
+// examples/triggers.py as its docstring says to run it: `python
+// examples/triggers.py` deploys it and runs a trigger by name with an
+// override; then the CLI lists and activates its triggers.
+func TestTriggersExample(t *testing.T) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	m := startSDKManager(t, backends[0].dsn(t))
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
+	out, err := venvCommand(t, ctx, dir, "python", "examples/triggers.py").CombinedOutput()
+	if err != nil {
+		t.Fatalf("python examples/triggers.py: %v\n%s", err, tailLines(string(out), 60))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if want := "Hello, trigger! Hello, trigger!"; strings.TrimSpace(lines[len(lines)-1]) != want {
+		t.Fatalf("python examples/triggers.py: want the result %q last:\n%s", want, out)
+	}
+	listed := mustFlyte(t, ctx, dir, "get", "trigger")
+	for _, want := range []string{"hourly", "every_minute", "on_demand"} {
+		if !strings.Contains(listed, want) {
+			t.Errorf("flyte get trigger does not list %s:\n%s", want, listed)
+		}
+	}
+	mustFlyte(t, ctx, dir, "update", "trigger", "every_minute", "triggers_example.report", "--activate")
+	got := mustFlyte(t, ctx, dir, "get", "trigger", "triggers_example.report", "every_minute")
+	if !strings.Contains(got, "active: true") {
+		t.Errorf("after --activate, flyte get trigger shows:\n%s", got)
+	}
+}
