@@ -38,8 +38,10 @@ func firings(t *testing.T, ctx context.Context, m *manager) []firing {
 	t.Helper()
 	client := runClient(m)
 	resp, err := client.ListRuns(ctx, connect.NewRequest(&workflow.ListRunsRequest{
+		// As the official console lists a trigger's runs.
 		Request: &common.ListRequest{Limit: 200, Filters: []*common.Filter{
 			{Field: "task_name", Function: common.Filter_EQUAL, Values: []string{stampTask}},
+			{Field: "trigger_name", Function: common.Filter_EQUAL, Values: []string{"every"}},
 		}},
 		ScopeBy: &workflow.ListRunsRequest_ProjectId{ProjectId: projectID()},
 	}))
@@ -54,6 +56,10 @@ func firings(t *testing.T, ctx context.Context, m *manager) []firing {
 			t.Fatalf("GetActionData of %s: %v", id.GetRun().GetName(), err)
 		}
 		f := firing{run: id.GetRun().GetName()}
+		if md := r.GetAction().GetMetadata(); md.GetTriggerName() != "every" || md.GetSource() != workflow.RunSource_RUN_SOURCE_SCHEDULE_TRIGGER ||
+			md.GetTriggerId().GetName().GetTaskName() != stampTask || md.GetTriggerType().GetSchedule().GetRate() == nil {
+			t.Fatalf("run %s does not say the trigger every made it: %v", f.run, md)
+		}
 		for _, l := range data.Msg.GetInputs().GetLiterals() {
 			if l.GetName() == "kickoff" {
 				f.kickoff = l.GetValue().GetScalar().GetPrimitive().GetDatetime().AsTime()
@@ -176,6 +182,18 @@ func TestTriggers(t *testing.T) {
 			driver(t, ctx, &manual, "drive_triggers.py", "run", sdkEndpoint(m), "manual", greetTask, "5")
 			if manual.Phase != "SUCCEEDED" || manual.Output != "trigger:5" {
 				t.Errorf("run of trigger manual by name: %+v, want SUCCEEDED with trigger:5", manual)
+			}
+			byTrigger, err := runClient(m).ListRuns(ctx, connect.NewRequest(&workflow.ListRunsRequest{
+				ScopeBy: &workflow.ListRunsRequest_TriggerName{TriggerName: &common.TriggerName{
+					Project: testProject, Domain: testDomain, TaskName: greetTask, Name: "manual",
+				}},
+			}))
+			if err != nil {
+				t.Fatalf("ListRuns of trigger manual: %v", err)
+			}
+			if runs := byTrigger.Msg.GetRuns(); len(runs) != 1 || runs[0].GetAction().GetId().GetRun().GetName() != manual.Run ||
+				runs[0].GetAction().GetMetadata().GetTriggerName() != "manual" {
+				t.Errorf("ListRuns of trigger manual: %v, want the run %s, made by it", runs, manual.Run)
 			}
 			if time.Since(stopped) < 2*triggerMinute {
 				t.Logf("the run by name took only %s", time.Since(stopped))
