@@ -43,6 +43,7 @@ func TestEveryViewPathAnswersTheApplication(t *testing.T) {
 		"/v2/", "/v2/projects",
 		"/v2/domain/development/project/flytesnacks/runs",
 		"/v2/domain/development/project/flytesnacks/runs/r1abc",
+		"/v2/domain/development/project/flytesnacks/triggers",
 		// Task names have dots: they must not be taken for asset files.
 		"/v2/domain/development/project/flytesnacks/tasks/hello.say_hello",
 	} {

@@ -257,6 +257,7 @@ func TestConsoleHostileStrings(t *testing.T) {
 				"/v2/domain/development/project/flytesnacks/tasks/" + seg,
 				"/v2/domain/development/project/flytesnacks/tasks/hostile.echo/" + seg,
 				"/v2/domain/development/project/" + seg + "/secrets",
+				"/v2/domain/development/project/" + seg + "/triggers",
 				"/v2/" + seg,
 			} {
 				b.open(m.URL + path)

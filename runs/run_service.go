@@ -174,9 +174,16 @@ func runScope(req *workflow.ListRunsRequest, f *store.RunFilter) error {
 			return errs.Invalidf("task_name needs project, domain and name")
 		}
 		f.Org, f.Project, f.Domain, f.TaskName = n.GetOrg(), n.GetProject(), n.GetDomain(), n.GetName()
+	case *workflow.ListRunsRequest_TriggerName:
+		k, err := ident.Trigger("trigger_name", scope.TriggerName)
+		if err != nil {
+			return err
+		}
+		if (f.TaskName != "" && f.TaskName != k.TaskName) || (f.TriggerName != "" && f.TriggerName != k.Name) {
+			return errs.Invalidf("trigger_name names trigger %q of task %s, but the filters name another", k.Name, k.TaskName)
+		}
+		f.Org, f.Project, f.Domain, f.TaskName, f.TriggerName = k.Org, k.Project, k.Domain, k.TaskName, k.Name
 	case nil:
-	default:
-		return errs.Invalidf("listing runs by trigger is not supported yet")
 	}
 	f.Paused = req.GetPausedActionsOnly()
 	return nil

@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -11,6 +12,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/trigger"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/store"
 )
 
@@ -38,6 +40,7 @@ func row(k store.TriggerKey, spec *trigger.TriggerSpec, automation *task.Trigger
 	if automation == nil {
 		automation = &task.TriggerAutomationSpec{Type: task.TriggerAutomationSpecType_TYPE_NONE}
 	}
+	spec = inputsFile(spec)
 	rawSpec, err := marshal(spec)
 	if err != nil {
 		return store.Trigger{}, errs.Invalidf("trigger %q: spec cannot be serialized: %v", k.Name, err)
@@ -73,6 +76,19 @@ func fromTaskTrigger(version string, t *task.TaskTrigger) *trigger.TriggerSpec {
 	case *task.TaskTriggerSpec_OffloadedInputData:
 		spec.InputWrapper = &trigger.TriggerSpec_OffloadedInputData{OffloadedInputData: in.OffloadedInputData}
 	}
+	return spec
+}
+
+// inputsFile makes a spec's offloaded inputs name their file: UploadInputs
+// answers with the directory, CreateRun takes either, and the SDK reads a
+// trigger's inputs (to merge overrides into them) from the URI as a file.
+func inputsFile(spec *trigger.TriggerSpec) *trigger.TriggerSpec {
+	off := spec.GetOffloadedInputData()
+	if off == nil || off.GetUri() == "" || strings.HasSuffix(off.GetUri(), "/"+runlayout.InputsFile) {
+		return spec
+	}
+	spec = proto.Clone(spec).(*trigger.TriggerSpec)
+	spec.GetOffloadedInputData().Uri = strings.TrimRight(off.GetUri(), "/") + "/" + runlayout.InputsFile
 	return spec
 }
 

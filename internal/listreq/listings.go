@@ -30,6 +30,7 @@ var RunsSchema = Schema{
 		"phase":        {Kind: KindPhase, Funcs: setFuncs},
 		"task_name":    {Kind: KindString, Funcs: nameFuncs},
 		"task_version": {Kind: KindString, Funcs: eq},
+		"trigger_name": {Kind: KindString, Funcs: eq},
 		"created_by":   {Kind: KindString, Funcs: eq},
 		"created_at":   {Kind: KindTime, Funcs: cmpFuncs},
 		"updated_at":   {Unsupported: "filtering runs by updated_at is not supported yet; filter by created_at"},
@@ -44,6 +45,8 @@ var RunsSchema = Schema{
 //	phase        EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (numbers or names)
 //	task_name    EQUAL, CONTAINS, CONTAINS_CASE_INSENSITIVE
 //	task_version EQUAL
+//	trigger_name EQUAL   (the runs a trigger of the run's task made: the
+//	             official console sends it with task_name)
 //	created_by   EQUAL   (the subject; `--only-mine` sends UserInfo.subject)
 //	created_at   GREATER_THAN(_OR_EQUAL), LESS_THAN(_OR_EQUAL)  (RFC 3339)
 //	sort         created_at, either direction; newest first by default
@@ -66,6 +69,8 @@ func ParseRuns(req *common.ListRequest) (store.RunFilter, store.Page, error) {
 			}
 		case "task_version":
 			err = setOnce(&f.TaskVersion, c)
+		case "trigger_name":
+			err = setOnce(&f.TriggerName, c)
 		case "created_by":
 			err = setOnce(&f.CreatedBy, c)
 		case "created_at":

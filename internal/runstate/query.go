@@ -57,6 +57,9 @@ func (s *Service) runDetails(ctx context.Context, root *store.Action) (*workflow
 	if err := proto.Unmarshal(root.RunSpec, rs); err != nil {
 		return nil, fmt.Errorf("run spec of %s is unreadable: %w", root.RunKey, err)
 	}
+	if err := s.withTriggers(ctx, map[store.RunKey]*workflow.ActionMetadata{root.RunKey: d.GetMetadata()}); err != nil {
+		return nil, err
+	}
 	return &workflow.RunDetails{RunSpec: rs, Action: d}, nil
 }
 
@@ -67,8 +70,13 @@ func (s *Service) ListRuns(ctx context.Context, f store.RunFilter, page store.Pa
 		return nil, "", err
 	}
 	out := make([]*workflow.Run, len(rows))
+	mds := make(map[store.RunKey]*workflow.ActionMetadata, len(rows))
 	for i := range rows {
 		out[i] = &workflow.Run{Action: ActionOf(&rows[i])}
+		mds[rows[i].RunKey] = out[i].Action.GetMetadata()
+	}
+	if err := s.withTriggers(ctx, mds); err != nil {
+		return nil, "", err
 	}
 	return out, next, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/trigger"
@@ -141,4 +142,34 @@ func (s *Service) recordTriggered(ctx context.Context, run store.RunKey, info *t
 	if err := s.store.Triggers.RecordRun(ctx, info.trigger, run, info.scheduled); err != nil {
 		s.log.WarnContext(ctx, "recording the trigger of a run", "run", run.RunName, "trigger", info.trigger.TriggerKey.String(), "err", err)
 	}
+}
+
+// withTriggers fills, in the metadata of the runs a trigger made, which
+// trigger (and revision), its automation, and the source SCHEDULE_TRIGGER
+// for a scheduled firing. mds are the runs' root metadata, by run.
+func (s *Service) withTriggers(ctx context.Context, mds map[store.RunKey]*workflow.ActionMetadata) error {
+	keys := make([]store.RunKey, 0, len(mds))
+	for k := range mds {
+		keys = append(keys, k)
+	}
+	made, err := s.store.Triggers.RunTriggers(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for k, rt := range made {
+		md := mds[k]
+		if md == nil {
+			continue
+		}
+		md.TriggerId = &common.TriggerIdentifier{Name: ident.TriggerProto(rt.Trigger), Revision: uint64(rt.Revision)}
+		md.TriggerName = rt.Trigger.Name
+		automation := &task.TriggerAutomationSpec{}
+		if proto.Unmarshal(rt.AutomationSpec, automation) == nil {
+			md.TriggerType = automation
+		}
+		if rt.ScheduledAt != nil {
+			md.Source = workflow.RunSource_RUN_SOURCE_SCHEDULE_TRIGGER
+		}
+	}
+	return nil
 }

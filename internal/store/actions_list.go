@@ -24,8 +24,11 @@ type RunFilter struct {
 	TaskNameContains []Substring
 	// Paused keeps the runs with an action waiting in PAUSED (a condition
 	// waiting for its signal).
-	Paused        bool
-	CreatedBy     string
+	Paused    bool
+	CreatedBy string
+	// TriggerName keeps the runs the trigger of that name (of the run's
+	// task: set TaskName too) made.
+	TriggerName   string
 	CreatedAfter  time.Time // inclusive
 	CreatedBefore time.Time // exclusive
 	Ascending     bool      // oldest first; the default is newest first
@@ -58,6 +61,9 @@ func (r *Actions) ListRuns(ctx context.Context, f RunFilter, page Page) ([]Actio
 		// A probe of the partial index of paused actions per run root.
 		q = q.Where("EXISTS (SELECT 1 FROM actions p WHERE p.phase = ? AND p.org = actions.org AND "+
 			"p.project = actions.project AND p.domain = actions.domain AND p.run_name = actions.run_name)", phase.Paused)
+	}
+	if f.TriggerName != "" {
+		q = whereMadeBy(q, f.TriggerName)
 	}
 	if !f.CreatedAfter.IsZero() {
 		q = q.Where("created_at >= ?", db.Time(f.CreatedAfter))

@@ -397,3 +397,66 @@ func (r *Triggers) RunsOf(ctx context.Context, triggerID int64, limit int) ([]Tr
 	}
 	return rows, nil
 }
+
+// RunTrigger is the trigger that made a run, as its views show it.
+type RunTrigger struct {
+	Trigger        TriggerKey
+	Revision       int64
+	ScheduledAt    *time.Time
+	AutomationSpec []byte
+}
+
+// RunTriggers returns, for those of runs a trigger made, which trigger.
+func (r *Triggers) RunTriggers(ctx context.Context, runs []RunKey) (map[RunKey]RunTrigger, error) {
+	out := map[RunKey]RunTrigger{}
+	if len(runs) == 0 {
+		return out, nil
+	}
+	// By the primary key: one query per project and domain (a page of
+	// runs has one).
+	type scope struct{ org, project, domain string }
+	groups := map[scope][]string{}
+	want := make(map[RunKey]bool, len(runs))
+	for _, k := range runs {
+		sc := scope{k.Org, k.Project, k.Domain}
+		groups[sc] = append(groups[sc], k.RunName)
+		want[k] = true
+	}
+	var rows []struct {
+		Org, Project, Domain, RunName string
+		Revision                      int64
+		ScheduledAt                   *time.Time
+		TaskName, Name                string
+		AutomationSpec                []byte
+	}
+	for sc, names := range groups {
+		err := r.db.WithContext(ctx).Table("trigger_runs AS tr").
+			Select("tr.org, tr.project, tr.domain, tr.run_name, tr.revision, tr.scheduled_at, tg.task_name, tg.name, tg.automation_spec").
+			Joins("JOIN triggers tg ON tg.id = tr.trigger_id").
+			Where("tr.org = ? AND tr.project = ? AND tr.domain = ? AND tr.run_name IN ?", sc.org, sc.project, sc.domain, names).
+			Scan(&rows).Error
+		if err != nil {
+			return nil, fmt.Errorf("the triggers of runs: %w", db.Translate(err))
+		}
+		for _, row := range rows {
+			k := RunKey{Org: row.Org, Project: row.Project, Domain: row.Domain, RunName: row.RunName}
+			if !want[k] {
+				continue
+			}
+			out[k] = RunTrigger{
+				Trigger:  TriggerKey{Org: row.Org, Project: row.Project, Domain: row.Domain, TaskName: row.TaskName, Name: row.Name},
+				Revision: row.Revision, ScheduledAt: row.ScheduledAt, AutomationSpec: row.AutomationSpec,
+			}
+		}
+		rows = rows[:0]
+	}
+	return out, nil
+}
+
+// whereMadeBy narrows a query of run roots to those the trigger named name
+// of the run's task made.
+func whereMadeBy(q *gorm.DB, name string) *gorm.DB {
+	return q.Where("EXISTS (SELECT 1 FROM trigger_runs tr JOIN triggers tg ON tg.id = tr.trigger_id "+
+		"WHERE tr.org = actions.org AND tr.project = actions.project AND tr.domain = actions.domain AND "+
+		"tr.run_name = actions.run_name AND tg.task_name = actions.task_name AND tg.name = ?)", name)
+}

@@ -12,6 +12,7 @@ route(P + "/tasks", () => import("./views/tasks.js"));
 route(P + "/tasks/:task", () => import("./views/task.js"));
 route(P + "/tasks/:task/:version", () => import("./views/task.js"));
 route(P + "/secrets", () => import("./views/secrets.js"));
+route(P + "/triggers", () => import("./views/triggers.js"));
 
 const main = document.getElementById("main");
 const crumbs = document.getElementById("crumbs");

@@ -56,6 +56,7 @@ function card(p, reload, status) {
     h("ul", null, domains.map((d) => h("li", null,
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/runs` }, `${d.name || d.id}: runs`), " · ",
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/tasks` }, "tasks"), " · ",
+      h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/triggers` }, "triggers"), " · ",
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/secrets` }, "secrets")))),
     toggle);
 }

@@ -1,0 +1,96 @@
+// Triggers of one project and domain: each with its schedule, an active
+// switch (UpdateTriggers), its latest firing and the last runs it made.
+import { h, replace } from "../lib/dom.js";
+import { call } from "../lib/api.js";
+import { errorBox, phaseBadge, timeEl } from "../lib/ui.js";
+
+const RUNS = 5; // runs shown per trigger
+
+export default async function render(main, params, ctx) {
+  const { domain, project } = params;
+  const base = `/v2/domain/${encodeURIComponent(domain)}/project/${encodeURIComponent(project)}`;
+  ctx.setCrumbs([["Projects", "/v2/projects"], [`${project} (${domain})`, base + "/runs"], ["Triggers"]]);
+  const body = h("tbody");
+  const status = h("div", { "aria-live": "polite" });
+  main.append(
+    h("div", { class: "toolbar" }, h("h1", { class: "grow" }, "Triggers"), h("a", { href: base + "/tasks", class: "button" }, "Tasks")),
+    h("p", { class: "muted" }, "Deploy triggers with their task: ", h("code", null, "flyte deploy"), "."),
+    status,
+    h("div", { class: "scroll" }, h("table", { id: "triggers" },
+      h("thead", null, h("tr", null, h("th", null, "Trigger"), h("th", null, "Schedule"), h("th", null, "Active"),
+        h("th", null, "Latest firing"), h("th", { class: "hide-narrow" }, "Runs it made"))),
+      body)));
+  const projectId = { organization: "", domain, name: project };
+  const triggers = [];
+  let token = "";
+  do {
+    const r = await call("trigger.TriggerService", "ListTriggers", { request: { limit: 100, token }, projectId }, { signal: ctx.signal });
+    triggers.push(...(r.triggers || []));
+    token = r.token || "";
+  } while (token);
+  if (!triggers.length) {
+    body.append(h("tr", null, h("td", { colspan: 5, class: "muted" }, "No triggers deployed here yet.")));
+    return;
+  }
+  for (const t of triggers) {
+    const runs = h("td", { class: "hide-narrow runs" }, h("span", { class: "muted" }, "…"));
+    body.append(row(t, base, runs, status));
+    madeRuns(t.id?.name || {}, base, ctx.signal)
+      .then((el) => replace(runs, el))
+      .catch((e) => { if (e.name !== "AbortError") replace(runs, errorBox(e)); });
+  }
+}
+
+function row(t, base, runs, status) {
+  const name = t.id?.name || {};
+  const toggle = h("input", { type: "checkbox", class: "active", "aria-label": `Active: ${name.name}` });
+  toggle.checked = !!t.active;
+  const state = h("span", null, t.active ? "on" : "off");
+  toggle.addEventListener("change", async () => {
+    toggle.disabled = true;
+    try {
+      await call("trigger.TriggerService", "UpdateTriggers", { names: [name], active: toggle.checked });
+      replace(status);
+    } catch (e) {
+      toggle.checked = !toggle.checked;
+      replace(status, errorBox(e));
+    } finally {
+      toggle.disabled = false;
+      state.textContent = toggle.checked ? "on" : "off";
+    }
+  });
+  return h("tr", { dataset: { trigger: name.name, task: name.taskName } },
+    h("td", null, h("span", { class: "mono" }, name.name),
+      h("div", { class: "muted" }, h("a", { href: `${base}/tasks/${encodeURIComponent(name.taskName)}` }, name.taskName))),
+    h("td", { class: "schedule" }, describe(t.automationSpec)),
+    h("td", null, h("label", null, toggle, " ", state)),
+    h("td", { class: "fired" }, timeEl(t.status?.triggeredAt)),
+    runs);
+}
+
+// describe says when a trigger fires, as the SDK's CLI words it.
+function describe(a) {
+  const s = a?.schedule;
+  if (!a || a.type === "TYPE_NONE" || !a.type || !s) return h("span", { class: "muted" }, "by name only");
+  if (s.cron) return `cron ${s.cron.expression} (${s.cron.timezone || "UTC"})`;
+  if (s.cronExpression) return `cron ${s.cronExpression} (UTC)`;
+  if (s.rate) {
+    const unit = (s.rate.unit || "FIXED_RATE_UNIT_MINUTE").replace("FIXED_RATE_UNIT_", "").toLowerCase();
+    const n = s.rate.value || 0;
+    return `every ${n} ${unit}${n === 1 ? "" : "s"}` + (s.rate.startTime ? ` from ${s.rate.startTime}` : "");
+  }
+  return a.type;
+}
+
+async function madeRuns(name, base, signal) {
+  const r = await call("workflow.RunService", "ListRuns", {
+    request: { limit: RUNS, sortBy: { key: "created_at", direction: "DESCENDING" } }, triggerName: name,
+  }, { signal });
+  const runs = r.runs || [];
+  if (!runs.length) return h("span", { class: "muted" }, "none yet");
+  return h("ul", { class: "plain" }, runs.map((run) => {
+    const id = run.action?.id?.run?.name || "";
+    return h("li", { dataset: { run: id } }, phaseBadge(run.action?.status?.phase), " ",
+      h("a", { href: `${base}/runs/${encodeURIComponent(id)}`, class: "mono" }, id));
+  }));
+}

@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
+
+	"fmgr.dev/gen/go/flyteidl2/common"
+	"fmgr.dev/gen/go/flyteidl2/trigger"
+	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
+	"fmgr.dev/internal/dbtest"
+)
+
+// The triggers page lists a project's triggers with their schedules, when
+// each last fired and the runs it made; its switch deactivates one.
+func TestConsoleTriggers(t *testing.T) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	m := startSDKManager(t, dbtest.SQLiteDSN(t), "FLYTE_MANAGER_TRIGGERS_MINUTE="+triggerMinute.String())
+	deployTriggers(t, ctx, m)
+	fired := waitFirings(t, ctx, m, 1)
+
+	b := newBrowser(t, 0)
+	b.open(m.URL + "/v2/projects")
+	b.waitText("#projects", "flytesnacks")
+	b.run("follow the project's triggers link", chromedp.Click(css(`[data-project="flytesnacks"] a[href$="/development/project/flytesnacks/triggers"]`)))
+	b.waitText(`#triggers [data-trigger="every"] .schedule`, "every 1 minute")
+	b.waitText(`#triggers [data-trigger="manual"] .schedule`, "by name only")
+	b.run("the trigger's runs", chromedp.WaitVisible(css(`#triggers [data-trigger="every"] .runs [data-run="`+fired[0].run+`"]`)))
+	b.run("its latest firing", chromedp.WaitVisible(css(`#triggers [data-trigger="every"] .fired time`)))
+	if on := eval[bool](b, `document.querySelector('#triggers [data-trigger="every"] input.active').checked`); !on {
+		t.Fatal("the switch of an active trigger is off")
+	}
+	b.screenshot("triggers")
+
+	b.run("switch it off", chromedp.Click(css(`#triggers [data-trigger="every"] input.active`)))
+	client := triggerconnect.NewTriggerServiceClient(rpcClient, m.URL)
+	name := &common.TriggerName{Project: testProject, Domain: testDomain, TaskName: stampTask, Name: "every"}
+	b.waitJS("the switch settled", `!document.querySelector('#triggers [data-trigger="every"] input.active').disabled`)
+	got, err := client.GetTriggerDetails(ctx, connect.NewRequest(&trigger.GetTriggerDetailsRequest{Name: name}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Msg.GetTrigger().GetSpec().GetActive() {
+		t.Error("the trigger is still active after its switch was turned off")
+	}
+	b.waitText(`#triggers [data-trigger="every"] label`, "off")
+}
