@@ -169,6 +169,22 @@ func testConditions(t *testing.T, m *manager) {
 		t.Errorf("details of the signalled count: %v, %v", details, err)
 	}
 
+	// Recovering the run re-uses the values: the task's conditions are
+	// RECOVERED at once, and nobody signals anything.
+	var rec struct {
+		Run, Phase, Error string
+		Output            any
+		Conditions        []map[string]string
+	}
+	driver(t, ctx, &rec, "drive_conditions.py", "recover", sdkEndpoint(m), approve)
+	if rec.Phase != "SUCCEEDED" || rec.Output != "True:42" {
+		t.Errorf("recovered run %s: %s %v %s, want SUCCEEDED with \"True:42\" from the recovered values", rec.Run, rec.Phase, rec.Output, rec.Error)
+	}
+	checkJSON(t, "the recovered run's conditions", rec.Conditions, fmt.Sprintf(`[
+		{"name":"approve","action":%q,"parent":"a0","phase":"RECOVERED","type":"bool"},
+		{"name":"count","action":%q,"parent":"a0","phase":"RECOVERED","type":"int"}]`,
+		conds["approve"].GetId().GetName(), conds["count"].GetId().GetName()))
+
 	// Nobody signals: TIMED_OUT, and the task gets ConditionTimedoutError.
 	driver(t, ctx, &res, "drive_conditions.py", "outcome", sdkEndpoint(m), expire)
 	if res.Phase != "SUCCEEDED" || res.Output != "timed out" {
