@@ -225,3 +225,45 @@ func testConditions(t *testing.T, m *manager) {
 		t.Errorf("signalling a task: %v, want FailedPrecondition", err)
 	}
 }
+
+// Conditions live in the database: a manager killed (SIGKILL) while tasks
+// wait on them comes back with them still PAUSED, the task's retried
+// attempt registers them again (the same actions), and signals after the
+// restart complete the run with their values.
+func TestConditionsRestart(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			m := startSDKManager(t, b.dsn(t))
+			ctx := scenarioContext(t, 8*time.Minute)
+			var started struct{ Runs map[string]string }
+			driver(t, ctx, &started, "drive_conditions.py", "start", sdkEndpoint(m))
+			approve := started.Runs["approve"]
+			const paused = common.ActionPhase_ACTION_PHASE_PAUSED
+			want := map[string]common.ActionPhase{"approve": paused, "count": paused}
+			before := waitConditions(t, ctx, m, approve, want)
+			m.Kill()
+			m.Restart()
+			after := waitConditions(t, ctx, m, approve, want)
+			for name, a := range before {
+				if after[name].GetId().GetName() != a.GetId().GetName() {
+					t.Errorf("condition %s is action %s after the restart, %s before", name, after[name].GetId().GetName(), a.GetId().GetName())
+				}
+			}
+			for _, s := range [][2]string{{"approve", "true"}, {"count", "41"}} {
+				var sent struct{ Error string }
+				driver(t, ctx, &sent, "drive_conditions.py", "signal", sdkEndpoint(m), approve, s[0], s[1])
+				if sent.Error != "" {
+					t.Fatalf("signal %s after the restart: %s", s[0], sent.Error)
+				}
+			}
+			var res struct {
+				Phase, Error string
+				Output       any
+			}
+			driver(t, ctx, &res, "drive_conditions.py", "outcome", sdkEndpoint(m), approve)
+			if res.Phase != "SUCCEEDED" || res.Output != "True:42" {
+				t.Errorf("run %s signalled after a restart: %s %v %s, want SUCCEEDED with \"True:42\"", approve, res.Phase, res.Output, res.Error)
+			}
+		})
+	}
+}
