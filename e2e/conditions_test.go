@@ -169,6 +169,22 @@ func testConditions(t *testing.T, m *manager) {
 		t.Errorf("details of the signalled count: %v, %v", details, err)
 	}
 
+	// Recovering the run re-uses the values: the task's conditions are
+	// RECOVERED at once, and nobody signals anything.
+	var rec struct {
+		Run, Phase, Error string
+		Output            any
+		Conditions        []map[string]string
+	}
+	driver(t, ctx, &rec, "drive_conditions.py", "recover", sdkEndpoint(m), approve)
+	if rec.Phase != "SUCCEEDED" || rec.Output != "True:42" {
+		t.Errorf("recovered run %s: %s %v %s, want SUCCEEDED with \"True:42\" from the recovered values", rec.Run, rec.Phase, rec.Output, rec.Error)
+	}
+	checkJSON(t, "the recovered run's conditions", rec.Conditions, fmt.Sprintf(`[
+		{"name":"approve","action":%q,"parent":"a0","phase":"RECOVERED","type":"bool"},
+		{"name":"count","action":%q,"parent":"a0","phase":"RECOVERED","type":"int"}]`,
+		conds["approve"].GetId().GetName(), conds["count"].GetId().GetName()))
+
 	// Nobody signals: TIMED_OUT, and the task gets ConditionTimedoutError.
 	driver(t, ctx, &res, "drive_conditions.py", "outcome", sdkEndpoint(m), expire)
 	if res.Phase != "SUCCEEDED" || res.Output != "timed out" {
@@ -207,5 +223,47 @@ func testConditions(t *testing.T, m *manager) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
 		t.Errorf("signalling a task: %v, want FailedPrecondition", err)
+	}
+}
+
+// Conditions live in the database: a manager killed (SIGKILL) while tasks
+// wait on them comes back with them still PAUSED, the task's retried
+// attempt registers them again (the same actions), and signals after the
+// restart complete the run with their values.
+func TestConditionsRestart(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			m := startSDKManager(t, b.dsn(t))
+			ctx := scenarioContext(t, 8*time.Minute)
+			var started struct{ Runs map[string]string }
+			driver(t, ctx, &started, "drive_conditions.py", "start", sdkEndpoint(m))
+			approve := started.Runs["approve"]
+			const paused = common.ActionPhase_ACTION_PHASE_PAUSED
+			want := map[string]common.ActionPhase{"approve": paused, "count": paused}
+			before := waitConditions(t, ctx, m, approve, want)
+			m.Kill()
+			m.Restart()
+			after := waitConditions(t, ctx, m, approve, want)
+			for name, a := range before {
+				if after[name].GetId().GetName() != a.GetId().GetName() {
+					t.Errorf("condition %s is action %s after the restart, %s before", name, after[name].GetId().GetName(), a.GetId().GetName())
+				}
+			}
+			for _, s := range [][2]string{{"approve", "true"}, {"count", "41"}} {
+				var sent struct{ Error string }
+				driver(t, ctx, &sent, "drive_conditions.py", "signal", sdkEndpoint(m), approve, s[0], s[1])
+				if sent.Error != "" {
+					t.Fatalf("signal %s after the restart: %s", s[0], sent.Error)
+				}
+			}
+			var res struct {
+				Phase, Error string
+				Output       any
+			}
+			driver(t, ctx, &res, "drive_conditions.py", "outcome", sdkEndpoint(m), approve)
+			if res.Phase != "SUCCEEDED" || res.Output != "True:42" {
+				t.Errorf("run %s signalled after a restart: %s %v %s, want SUCCEEDED with \"True:42\"", approve, res.Phase, res.Output, res.Error)
+			}
+		})
 	}
 }

@@ -80,6 +80,10 @@ var fixture = []struct{ procedure, request string }{
 	{"flyteidl2.actions.ActionsService/Enqueue", `{"action":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"parentActionName":"a0",` +
 		`"inputUri":"` + fxFile + `/deeper","runOutputBase":"` + fxFile + `","task":{"id":` + fxTaskID + `}}}`},
 	{"flyteidl2.workflow.RunService/CreateRun", `{"runId":` + fxAbortRun + `,"taskId":` + fxTaskID + `,"inputs":` + fxInputs + `}`},
+	// A condition waiting for an int, which the signal requests signal.
+	{"flyteidl2.actions.ActionsService/Enqueue", `{"action":{"actionId":{"run":` + fxRun + `,"name":"fuzzcond"},"parentActionName":"a0",` +
+		`"inputUri":"` + blobsPlaceholder + `/fuzz/fuzzcond/inputs.pb","runOutputBase":"` + blobsPlaceholder + `/fuzz/out",` +
+		`"condition":{"name":"count","type":{"simple":"INTEGER"},"prompt":"How many?"}}}`},
 }
 
 // fxApp is an app's identifier in the fixture's project; fxAppSpec a spec
@@ -87,6 +91,9 @@ var fixture = []struct{ procedure, request string }{
 func fxApp(name string) string { return `{` + fxProject + `,"name":"` + name + `"}` }
 
 const fxAppSpec = `{"container":{"image":"x","args":["true"]},"ingress":{}}`
+
+// fxCond is the fixture's condition.
+const fxCond = `{"run":` + fxRun + `,"name":"fuzzcond"}`
 
 // seedRequest is a procedure's valid request and the code it answers when
 // it is the first request after the fixture: "ok", or the precise code of a
@@ -111,7 +118,7 @@ func fxTrigger(name string) string {
 var seeds = map[string]seedRequest{
 	"flyteidl2.actions.ActionsService/Abort":           {`{"actionId":` + fxAbortA0 + `,"reason":"fuzz"}`, "ok"},
 	"flyteidl2.actions.ActionsService/Enqueue":         {`{"action":{` + fxChild("fuzzchild-enqueue") + `}}`, "ok"},
-	"flyteidl2.actions.ActionsService/Signal":          {`{"actionId":` + fxRoot + `,"parentActionName":"a0","value":{"scalar":{"primitive":{"boolean":true}}}}`, "failed_precondition"},
+	"flyteidl2.actions.ActionsService/Signal":          {`{"actionId":` + fxCond + `,"parentActionName":"a0","value":{"scalar":{"primitive":{"integer":"7"}}}}`, "ok"},
 	"flyteidl2.actions.ActionsService/Update":          {`{"actionId":` + fxRoot + `,"attempt":1,"status":{"phase":"ACTION_PHASE_RUNNING"}}`, "unimplemented"},
 	"flyteidl2.actions.ActionsService/WatchForUpdates": {`{"parentActionId":` + fxRoot + `}`, "ok"},
 
@@ -205,7 +212,7 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.workflow.RunService/GetRunDetails":       {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/ListActions":         {`{"runId":` + fxRun + `,"request":{"limit":10}}`, "ok"},
 	"flyteidl2.workflow.RunService/ListRuns":            {`{"projectId":` + fxProjID + `,"request":{"limit":10,"sortBy":{"key":"created_at","direction":"DESCENDING"}}}`, "ok"},
-	"flyteidl2.workflow.RunService/SignalEvent":         {`{"actionId":` + fxRoot + `,"parentActionName":"a0","payload":{"boolValue":true}}`, "failed_precondition"},
+	"flyteidl2.workflow.RunService/SignalEvent":         {`{"actionId":` + fxCond + `,"parentActionName":"a0","payload":{"intValue":"7"}}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchActionDetails":  {`{"actionId":` + fxRoot + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchActions":        {`{"runId":` + fxRun + `}`, "ok"},
 	"flyteidl2.workflow.RunService/WatchClusterEvents":  {`{"id":` + fxRoot + `,"attempt":1}`, "ok"},

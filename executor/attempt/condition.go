@@ -77,6 +77,7 @@ func (c *Core) Condition(ctx context.Context, a *store.Action) error {
 		return err
 	}
 	if updated.Phase.Terminal() {
+		c.opts.Log.Info("condition ended", "action", a.ActionKey.String(), "phase", updated.Phase.String())
 		c.Forget(a.ActionKey)
 		c.opts.Ended(a.ActionKey)
 	} else if timed {

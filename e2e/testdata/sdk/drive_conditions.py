@@ -11,6 +11,10 @@
       {"error": ""} or the error the manager answered.
   drive_conditions.py outcome <endpoint> <run>
       Waits for the run and reports how it ended (_drive.outcome).
+  drive_conditions.py recover <endpoint> <run>
+      Recovers the run (flyte.rerun(recover=True)), waits for the new run
+      without signalling anything and reports its outcome and conditions:
+      {"run", "phase", "output", "conditions"}.
 """
 
 import json
@@ -67,6 +71,14 @@ async def outcome(endpoint: str, run_name: str) -> dict:
     return await _drive.outcome(run_name, 300)
 
 
+async def recover(endpoint: str, run_name: str) -> dict:
+    _drive.init(endpoint)
+    run = await _drive.runner().rerun.aio(run_name, recover=True)
+    result = {"run": run.name, **await _drive.outcome(run.name, 300)}
+    result["conditions"] = (await listall(endpoint, run.name))["conditions"]
+    return result
+
+
 if __name__ == "__main__":
     mode, endpoint = sys.argv[1], sys.argv[2]
     if mode == "start":
@@ -75,5 +87,7 @@ if __name__ == "__main__":
         _drive.main(lambda: listall(endpoint, sys.argv[3]))
     elif mode == "signal":
         _drive.main(lambda: signal(endpoint, sys.argv[3], sys.argv[4], sys.argv[5]))
+    elif mode == "recover":
+        _drive.main(lambda: recover(endpoint, sys.argv[3]))
     else:
         _drive.main(lambda: outcome(endpoint, sys.argv[3]))

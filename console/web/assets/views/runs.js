@@ -5,6 +5,7 @@ import { h, replace } from "../lib/dom.js";
 import { call, follow, stream } from "../lib/api.js";
 import { setQuery } from "../lib/router.js";
 import { errorBox, phaseBadge, PHASES, phaseLabel, timeEl, formatDuration, elapsedMs, isTerminal, ownerName } from "../lib/ui.js";
+import { pausedRuns, markPaused } from "./runs_paused.js";
 
 const PAGE = 50;
 
@@ -15,7 +16,7 @@ export default async function render(main, params, ctx) {
   const q = new URLSearchParams(location.search);
   const filters = {
     phase: q.get("phase") || "", task: q.get("task") || "", owner: q.get("owner") || "",
-    after: q.get("after") || "", before: q.get("before") || "",
+    after: q.get("after") || "", before: q.get("before") || "", paused: q.get("paused") || "",
   };
 
   const status = h("div", { "aria-live": "polite", id: "runs-status" });
@@ -33,6 +34,9 @@ export default async function render(main, params, ctx) {
     status, table, more);
 
   const rows = new Map(); // run name → {tr, run}
+  const paused = pausedRuns({ organization: "", domain, name: project }, ctx.signal, (has) => {
+    for (const [name, x] of rows) markPaused(x.tr, has(name));
+  });
   let token = "";
   let generation = 0; // a reload makes pages of an older listing stale
 
@@ -46,6 +50,7 @@ export default async function render(main, params, ctx) {
     return {
       request: { limit: PAGE, token: pageToken, filters: f, sortByFields: [{ key: "created_at", direction: "DESCENDING" }] },
       projectId: { organization: "", domain, name: project },
+      pausedActionsOnly: filters.paused === "1",
     };
   }
 
@@ -57,6 +62,7 @@ export default async function render(main, params, ctx) {
       if (gen !== generation) return;
       for (const run of r.runs || []) upsert(run, false);
       token = r.token || "";
+      paused.soon();
       more.hidden = !token;
       if (!rows.size) replace(body, h("tr", null, h("td", { colspan: 6, class: "muted" }, "No runs match.")));
     } finally {
@@ -82,6 +88,7 @@ export default async function render(main, params, ctx) {
     const known = rows.get(name);
     if (!known && fromWatch && (!matches(run, filters) || (token && olderThanAll(run)))) return;
     const tr = row(run, base);
+    markPaused(tr, paused.has(name));
     if (known) {
       known.tr.replaceWith(tr);
       rows.set(name, { tr, run });
@@ -111,7 +118,7 @@ export default async function render(main, params, ctx) {
   ctx.signal.addEventListener("abort", () => clearInterval(tick));
 
   follow(() => stream("workflow.RunService", "WatchRuns", { projectId: { organization: "", domain, name: project } }, { signal: ctx.signal }),
-    (msg) => { replace(live, "Live"); for (const run of msg.runs || []) upsert(run, true); },
+    (msg) => { replace(live, "Live"); for (const run of msg.runs || []) upsert(run, true); paused.soon(); },
     ctx.signal,
     { onError: () => replace(live, "Reconnecting…") });
 }
@@ -124,6 +131,7 @@ function startOf(run) {
 function matches(run, f) {
   const a = run.action || {};
   if (f.phase && a.status?.phase !== f.phase) return false;
+  if (f.paused) return false; // a new run is not known to wait yet: the next reload shows it
   if (f.task && a.metadata?.task?.id?.name !== f.task) return false;
   if (f.owner && (a.metadata?.executedBy?.user?.id?.subject || "") !== f.owner) return false;
   const t = startOf(run);
@@ -148,7 +156,7 @@ function row(run, base) {
     h("td", null, taskName
       ? h("a", { href: `${base}/tasks/${encodeURIComponent(taskName)}` }, task?.shortName || taskName)
       : h("span", { class: "muted" }, "—")),
-    h("td", null, phaseBadge(a.status?.phase)),
+    h("td", { dataset: { phaseCell: "" } }, phaseBadge(a.status?.phase)),
     h("td", null, timeEl(a.status?.startTime)),
     h("td", { class: "hide-narrow", dataset: { duration: "" } }, duration(run)),
     h("td", { class: "hide-narrow" }, ownerName(a.metadata?.executedBy) || h("span", { class: "muted" }, "—")));
@@ -161,22 +169,27 @@ function filterForm(filters, onChange) {
   const owner = h("input", { id: "f-owner", name: "owner", value: filters.owner, placeholder: "subject" });
   const after = h("input", { id: "f-after", name: "after", type: "datetime-local", value: filters.after });
   const before = h("input", { id: "f-before", name: "before", type: "datetime-local", value: filters.before });
+  const waiting = h("input", { id: "f-paused", name: "paused", type: "checkbox", checked: filters.paused === "1" });
   const field = (label, input) => h("label", { class: "field" }, h("span", null, label), input);
   const form = h("form", { class: "toolbar filters", id: "run-filters", role: "search" },
     field("Phase", phase), field("Task", task), field("Owner", owner),
     field("Created after", after), field("Created before", before),
+    h("label", { class: "field" }, h("span", null, "Waiting for input"), waiting),
     h("button", { type: "submit" }, "Filter"),
     h("button", { type: "reset" }, "Clear"));
   const apply = () => {
-    Object.assign(filters, { phase: phase.value, task: task.value.trim(), owner: owner.value.trim(), after: after.value, before: before.value });
+    Object.assign(filters, { phase: phase.value, task: task.value.trim(), owner: owner.value.trim(), after: after.value, before: before.value,
+      paused: waiting.checked ? "1" : "" });
     onChange();
   };
   form.addEventListener("submit", (e) => { e.preventDefault(); apply(); });
   phase.addEventListener("change", apply);
+  waiting.addEventListener("change", apply);
   form.addEventListener("reset", (e) => { // the defaults are the loaded filters: clear instead
     e.preventDefault();
     phase.value = "";
     for (const i of [task, owner, after, before]) i.value = "";
+    waiting.checked = false;
     apply();
   });
   return form;

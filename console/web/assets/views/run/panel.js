@@ -8,6 +8,7 @@ import { errorBox, phaseBadge, timeEl, formatDuration, elapsedMs, isTerminal } f
 import { literalsTable } from "../../lib/literals.js";
 import { logsView } from "./logs.js";
 import { actionLabel } from "./tree.js";
+import { conditionSection } from "./condition.js";
 
 const TABS = [["summary", "Summary"], ["inputs", "Inputs"], ["outputs", "Outputs"], ["logs", "Logs"], ["report", "Report"], ["task", "Task"]];
 
@@ -132,6 +133,7 @@ function summary(d) {
   if (d.abortInfo) rows.push(["Aborted", d.abortInfo.reason || "yes"]);
   return h("div", { id: "summary" },
     h("dl", { class: "run-facts" }, rows.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
+    conditionSection(d),
     err ? h("div", { class: "error", role: "alert", id: "action-error" },
       h("strong", null, kindLabel(err.kind), err.code ? ` (${err.code})` : ""), h("pre", { class: "lit-pre" }, err.message || "")) : null,
     attemptsTable(d.attempts || []));
