@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "fmgr.dev/gen/go/flyteidl2/app"
+	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/internal/appruntime"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/errs"
@@ -93,6 +94,26 @@ func checkSpec(s *pb.Spec) error {
 	return nil
 }
 
+// defaultSpec fills what the SDK reads back when it compares a deployed
+// spec with the one it would send (remote.App.replace): the ingress, and
+// the creator, which it copies from the stored spec into its own (so a
+// stored spec without one never compares equal, and every deploy of an
+// unchanged app would restart it). Both come from old when it has them.
+func defaultSpec(s, old *pb.Spec) {
+	if s.Ingress == nil {
+		s.Ingress = old.GetIngress()
+		if s.Ingress == nil {
+			s.Ingress = &pb.IngressConfig{}
+		}
+	}
+	if s.Creator == nil {
+		s.Creator = old.GetCreator()
+		if s.Creator == nil {
+			s.Creator = &common.EnrichedIdentity{}
+		}
+	}
+}
+
 // condition is a condition of the app's current revision, now.
 func condition(rev uint64, st pb.Status_DeploymentStatus, sub pb.Status_Substate, msg string) *pb.Condition {
 	return &pb.Condition{LastTransitionTime: timestamppb.New(db.Now()), DeploymentStatus: st, Substate: sub, Message: msg, Revision: rev}
@@ -165,10 +186,7 @@ func (s *Service) Create(ctx context.Context, req *connect.Request[pb.CreateRequ
 		return nil, err
 	}
 	a := proto.Clone(in).(*pb.App)
-	if a.Spec.Ingress == nil {
-		// The SDK reads the stored ingress back when it compares specs.
-		a.Spec.Ingress = &pb.IngressConfig{}
-	}
+	defaultSpec(a.Spec, nil)
 	a.Status = &pb.Status{}
 	addCondition(a.Status, s.deployCondition(1, a.Spec))
 	r, err := s.store.Create(ctx, k, a)
@@ -227,9 +245,7 @@ func (s *Service) Update(ctx context.Context, req *connect.Request[pb.UpdateRequ
 			return err
 		}
 		spec := proto.Clone(in.GetSpec()).(*pb.Spec)
-		if spec.Ingress == nil {
-			spec.Ingress = a.Spec.GetIngress()
-		}
+		defaultSpec(spec, a.Spec)
 		sameSpec := proto.Equal(spec, a.Spec)
 		labels := in.GetMetadata().GetLabels()
 		if sameSpec && (labels == nil || maps.Equal(labels, a.Metadata.GetLabels())) {

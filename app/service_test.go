@@ -127,8 +127,13 @@ func TestAppLifecycle(t *testing.T) {
 		if a.GetMetadata().GetRevision() != 1 || lastStatus(a) != pb.Status_DEPLOYMENT_STATUS_DEPLOYING {
 			t.Fatalf("created: revision %d, status %v", a.GetMetadata().GetRevision(), lastStatus(a))
 		}
-		if !proto.Equal(a.GetSpec(), in.GetSpec()) {
-			t.Fatalf("the spec did not come back intact:\n got %v\nwant %v", a.GetSpec(), in.GetSpec())
+		// The spec comes back as sent, with an (empty) creator: the SDK
+		// copies the stored creator into the spec it compares, so one left
+		// unset would make every redeploy differ.
+		want := proto.Clone(in.GetSpec()).(*pb.Spec)
+		want.Creator = &common.EnrichedIdentity{}
+		if !proto.Equal(a.GetSpec(), want) {
+			t.Fatalf("the spec did not come back intact:\n got %v\nwant %v", a.GetSpec(), want)
 		}
 		if got := a.GetStatus().GetIngress().GetPublicUrl(); got != "http://apps.test/flytesnacks/development/hello/" {
 			t.Fatalf("public_url %q", got)
@@ -180,7 +185,14 @@ func TestAppLifecycle(t *testing.T) {
 		if lastStatus(cur) != pb.Status_DEPLOYMENT_STATUS_ACTIVE {
 			t.Fatalf("get after a stale report: %v", cur.GetStatus())
 		}
-		same, err := h.client.Update(ctx, connect.NewRequest(&pb.UpdateRequest{App: cur, Reason: "redeploy"}))
+		// As remote.App.replace sends it: the deployed spec with the stored
+		// creator copied in, the stored revision and status.
+		redeploy := &pb.App{Metadata: &pb.Meta{Id: appID("hello"), Revision: cur.GetMetadata().GetRevision()}, Spec: proto.Clone(in.GetSpec()).(*pb.Spec), Status: cur.GetStatus()}
+		redeploy.Spec.Creator = &common.EnrichedIdentity{} // CopyFrom sets it, even from nothing
+		if c := cur.GetSpec().GetCreator(); c != nil {
+			proto.Merge(redeploy.Spec.Creator, c)
+		}
+		same, err := h.client.Update(ctx, connect.NewRequest(&pb.UpdateRequest{App: redeploy, Reason: "redeploy"}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,6 +41,7 @@ type Config struct {
 	Events   Events   `mapstructure:"events" yaml:"events"`
 	KubeAPI  KubeAPI  `mapstructure:"kubeAPI" yaml:"kubeAPI"`
 	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
+	Apps     Apps     `mapstructure:"apps" yaml:"apps"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
@@ -57,6 +58,19 @@ type Console struct {
 	// this is what answers them. A busy address is logged and skipped; ""
 	// turns it off.
 	LocalListen string `mapstructure:"localListen" yaml:"localListen"`
+}
+
+// Apps configures where the manager serves the apps it runs (AppService;
+// see docs/apps.md).
+type Apps struct {
+	// PathPrefix is the path under the manager's address that serves them:
+	// <base URL><pathPrefix>/<project>/<domain>/<name>/.
+	PathPrefix string `mapstructure:"pathPrefix" yaml:"pathPrefix"`
+	// PublicURL, when set, is what the API reports as an app's public URL,
+	// with {project}, {domain} and {name} replaced: for a reverse proxy in
+	// front of the manager that forwards it to pathPrefix. "" reports the
+	// base URL the client used (or server.externalURL) + pathPrefix.
+	PublicURL string `mapstructure:"publicURL" yaml:"publicURL"`
 }
 
 // KubeAPI configures the Kubernetes-style API (taskactions.flyte.org/v1

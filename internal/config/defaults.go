@@ -32,6 +32,10 @@ const DefaultConsoleLocalListen = "127.0.0.1:8080"
 // the API's 8090, on loopback.
 const DefaultKubeAPIListen = "127.0.0.1:8091"
 
+// DefaultAppsPathPrefix is where the manager serves apps by default:
+// <base URL>/apps/<project>/<domain>/<name>/.
+const DefaultAppsPathPrefix = "/apps"
+
 // DefaultOrg is server.orgs.default's default: the org task processes of
 // runs without one are given (ident.LocalOrg), so that what the SDK, its
 // task processes and the manager name a run agree.
@@ -160,6 +164,9 @@ func Default() Config {
 		KubeAPI: KubeAPI{
 			Enabled: true,
 			Listen:  DefaultKubeAPIListen,
+		},
+		Apps: Apps{
+			PathPrefix: DefaultAppsPathPrefix,
 		},
 		// Far above what an executor reports about an attempt (a few
 		// phases, a few dozen cluster events; the reference's executor

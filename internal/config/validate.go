@@ -24,6 +24,9 @@ import (
 // (ValidOrg): one identifier segment, as ident accepts for other parts.
 var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 
+// appsPrefix is what apps.pathPrefix may be.
+var appsPrefix = regexp.MustCompile(`^(/[A-Za-z0-9_.-]+)+$`)
+
 // ValidOrg reports whether org is a well-formed org name.
 func ValidOrg(org string) bool { return orgName.MatchString(org) }
 
@@ -199,6 +202,15 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if p := c.Apps.PathPrefix; !appsPrefix.MatchString(p) || p == "/v2" || strings.HasPrefix(p, "/flyteidl2.") {
+		bad("apps.pathPrefix", "must be a path of one or more segments (letters, digits, '-', '_', '.'), not the console's /v2, such as /apps; got %q", p)
+	}
+	if u := c.Apps.PublicURL; u != "" {
+		parsed, err := url.Parse(u)
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, "{name}") {
+			bad("apps.publicURL", "must be an http(s) URL naming {name} (and usually {project} and {domain}), got %q", u)
+		}
+	}
 	if a := c.KubeAPI.Listen; c.KubeAPI.Enabled {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			bad("kubeAPI.listen", "must be host:port, got %q", a)

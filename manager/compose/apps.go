@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"strings"
 
 	"fmgr.dev/app"
 	"fmgr.dev/executor/local"
@@ -10,10 +11,6 @@ import (
 	"fmgr.dev/internal/requrl"
 	"fmgr.dev/internal/server"
 )
-
-// AppsPrefix is the path under the manager's address that serves the
-// apps: <base>/apps/<project>/<domain>/<name>/.
-const AppsPrefix = "/apps"
 
 // setupApps builds the App service and, with the local executor, the
 // runtime that runs apps' replicas beside the attempts and the proxy that
@@ -30,10 +27,14 @@ func setupApps(d *Deps, exec executor, blobs *blob.Store) error {
 	}
 	var svc *app.Service
 	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
-	proxy := rt.Proxy(AppsPrefix)
+	cfg := d.Config.Apps
+	proxy := rt.Proxy(cfg.PathPrefix)
 	svc = app.NewService(app.NewStore(d.DB), app.Options{
 		Runtime: rt,
 		PublicURL: func(ctx context.Context, k app.Key) string {
+			if cfg.PublicURL != "" {
+				return strings.NewReplacer("{project}", k.Project, "{domain}", k.Domain, "{name}", k.Name).Replace(cfg.PublicURL)
+			}
 			base := requrl.BaseURL(ctx)
 			if base == "" {
 				base = "http://" + advertisedAddr(srv)

@@ -130,6 +130,10 @@ func (r *Runtime) pick(ctx context.Context, a *appState) (*replica, func(), erro
 		r.mu.Unlock()
 	}
 	for {
+		if !r.cfg.Holding() {
+			done()
+			return nil, nil, statusError{http.StatusServiceUnavailable, "this manager does not run apps: another one holds the executor lease and serves them"}
+		}
 		r.mu.Lock()
 		switch {
 		case a.removed:
