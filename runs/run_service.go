@@ -19,7 +19,8 @@ import (
 
 // RunService adapts the run state to flyteidl2.workflow.RunService.
 type RunService struct {
-	// Not named by any work item yet: SignalEvent (conditions).
+	// Every procedure is implemented (SignalEvent in signal.go); the
+	// embedding answers Unimplemented for procedures a newer IDL adds.
 	workflowconnect.UnimplementedRunServiceHandler
 	state *runstate.Service
 }
