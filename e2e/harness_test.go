@@ -110,13 +110,18 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 }
 
 // ClientEnv is what an SDK client needs besides its config to read the
-// manager's blobs itself (File.download of an output): none on file
-// storage, the store's endpoint and credentials on S3.
+// manager's blobs itself (File.download of an output): the store's
+// endpoint and credentials on S3, the manager's S3 endpoint and its key
+// when tasks get its s3 locations, none when they get file paths.
 func (m *manager) ClientEnv() []string {
-	if m.S3 == nil {
-		return nil
+	if m.S3 != nil {
+		return m.S3.ClientEnv()
 	}
-	return m.S3.ClientEnv()
+	env, err := m.proc.S3ClientEnv()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return env
 }
 
 func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }

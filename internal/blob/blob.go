@@ -202,9 +202,14 @@ func (s *Store) wrap(op, key string, err error) error {
 // build it from validated parts or get it from Key.
 func (s *Store) URI(key string) string {
 	if s.kind == KindFile && s.uriPrefix == "" {
-		return filepath.Join(s.root, filepath.FromSlash(key))
+		return s.filePath(key)
 	}
 	return s.uriPrefix + key
+}
+
+// filePath is where a file store keeps key.
+func (s *Store) filePath(key string) string {
+	return filepath.Join(s.root, filepath.FromSlash(key))
 }
 
 // Key is the inverse of URI: it accepts what URI returns (and, for file
@@ -469,7 +474,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (
 	if opts.IfNotExist && s.kind == KindFile {
 		// fileblob's own IfNotExist is a stat then a rename, which only
 		// excludes writers in this process.
-		f, err := newExclusiveFile(ctx, s.URI(key))
+		f, err := newExclusiveFile(ctx, s.filePath(key))
 		if err != nil {
 			return nil, s.wrap("write", key, err)
 		}

@@ -365,6 +365,18 @@ func TestFileAlias(t *testing.T) {
 	if s.Dir() != dir {
 		t.Fatalf("Dir = %q, want %q", s.Dir(), dir)
 	}
+	// Writes (create-only ones too) land in the directory.
+	for _, o := range []*WriteOptions{nil, {IfNotExist: true}} {
+		if err := s.Put(context.Background(), "o/p/outputs.pb", []byte("x"), o); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "o/p/outputs.pb")); err != nil || string(b) != "x" {
+			t.Fatalf("the object is not in the store's directory: %q, %v", b, err)
+		}
+		if err := s.Delete(context.Background(), "o/p/outputs.pb"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, uri := range []string{"s3://flyte/o/p/outputs.pb", dir + "/o/p/outputs.pb", "file://" + dir + "/o/p/outputs.pb"} {
 		if k, err := s.Key(uri); err != nil || k != "o/p/outputs.pb" {
 			t.Errorf("Key(%q) = %q, %v", uri, k, err)

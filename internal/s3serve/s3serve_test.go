@@ -377,3 +377,18 @@ func signPut(t *testing.T, f *fixture, req *http.Request, signedBody string) {
 type clientFunc func(*http.Request) (*http.Response, error)
 
 func (f clientFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestLoadOrCreateKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	id, secret, err := s3serve.LoadOrCreateKey(p)
+	if err != nil || len(id) != 20 || len(secret) != 40 {
+		t.Fatalf("new key = %q (%d), %d chars, %v", id, len(id), len(secret), err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	id2, secret2, err := s3serve.LoadOrCreateKey(p)
+	if err != nil || id2 != id || secret2 != secret {
+		t.Fatal("the key changed when read again")
+	}
+}
