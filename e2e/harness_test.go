@@ -124,6 +124,13 @@ func (m *manager) ClientEnv() []string {
 	return env
 }
 
+// S3Locations says the manager's tasks get s3:// locations through its S3
+// endpoint (storage.s3Endpoint, the default with file storage and the local
+// executor).
+func (m *manager) S3Locations() bool {
+	return m.S3 == nil && m.proc.S3TaskLocations
+}
+
 func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }
 
 // Stop asks the manager to shut down gracefully and waits for it.

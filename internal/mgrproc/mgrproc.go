@@ -91,8 +91,10 @@ type Process struct {
 	// banner, "" when it is not served.
 	KubeURL string
 	// S3URL is the S3 endpoint's http://host:port from the banner, "" when
-	// it is not served.
-	S3URL string
+	// it is not served; S3TaskLocations says tasks get s3 locations
+	// through it (storage.s3Endpoint.taskLocations).
+	S3URL           string
+	S3TaskLocations bool
 
 	opts   Options
 	cmd    *exec.Cmd
@@ -108,7 +110,8 @@ var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 var kubeLine = regexp.MustCompile(`kubectl \(taskactions[^\n]*\n\s+(https://\S+)`)
 
 // s3Line is the banner's address of the S3 endpoint.
-var s3Line = regexp.MustCompile(`S3 endpoint \(bucket [^\n]*\n\s+(http://\S+)`)
+// The first group is set when tasks get s3 locations through it.
+var s3Line = regexp.MustCompile(`S3 endpoint \(bucket [^;)\n]*(; tasks get s3://)?[^\n]*\n\s+(http://\S+)`)
 
 // ServingURL returns the base URL a manager's banner in text announces, or
 // "" when there is none yet.
@@ -200,7 +203,7 @@ func (p *Process) waitReady(ctx context.Context) error {
 				p.KubeURL = m[1]
 			}
 			if m := s3Line.FindStringSubmatch(p.output.String()); m != nil {
-				p.S3URL = m[1]
+				p.S3URL, p.S3TaskLocations = m[2], m[1] != ""
 			}
 			return nil
 		case err != nil:

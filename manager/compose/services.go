@@ -47,7 +47,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		if err := ep.serve(srv, blobs, d.Log); err != nil {
 			return err
 		}
-		d.S3Endpoint = ep.url
+		d.S3Endpoint, d.S3TaskLocations = ep.url, ep.taskLocations
 	}
 	signer, err := blob.NewSigner([]byte(cfg.Storage.SigningKey))
 	if err != nil {
