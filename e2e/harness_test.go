@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"fmgr.dev/internal/dbtest"
@@ -129,6 +130,16 @@ func (m *manager) ClientEnv() []string {
 // executor).
 func (m *manager) S3Locations() bool {
 	return m.S3 == nil && m.proc.S3TaskLocations
+}
+
+// blobPath is the file in the manager's file storage (<home>/blobs) that
+// uri names: a path, a file:// URL, or s3://flyte/<key> through its S3
+// endpoint.
+func (m *manager) blobPath(uri string) string {
+	if key, ok := strings.CutPrefix(uri, "s3://flyte/"); ok && m.S3 == nil {
+		return filepath.Join(m.Home, "blobs", filepath.FromSlash(key))
+	}
+	return strings.TrimPrefix(uri, "file://")
 }
 
 func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }
