@@ -15,10 +15,15 @@ import (
 // read them, as on S3: tasks get s3:// locations through the manager's S3
 // endpoint, so the SDK uploads what they return instead of keeping a path
 // (which pointed into the removed directory when tasks got file paths).
-// The second run's cached File is read back the same way.
+// The second run's cached File is read back the same way. Then the same
+// on S3 storage, where it held already.
 func TestSDKOffload(t *testing.T) {
-	m := startSDKManager(t, dbtest.SQLiteDSN(t))
-	testOffload(t, m)
+	t.Run("default", func(t *testing.T) {
+		testOffload(t, startSDKManager(t, dbtest.SQLiteDSN(t)))
+	})
+	t.Run("s3", func(t *testing.T) {
+		testOffload(t, startSDKManagerOnS3(t, dbtest.SQLiteDSN(t)))
+	})
 }
 
 func testOffload(t *testing.T, m *manager) {
