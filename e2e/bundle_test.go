@@ -26,14 +26,14 @@ func TestSDKLostCodeBundle(t *testing.T) {
 			var first struct{ Inline, Deployed submitted }
 			driverWith(t, ctx, home, &first, "drive_bundle.py", sdkEndpoint(m), "first")
 			for name, s := range map[string]submitted{"inline": first.Inline, "deployed": first.Deployed} {
-				if s.Phase != "SUCCEEDED" || !strings.HasPrefix(strings.TrimPrefix(s.Bundle, "file://"), m.Home+"/") {
+				if s.Phase != "SUCCEEDED" || !strings.HasPrefix(m.blobPath(s.Bundle), m.Home+"/") {
 					t.Fatalf("%s run %s: %s with bundle %q, want SUCCEEDED with a bundle in the manager's storage under %s", name, s.Run, s.Phase, s.Bundle, m.Home)
 				}
 			}
 			// The data directory loses the bundles (the runs' rows stay, as
 			// they do on PostgreSQL).
 			for _, bundle := range []string{first.Inline.Bundle, first.Deployed.Bundle} {
-				if err := os.Remove(strings.TrimPrefix(bundle, "file://")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := os.Remove(m.blobPath(bundle)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					t.Fatal(err)
 				}
 			}

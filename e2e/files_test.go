@@ -10,9 +10,14 @@ import (
 
 // Files a task writes in its working directory and returns with
 // File.from_local / Dir.from_local (testdata/sdk/drive_files.py,
-// wf_files.py). With the manager's file:// storage the SDK keeps their local
-// paths, so they point into the producing attempt's working directory: it
-// must outlive the attempt, for downstream tasks and for the user.
+// wf_files.py), read by downstream tasks and by the client. With s3
+// locations (S3 storage, or the manager's S3 endpoint over its file storage,
+// the default) the SDK uploads them: they are in the bucket, and the working
+// directories they came from are gone or never seen by the readers. With
+// file locations (storage.s3Endpoint.taskLocations: file, and the kubernetes
+// executor on shared file storage) the SDK keeps their local paths, so they
+// point into the producing attempt's working directory: it must outlive the
+// attempt, for downstream tasks and for the user.
 func testFiles(t *testing.T, m *manager) {
 	ctx := scenarioContext(t, 10*time.Minute)
 	var res struct {
@@ -27,25 +32,27 @@ func testFiles(t *testing.T, m *manager) {
 	if res.Phase != "SUCCEEDED" {
 		t.Fatalf("run %s is %s, want SUCCEEDED: downstream tasks read what their upstream returned (error: %s)", res.Run, res.Phase, res.Error)
 	}
-	// On file storage the values point into working directories, not
+	// On file locations the values point into working directories, not
 	// copies in the storage (else this proves nothing): on the local
 	// executor the attempts' under <home>/work; on kubernetes with shared
 	// file storage the Pods', which are on that storage under <home>, not
-	// in the node's directories that go with the Pods. On S3 the SDK
-	// uploads them: they are in the manager's bucket, and the working
-	// directories they came from are gone or never seen by the readers.
-	where, what := m.Home+"/work/", "an attempt's working directory"
+	// in the node's directories that go with the Pods.
+	where, what, uploaded := m.Home+"/work/", "an attempt's working directory", true
 	switch {
 	case m.S3 != nil:
 		where, what = "s3://"+m.S3.Bucket+"/", "the manager's S3 bucket"
 	case m.Kubernetes:
-		where, what = m.Home+"/", "a Pod's working directory on the manager's storage"
+		where, what, uploaded = m.Home+"/", "a Pod's working directory on the manager's storage", false
+	case m.S3Locations():
+		where, what = "s3://flyte/", "the bucket of the manager's S3 endpoint"
+	default:
+		uploaded = false
 	}
 	for name, p := range map[string]string{"file": res.Paths.File, "dir": res.Paths.Dir, "report's file": res.Paths.Report} {
-		if m.S3 == nil {
+		if !uploaded {
 			p = strings.TrimPrefix(p, "file://")
 		}
-		if !strings.HasPrefix(p, where) || (m.S3 == nil && !strings.Contains(p, "/work/")) {
+		if !strings.HasPrefix(p, where) || (!uploaded && !strings.Contains(p, "/work/")) {
 			t.Errorf("the returned %s is at %s, want it in %s under %s", name, p, what, where)
 		}
 	}

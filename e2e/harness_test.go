@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"fmgr.dev/internal/dbtest"
@@ -110,13 +111,35 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 }
 
 // ClientEnv is what an SDK client needs besides its config to read the
-// manager's blobs itself (File.download of an output): none on file
-// storage, the store's endpoint and credentials on S3.
+// manager's blobs itself (File.download of an output): the store's
+// endpoint and credentials on S3, the manager's S3 endpoint and its key
+// when tasks get its s3 locations, none when they get file paths.
 func (m *manager) ClientEnv() []string {
-	if m.S3 == nil {
-		return nil
+	if m.S3 != nil {
+		return m.S3.ClientEnv()
 	}
-	return m.S3.ClientEnv()
+	env, err := m.proc.S3ClientEnv()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return env
+}
+
+// S3Locations says the manager's tasks get s3:// locations through its S3
+// endpoint (storage.s3Endpoint, the default with file storage and the local
+// executor).
+func (m *manager) S3Locations() bool {
+	return m.S3 == nil && m.proc.S3TaskLocations
+}
+
+// blobPath is the file in the manager's file storage (<home>/blobs) that
+// uri names: a path, a file:// URL, or s3://flyte/<key> through its S3
+// endpoint.
+func (m *manager) blobPath(uri string) string {
+	if key, ok := strings.CutPrefix(uri, "s3://flyte/"); ok && m.S3 == nil {
+		return filepath.Join(m.Home, "blobs", filepath.FromSlash(key))
+	}
+	return strings.TrimPrefix(uri, "file://")
 }
 
 func (m *manager) sync() { m.URL, m.output = m.proc.URL, m.proc.Buffer() }

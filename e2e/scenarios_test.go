@@ -137,12 +137,17 @@ func testValues(t *testing.T, m *manager) {
 	checkJSON(t, "transform outputs", res.Transform,
 		`[42,"FLYTE!",[1,2,3,6],{"a":1,"b":2,"total":3},{"x":2,"y":5.0,"label":"P","tags":["t","moved"]}]`)
 	// The manager's storage is a directory under its home (the default the
-	// harness starts it with), or its S3 bucket: the task wrote the file
-	// there, not beside itself.
+	// harness starts it with), reached through its S3 endpoint's bucket or
+	// by path, or its S3 bucket: the task wrote the file there, not beside
+	// itself.
 	switch {
 	case m.S3 != nil:
 		if !strings.HasPrefix(res.File.Path, "s3://"+m.S3.Bucket+"/") {
 			t.Errorf("the task's file is at %s, want it in the manager's bucket %s", res.File.Path, m.S3.Bucket)
+		}
+	case m.S3Locations():
+		if !strings.HasPrefix(res.File.Path, "s3://flyte/") {
+			t.Errorf("the task's file is at %s, want it in the bucket of the manager's S3 endpoint", res.File.Path)
 		}
 	case !strings.HasPrefix(res.File.Path, m.Home+"/") && !strings.HasPrefix(res.File.Path, "file://"+m.Home+"/"):
 		t.Errorf("the task's file is at %s, want it in the manager's storage under %s", res.File.Path, m.Home)

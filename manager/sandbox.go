@@ -26,11 +26,21 @@ const (
 	sandboxConfigDir   = "/var/lib/flyte/config"  // an optional config.yaml merged over the defaults
 	sandboxAPIPort     = 30080                    // the API, /healthz and the console at /v2
 	sandboxKubePort    = 6443                     // the Kubernetes-style API
+	sandboxS3Port      = 30002                    // the S3 endpoint over the storage
 	sandboxContext     = "flyte-devbox"           // the kubeconfig context the SDK switches to
 	envKubeconfigOut   = "K3S_KUBECONFIG_OUTPUT"  // where to write the kubeconfig
 	envDev             = "FLYTE_DEV"              // True: debug logging (see docs/sandbox.md)
 	sandboxConfigFile  = "config.yaml"
 	sandboxDefaultFile = "sandbox-defaults.yaml"
+)
+
+// The S3 endpoint's key in the sandbox: the one the SDK's S3.for_sandbox()
+// signs with (flyte/storage/_config.py). Well known on purpose: the
+// sandbox's API port takes any command without credentials already, and
+// the container is its boundary.
+const (
+	sandboxS3AccessKeyID     = "minio"
+	sandboxS3SecretAccessKey = "miniostorage"
 )
 
 // sandboxAllowedHosts are the Host names a published port is reached by,
@@ -46,7 +56,8 @@ func newSandboxCmd(g *globalFlags) *cobra.Command {
 		Use:   "sandbox",
 		Short: "Serve as the sandbox image does (the SDK's `flyte start devbox` contract)",
 		Long: "Serve with the sandbox's defaults: home " + sandboxStorage + ", the API and console on 0.0.0.0:30080,\n" +
-			"the Kubernetes-style API on 0.0.0.0:6443, tasks as local processes. " + sandboxConfigDir + "/config.yaml,\n" +
+			"the Kubernetes-style API on 0.0.0.0:6443, the S3 endpoint on 0.0.0.0:30002 (key minio/miniostorage, as the SDK's\n" +
+			"S3.for_sandbox()), tasks as local processes. " + sandboxConfigDir + "/config.yaml,\n" +
 			"when present, is merged over those defaults (then any --config). With $" + envKubeconfigOut + " set, a\n" +
 			"kubeconfig (context flyte-devbox) with a new token is written there at every start; earlier tokens\n" +
 			"are revoked. $" + envDev + "=True turns on debug logging. See docs/sandbox.md.",
@@ -108,6 +119,13 @@ func writeSandboxDefaults(storage, python string, dev bool) (string, error) {
 		"kubeAPI": map[string]any{
 			"enabled": true,
 			"listen":  net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxKubePort)),
+		},
+		"storage": map[string]any{
+			"s3Endpoint": map[string]any{
+				"listen":          net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxS3Port)),
+				"accessKeyID":     sandboxS3AccessKeyID,
+				"secretAccessKey": sandboxS3SecretAccessKey,
+			},
 		},
 	}
 	// Attempts run as the manager's user (root in the image): another

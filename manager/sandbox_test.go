@@ -12,7 +12,8 @@ import (
 )
 
 // The sandbox's configuration: its defaults (home on the storage volume,
-// 0.0.0.0:30080, the kube API on 0.0.0.0:6443, the hosts a published port
+// 0.0.0.0:30080, the kube API on 0.0.0.0:6443, the S3 endpoint on
+// 0.0.0.0:30002 with the SDK's sandbox key, the hosts a published port
 // is reached by, the SDK's Python), config.yaml merged over them key by key,
 // FLYTE_DEV's debug logging; and the kubeconfig the devbox contract asks for
 // (context flyte-devbox, namespace flyte, a token that works, revoked at the
@@ -29,6 +30,9 @@ func TestSandboxConfigAndKubeconfig(t *testing.T) {
 		}
 		if cfg.Home != storage || !cfg.KubeAPI.Enabled {
 			t.Errorf("home %q, kubeAPI.enabled %v", cfg.Home, cfg.KubeAPI.Enabled)
+		}
+		if e := cfg.Storage.S3Endpoint; e.Listen != "0.0.0.0:30002" || e.AccessKeyID != "minio" || e.SecretAccessKey != "miniostorage" || e.TaskLocations != "s3" {
+			t.Errorf("storage.s3Endpoint %+v, want 0.0.0.0:30002 with S3.for_sandbox()'s key, tasks on s3 locations", e)
 		}
 		if cfg.Executor.Local.RunAs.Mode != "manager" {
 			t.Errorf("executor.local.runAs.mode %q, want manager", cfg.Executor.Local.RunAs.Mode)

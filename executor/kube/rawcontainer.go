@@ -132,11 +132,10 @@ func (d *Driver) rawOptions() rawOptions {
 // S3 by bucket and prefix (endpoint and credentials from the environment,
 // as the task's runtime has them).
 func storageURL(blobs *blob.Store) string {
-	root := blobs.URI("")
 	if blobs.Kind() == blob.KindFile {
-		return "file://" + root
+		return "file://" + blobs.Dir()
 	}
-	return root
+	return blobs.URI("")
 }
 
 // WaitForTask waits until the task's container of the copilot's own Pod

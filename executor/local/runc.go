@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/images"
 	"fmgr.dev/executor/local/runas"
 )
@@ -133,7 +135,9 @@ func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch,
 		return nil, "", err
 	}
 	job := l.Raw
-	if len(l.Secrets) > 0 {
+	// The storage's keys are no concern of the container: the manager
+	// moves its data in and out (rawcontainer.go), so they stay out of it.
+	if slices.ContainsFunc(l.Secrets, func(s contract.Secret) bool { return !attempt.IsStorageSecret(s) }) {
 		return nil, "", errors.New("the runc runtime does not deliver secrets to raw containers yet: run the task without secrets, or use the kubernetes executor")
 	}
 	for _, p := range []string{job.InputDir, job.OutputDir} {

@@ -30,7 +30,7 @@ const managerUmask = 0o027
 func (d *Driver) dataDirs() []string {
 	dirs := []string{d.cfg.WorkDir}
 	if b := d.state.Blobs(); b != nil && b.Kind() == blob.KindFile {
-		dirs = append(dirs, b.URI(""))
+		dirs = append(dirs, b.Dir())
 	}
 	return dirs
 }

@@ -69,7 +69,8 @@ type Store struct {
 	// root is the absolute directory of a file store; realRoot is the same
 	// with symlinks resolved (Key accepts paths under either).
 	root, realRoot string
-	// uriPrefix is what URI puts before a key for mem and s3 stores.
+	// uriPrefix is what URI puts before a key for mem and s3 stores, and
+	// for file stores with an S3 alias (alias.go).
 	uriPrefix string
 	// s3 is set for S3 stores.
 	s3 *s3Store
@@ -90,7 +91,14 @@ func OpenWith(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	}
 	switch u.Scheme {
 	case "file":
-		return openFile(u)
+		st, err := openFile(u)
+		if err == nil && o.FileAlias != "" {
+			if st.uriPrefix, err = validAlias(o.FileAlias); err != nil {
+				_ = st.Close()
+				return nil, err
+			}
+		}
+		return st, err
 	case "mem":
 		return &Store{bucket: memblob.OpenBucket(nil), kind: KindMem, uriPrefix: "mem:///"}, nil
 	case "s3":
@@ -188,14 +196,20 @@ func (s *Store) wrap(op, key string, err error) error {
 }
 
 // URI is the location of key as a task process on this host names it: the
-// absolute filesystem path for file stores, s3://bucket/[prefix/]key for
-// S3, mem:///key for memory stores. key is not validated here; callers
+// absolute filesystem path for file stores (s3://<bucket>/key with an S3
+// alias, alias.go), s3://bucket/[prefix/]key for S3, mem:///key for
+// memory stores. key is not validated here; callers
 // build it from validated parts or get it from Key.
 func (s *Store) URI(key string) string {
-	if s.kind == KindFile {
-		return filepath.Join(s.root, filepath.FromSlash(key))
+	if s.kind == KindFile && s.uriPrefix == "" {
+		return s.filePath(key)
 	}
 	return s.uriPrefix + key
+}
+
+// filePath is where a file store keeps key.
+func (s *Store) filePath(key string) string {
+	return filepath.Join(s.root, filepath.FromSlash(key))
 }
 
 // Key is the inverse of URI: it accepts what URI returns (and, for file
@@ -204,8 +218,9 @@ func (s *Store) URI(key string) string {
 // itself, is an errs.ErrInvalid.
 func (s *Store) Key(uri string) (string, error) {
 	var key string
-	switch s.kind {
-	case KindFile:
+	aliased := s.kind == KindFile && s.uriPrefix != "" && strings.HasPrefix(uri, s.uriPrefix)
+	switch {
+	case s.kind == KindFile && !aliased:
 		p := uri
 		if strings.HasPrefix(uri, "file://") {
 			u, err := url.Parse(uri)
@@ -459,7 +474,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *WriteOptions) (
 	if opts.IfNotExist && s.kind == KindFile {
 		// fileblob's own IfNotExist is a stat then a rename, which only
 		// excludes writers in this process.
-		f, err := newExclusiveFile(ctx, s.URI(key))
+		f, err := newExclusiveFile(ctx, s.filePath(key))
 		if err != nil {
 			return nil, s.wrap("write", key, err)
 		}

@@ -349,3 +349,47 @@ func filesUnder(t *testing.T, dir string) []string {
 	}
 	return files
 }
+
+// A file store with an S3 alias names its objects s3://<bucket>/<key>,
+// and still knows the paths it handed out before.
+func TestFileAlias(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenWith(context.Background(), "file://"+dir, Options{FileAlias: "s3://flyte"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.URI("o/p/outputs.pb"); got != "s3://flyte/o/p/outputs.pb" {
+		t.Fatalf("URI = %q", got)
+	}
+	if s.Dir() != dir {
+		t.Fatalf("Dir = %q, want %q", s.Dir(), dir)
+	}
+	// Writes (create-only ones too) land in the directory.
+	for _, o := range []*WriteOptions{nil, {IfNotExist: true}} {
+		if err := s.Put(context.Background(), "o/p/outputs.pb", []byte("x"), o); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "o/p/outputs.pb")); err != nil || string(b) != "x" {
+			t.Fatalf("the object is not in the store's directory: %q, %v", b, err)
+		}
+		if err := s.Delete(context.Background(), "o/p/outputs.pb"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, uri := range []string{"s3://flyte/o/p/outputs.pb", dir + "/o/p/outputs.pb", "file://" + dir + "/o/p/outputs.pb"} {
+		if k, err := s.Key(uri); err != nil || k != "o/p/outputs.pb" {
+			t.Errorf("Key(%q) = %q, %v", uri, k, err)
+		}
+	}
+	for _, uri := range []string{"s3://other/o", "s3://flyte/../x", "s3://flyte/"} {
+		if _, err := s.Key(uri); err == nil {
+			t.Errorf("Key(%q) accepted", uri)
+		}
+	}
+	for _, bad := range []string{"flyte", "s3://", "s3://a/b"} {
+		if _, err := OpenWith(context.Background(), "file://"+dir, Options{FileAlias: bad}); err == nil {
+			t.Errorf("alias %q accepted", bad)
+		}
+	}
+}

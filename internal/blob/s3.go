@@ -56,6 +56,9 @@ func (o S3Options) GoString() string { return o.String() }
 // Options tune Open for a store's driver.
 type Options struct {
 	S3 S3Options
+	// FileAlias, for a file store, is s3://<bucket>: URI then names objects
+	// as s3://<bucket>/<key> (alias.go).
+	FileAlias string
 }
 
 // s3Store is what a Store on S3 keeps besides its gocloud bucket.

@@ -57,7 +57,7 @@ func (b *bucketSink) discard() {
 // exclusiveFile is a create-only write to a file store: the bytes go to a
 // temporary file beside the target, and commit hard-links it to the
 // target's name, which the kernel refuses atomically if the name exists.
-// The target path is Store.URI(key): ValidateKey rejects every key that
+// The target path is Store.filePath(key): ValidateKey rejects every key that
 // fileblob would escape, so fileblob reads the object from that same path.
 type exclusiveFile struct {
 	ctx    context.Context

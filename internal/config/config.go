@@ -206,6 +206,38 @@ type Storage struct {
 	SigningKey string `mapstructure:"signingKey" yaml:"signingKey"`
 	// S3 reaches s3:// storage; it applies to no other scheme.
 	S3 S3Storage `mapstructure:"s3" yaml:"s3"`
+	// S3Endpoint serves file:// storage over the S3 API (docs/storage.md).
+	S3Endpoint S3Endpoint `mapstructure:"s3Endpoint" yaml:"s3Endpoint"`
+}
+
+// Where tasks are given their data (S3Endpoint.TaskLocations).
+const (
+	TaskLocationsS3   = "s3"
+	TaskLocationsFile = "file"
+)
+
+// S3Endpoint is the manager's own S3-compatible endpoint over its file://
+// storage: one bucket mapped to the store's directory, SigV4 with the
+// endpoint's keys. With the local executor, tasks are then given
+// s3://<bucket>/... locations through it (TaskLocations), so the SDK
+// uploads what they return as it does on S3. It serves file:// storage
+// only; with other storage it is off.
+type S3Endpoint struct {
+	// Listen is its address (plain http); "" turns it off. A busy address
+	// is logged, and tasks then get file locations.
+	Listen string `mapstructure:"listen" yaml:"listen"`
+	// Bucket is the name clients address the store by.
+	Bucket string `mapstructure:"bucket" yaml:"bucket"`
+	// TaskLocations is what tasks of the local executor are given: "s3"
+	// (s3://<bucket>/..., reached through the endpoint) or "file" (paths
+	// in the store's directory, which tasks read and write directly).
+	TaskLocations string `mapstructure:"taskLocations" yaml:"taskLocations"`
+	// AccessKeyID and SecretAccessKey are the key the endpoint accepts
+	// (both or neither). Neither: a key generated once into
+	// <home>/s3-endpoint.key. SecretAccessKey is a secret: redacted when
+	// printed, never logged; tasks get it like a task secret.
+	AccessKeyID     string `mapstructure:"accessKeyID" yaml:"accessKeyID"`
+	SecretAccessKey string `mapstructure:"secretAccessKey" yaml:"secretAccessKey"`
 }
 
 // S3Storage reaches an S3 or S3-compatible store. Tasks get the same

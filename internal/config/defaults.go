@@ -36,6 +36,13 @@ const DefaultKubeAPIListen = "127.0.0.1:8091"
 // <base URL>/apps/<project>/<domain>/<name>/.
 const DefaultAppsPathPrefix = "/apps"
 
+// DefaultS3EndpointListen is where the S3 endpoint over file:// storage
+// listens: beside the API's 8090 and kubectl's 8091, on loopback.
+const DefaultS3EndpointListen = "127.0.0.1:8092"
+
+// DefaultS3EndpointBucket is the S3 endpoint's bucket name.
+const DefaultS3EndpointBucket = "flyte"
+
 // DefaultOrg is server.orgs.default's default: the org task processes of
 // runs without one are given (ident.LocalOrg), so that what the SDK, its
 // task processes and the manager name a run agree.
@@ -61,6 +68,8 @@ const DefaultCopilotImage = ImageName + ":latest"
 //	storage.url           file://<home>/blobs
 //	storage.signingKey    generated once into <home>/signing.key (by Prepare)
 //	storage.s3.*          empty: AWS, its default credential chain
+//	storage.s3Endpoint.accessKeyID, .secretAccessKey
+//	                      generated once into <home>/s3-endpoint.key (by the composition)
 //	secrets.keyFile       <home>/secrets.keyring unless secrets.key is set
 //	                      (the secret service generates it on first start)
 //	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH
@@ -100,6 +109,11 @@ func Default() Config {
 		Storage: Storage{
 			URL:        "",
 			SigningKey: "",
+			S3Endpoint: S3Endpoint{
+				Listen:        DefaultS3EndpointListen,
+				Bucket:        DefaultS3EndpointBucket,
+				TaskLocations: TaskLocationsS3,
+			},
 		},
 		Executor: Executor{
 			Type: ExecutorLocal,

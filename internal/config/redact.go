@@ -13,7 +13,7 @@ import (
 const RedactedValue = dsn.Redacted
 
 // Redacted returns a copy safe to print or log: the signing key, the S3
-// secret access key, the secrets key and any password in the database DSN
+// secret access keys (of the store and of the S3 endpoint), the secrets key and any password in the database DSN
 // are replaced (a DSN
 // that cannot be taken apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
@@ -26,6 +26,9 @@ func (c Config) Redacted() Config {
 	}
 	if r.Storage.S3.SecretAccessKey != "" {
 		r.Storage.S3.SecretAccessKey = RedactedValue
+	}
+	if r.Storage.S3Endpoint.SecretAccessKey != "" {
+		r.Storage.S3Endpoint.SecretAccessKey = RedactedValue
 	}
 	if r.Secrets.Key != "" {
 		r.Secrets.Key = RedactedValue

@@ -65,3 +65,40 @@ func TestS3StorageValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestS3EndpointKeys(t *testing.T) {
+	isolate(t)
+	const secret = "endpoint-secret-do-not-print"
+	t.Setenv("FLYTE_MANAGER_STORAGE_S3_ENDPOINT_SECRET_ACCESS_KEY", secret)
+	t.Setenv("FLYTE_MANAGER_STORAGE_S3ENDPOINT_ACCESSKEYID", "minio")
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := S3Endpoint{Listen: DefaultS3EndpointListen, Bucket: "flyte", TaskLocations: TaskLocationsS3, AccessKeyID: "minio", SecretAccessKey: secret}
+	if c.Storage.S3Endpoint != want {
+		t.Fatalf("storage.s3Endpoint = %+v, want %+v", c.Storage.S3Endpoint, want)
+	}
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), secret) {
+		t.Fatalf("printed configuration shows the endpoint's secret key:\n%s", out)
+	}
+}
+
+func TestS3EndpointValidation(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct{ yaml, want string }{
+		{"storage:\n  s3Endpoint:\n    bucket: Flyte_Data\n", "storage.s3Endpoint.bucket"},
+		{"storage:\n  s3Endpoint:\n    taskLocations: gcs\n", "storage.s3Endpoint.taskLocations"},
+		{"storage:\n  s3Endpoint:\n    listen: nowhere\n", "storage.s3Endpoint.listen"},
+		{"storage:\n  s3Endpoint:\n    accessKeyID: a\n", "storage.s3Endpoint.secretAccessKey: must be set"},
+	} {
+		f := writeFile(t, t.TempDir(), "c.yaml", tc.yaml)
+		if _, err := Load(Sources{Files: []string{f}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}

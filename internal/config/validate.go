@@ -107,6 +107,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateS3(bad)
+	c.validateS3Endpoint(bad)
 
 	switch c.Executor.Type {
 	case ExecutorLocal:
@@ -355,6 +356,38 @@ func (c *Config) validateTriggers(bad func(key, format string, args ...any)) {
 	}
 	if t.Minute < time.Second || t.Minute > time.Minute {
 		bad("triggers.minute", "must be between 1s and 1m, got %s", t.Minute)
+	}
+}
+
+// s3BucketName is what the S3 endpoint accepts as its bucket: S3's rules
+// for bucket names, without dots.
+var s3BucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`)
+
+// validateS3Endpoint checks storage.s3Endpoint. Messages never show the
+// secret key.
+func (c *Config) validateS3Endpoint(bad func(key, format string, args ...any)) {
+	e := c.Storage.S3Endpoint
+	if e.Listen != "" {
+		if _, port, err := net.SplitHostPort(e.Listen); err != nil || port == "" {
+			bad("storage.s3Endpoint.listen", "must be host:port (or \"\" for none), got %q", e.Listen)
+		}
+	}
+	if !s3BucketName.MatchString(e.Bucket) {
+		bad("storage.s3Endpoint.bucket", "must be 3 to 63 lowercase letters, digits and '-', got %q", e.Bucket)
+	}
+	switch e.TaskLocations {
+	case TaskLocationsS3, TaskLocationsFile:
+	default:
+		bad("storage.s3Endpoint.taskLocations", "must be %q or %q, got %q", TaskLocationsS3, TaskLocationsFile, e.TaskLocations)
+	}
+	switch {
+	case e.AccessKeyID != "" && e.SecretAccessKey == "":
+		bad("storage.s3Endpoint.secretAccessKey", "must be set with storage.s3Endpoint.accessKeyID")
+	case e.AccessKeyID == "" && e.SecretAccessKey != "":
+		bad("storage.s3Endpoint.accessKeyID", "must be set with storage.s3Endpoint.secretAccessKey")
+	}
+	if strings.ContainsAny(e.AccessKeyID, " \t\r\n/") {
+		bad("storage.s3Endpoint.accessKeyID", "must not contain whitespace or '/'")
 	}
 }
 

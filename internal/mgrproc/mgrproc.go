@@ -20,12 +20,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/s3serve"
 	"fmgr.dev/internal/testkit"
 )
 
@@ -87,6 +90,11 @@ type Process struct {
 	// KubeURL is the Kubernetes-style API's https://host:port from the
 	// banner, "" when it is not served.
 	KubeURL string
+	// S3URL is the S3 endpoint's http://host:port from the banner, "" when
+	// it is not served; S3TaskLocations says tasks get s3 locations
+	// through it (storage.s3Endpoint.taskLocations).
+	S3URL           string
+	S3TaskLocations bool
 
 	opts   Options
 	cmd    *exec.Cmd
@@ -100,6 +108,10 @@ var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 
 // kubeLine is the banner's address of the Kubernetes-style API.
 var kubeLine = regexp.MustCompile(`kubectl \(taskactions[^\n]*\n\s+(https://\S+)`)
+
+// s3Line is the banner's address of the S3 endpoint.
+// The first group is set when tasks get s3 locations through it.
+var s3Line = regexp.MustCompile(`S3 endpoint \(bucket [^;)\n]*(; tasks get s3://)?[^\n]*\n\s+(http://\S+)`)
 
 // ServingURL returns the base URL a manager's banner in text announces, or
 // "" when there is none yet.
@@ -142,9 +154,10 @@ func (p *Process) start(ctx context.Context, env []string) error {
 		out = io.MultiWriter(p.output, p.opts.Log)
 	}
 	p.cmd = exec.Command(p.opts.Bin, args...)
-	// The Kubernetes-style API takes a free port unless the test says
-	// otherwise: managers of concurrent tests would all want 8091.
-	p.cmd.Env = append(append(append(os.Environ(), "FLYTE_MANAGER_KUBEAPI_LISTEN=127.0.0.1:0"), p.opts.Env...), env...)
+	// The Kubernetes-style API and the S3 endpoint take free ports unless
+	// the test says otherwise: managers of concurrent tests would all want
+	// 8091 and 8092.
+	p.cmd.Env = append(append(append(os.Environ(), "FLYTE_MANAGER_KUBEAPI_LISTEN=127.0.0.1:0", "FLYTE_MANAGER_STORAGE_S3ENDPOINT_LISTEN=127.0.0.1:0"), p.opts.Env...), env...)
 	// One writer for both streams: exec then copies them through one pipe,
 	// in the order the manager wrote them.
 	p.cmd.Stdout, p.cmd.Stderr = out, out
@@ -188,6 +201,9 @@ func (p *Process) waitReady(ctx context.Context) error {
 		case err == nil && status == http.StatusOK:
 			if m := kubeLine.FindStringSubmatch(p.output.String()); m != nil {
 				p.KubeURL = m[1]
+			}
+			if m := s3Line.FindStringSubmatch(p.output.String()); m != nil {
+				p.S3URL, p.S3TaskLocations = m[2], m[1] != ""
 			}
 			return nil
 		case err != nil:
@@ -310,4 +326,26 @@ func (p *Process) exitErr() error {
 		return errors.New("flyte-manager was never started")
 	}
 	return p.err
+}
+
+// S3ClientEnv is the environment through which an SDK client reaches the
+// manager's S3 endpoint (its URL and the key in the manager's home), under
+// the names the SDK reads; nil when the manager serves none.
+func (p *Process) S3ClientEnv() ([]string, error) {
+	if p.S3URL == "" {
+		return nil, nil
+	}
+	id, secret, err := s3serve.LoadOrCreateKey(filepath.Join(p.opts.Home, s3serve.KeyFile))
+	if err != nil {
+		return nil, err
+	}
+	o := blob.S3Options{Endpoint: p.S3URL, Region: "us-east-1", AccessKeyID: id, SecretAccessKey: secret, ForcePathStyle: true}
+	env, sec := o.ProcessEnv()
+	var out []string
+	for _, m := range []map[string]string{env, sec} {
+		for k, v := range m {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out, nil
 }

@@ -34,6 +34,10 @@ type Deps struct {
 	// KubeAPI is the Kubernetes-style API's handler, which Run serves on
 	// its own listener (nil when kubeAPI.enabled is false); Setup builds it.
 	KubeAPI http.Handler
+	// S3Endpoint is the S3 endpoint's URL when Setup started it;
+	// S3TaskLocations says tasks get s3 locations through it.
+	S3Endpoint      string
+	S3TaskLocations bool
 }
 
 // Options are what Run needs besides the configuration.
@@ -90,6 +94,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	printBanner(o.Stdout, o.Version, cfg, srv.Addr(), consoleAddr)
 	if kubeAddr != nil {
 		fmt.Fprintf(o.Stdout, "\nkubectl (taskactions.flyte.org/v1):\n  https://%s\n  flyte-manager kubeconfig > ~/.kube/flyte.yaml && KUBECONFIG=~/.kube/flyte.yaml kubectl get taskactions\n", kubeAddr)
+	}
+	if d.S3Endpoint != "" {
+		bucket := cfg.Storage.S3Endpoint.Bucket
+		tasks := ""
+		if d.S3TaskLocations {
+			tasks = "; tasks get s3://" + bucket + "/ locations through it"
+		}
+		fmt.Fprintf(o.Stdout, "\nS3 endpoint (bucket %s%s):\n  %s\n  eval \"$(flyte-manager storage env)\"   # what a client needs to read outputs itself\n", bucket, tasks, d.S3Endpoint)
 	}
 	return srv.Serve(ctx)
 }

@@ -30,11 +30,24 @@ import (
 // readiness checks, metrics and closers on d.Server.
 func Setup(ctx context.Context, d *Deps) error {
 	srv, cfg := d.Server, d.Config
-	blobs, err := openStorage(ctx, cfg.Storage, d.Log)
+	ep, err := listenS3Endpoint(cfg, d.Log)
 	if err != nil {
 		return err
 	}
+	blobs, err := openStorage(ctx, cfg.Storage, ep, d.Log)
+	if err != nil {
+		if ep != nil {
+			_ = ep.ln.Close()
+		}
+		return err
+	}
 	srv.AddCloser("storage", func(context.Context) error { return blobs.Close() })
+	if ep != nil {
+		if err := ep.serve(srv, blobs, d.Log); err != nil {
+			return err
+		}
+		d.S3Endpoint, d.S3TaskLocations = ep.url, ep.taskLocations
+	}
 	signer, err := blob.NewSigner([]byte(cfg.Storage.SigningKey))
 	if err != nil {
 		return err
@@ -58,7 +71,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 	hooks.Secrets = secrets.Hook()
-	hooks.Storage = storageAccess(blobs, cfg.Storage)
+	hooks.Storage = storageAccess(blobs, cfg.Storage, ep)
 	named := queues.New(cfg.Queues)
 	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
 		return err

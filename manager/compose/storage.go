@@ -28,8 +28,11 @@ func S3Options(s config.S3Storage) blob.S3Options {
 // entries and task outputs rely on create-only writes never replacing one
 // another, so a store that ignores If-None-Match is refused unless
 // storage.s3.emulateConditionalWrites says to live with it.
-func openStorage(ctx context.Context, s config.Storage, log *slog.Logger) (*blob.Store, error) {
-	blobs, err := blob.OpenWith(ctx, s.URL, blob.Options{S3: S3Options(s.S3)})
+//
+// With the S3 endpoint giving tasks s3 locations (ep), the file store names
+// its objects as the endpoint serves them.
+func openStorage(ctx context.Context, s config.Storage, ep *s3Endpoint, log *slog.Logger) (*blob.Store, error) {
+	blobs, err := blob.OpenWith(ctx, s.URL, ep.storeOptions(blob.Options{S3: S3Options(s.S3)}))
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
@@ -48,14 +51,21 @@ func openStorage(ctx context.Context, s config.Storage, log *slog.Logger) (*blob
 	return blobs, nil
 }
 
-// storageAccess is what attempts are given to reach an S3 store: its
-// endpoint, region and addressing style as variables, its static
-// credentials (if any) as secrets. Other stores need nothing.
-func storageAccess(blobs *blob.Store, s config.Storage) *attempt.StorageAccess {
-	if blobs.Kind() != blob.KindS3 {
+// storageAccess is what attempts are given to reach an S3 store, or the S3
+// endpoint over a file store when they get its locations: its endpoint,
+// region and addressing style as variables, its static credentials (if
+// any) as secrets. Other stores need nothing.
+func storageAccess(blobs *blob.Store, s config.Storage, ep *s3Endpoint) *attempt.StorageAccess {
+	var access blob.S3Options
+	switch {
+	case blobs.Kind() == blob.KindS3:
+		access = S3Options(s.S3)
+	case ep != nil && ep.taskLocations:
+		access = ep.access()
+	default:
 		return nil
 	}
-	env, secret := S3Options(s.S3).ProcessEnv()
+	env, secret := access.ProcessEnv()
 	sa := &attempt.StorageAccess{}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		sa.Env = append(sa.Env, contract.KV{Key: k, Value: env[k]})

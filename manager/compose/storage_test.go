@@ -23,12 +23,12 @@ func TestStorageWithoutConditionalWrites(t *testing.T) {
 	}}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	_, err := openStorage(ctx, st, log)
+	_, err := openStorage(ctx, st, nil, log)
 	if err == nil || !strings.Contains(err.Error(), "ignores conditional writes") || !strings.Contains(err.Error(), "storage.s3.emulateConditionalWrites") {
 		t.Fatalf("openStorage = %v, want a refusal naming storage.s3.emulateConditionalWrites", err)
 	}
 	st.S3.EmulateConditionalWrites = true
-	blobs, err := openStorage(ctx, st, log)
+	blobs, err := openStorage(ctx, st, nil, log)
 	if err != nil {
 		t.Fatalf("with emulateConditionalWrites: %v", err)
 	}
@@ -43,13 +43,13 @@ func TestStorageWithoutConditionalWrites(t *testing.T) {
 		Endpoint: good.URL, Region: s3test.Region, AccessKeyID: s3test.AccessKeyID,
 		SecretAccessKey: s3test.SecretAccessKey, ForcePathStyle: true,
 	}}
-	b2, err := openStorage(ctx, st, log)
+	b2, err := openStorage(ctx, st, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b2.Close()
 	st.S3.AccessKeyID = "nobody"
-	if _, err := openStorage(ctx, st, log); err == nil || strings.Contains(err.Error(), s3test.SecretAccessKey) {
+	if _, err := openStorage(ctx, st, nil, log); err == nil || strings.Contains(err.Error(), s3test.SecretAccessKey) {
 		t.Fatalf("openStorage with a wrong key = %v, want an error without the secret", err)
 	}
 }
