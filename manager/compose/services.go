@@ -15,8 +15,10 @@ import (
 	"fmgr.dev/executor/local"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/imagebuilder"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/images"
 	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
@@ -69,6 +71,16 @@ func Setup(ctx context.Context, d *Deps) error {
 		return err
 	}
 
+	// Images: the local executor builds them as Python environments, and
+	// the SDK's remote builder finds its build-image task.
+	var envs *images.Store
+	if ld, ok := exec.(*local.Driver); ok {
+		envs = ld.Images()
+		if err := images.Deploy(ctx, st.Tasks); err != nil {
+			return err
+		}
+	}
+
 	if cfg.KubeAPI.Enabled {
 		d.KubeAPI = newKubeAPI(d, st, hub, state, d.Version)
 	}
@@ -84,6 +96,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return app.Setup(srv) },
+		func() error { return imagebuilder.Setup(srv, envs) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
