@@ -305,12 +305,14 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
 		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
-	if err := d.envs.Prepare(); err != nil {
+	if err := d.openToAttempts(); err != nil {
 		_ = f.Close()
 		d.lockF = nil
 		return err
 	}
-	if err := d.openToAttempts(); err != nil {
+	// After openToAttempts: its directories take the attempts' group
+	// from the environments' directory.
+	if err := d.envs.Prepare(); err != nil {
 		_ = f.Close()
 		d.lockF = nil
 		return err

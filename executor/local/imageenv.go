@@ -275,5 +275,7 @@ func hostEnv() []contract.KV {
 			kvs = append(kvs, contract.KV{Key: k, Value: v})
 		}
 	}
-	return append(kvs, contract.KV{Key: "UV_NO_PROGRESS", Value: "1"})
+	// Copies, not hard links into uv's cache: a copy takes the group of
+	// the environments' directory, which attempts of other users read by.
+	return append(kvs, contract.KV{Key: "UV_NO_PROGRESS", Value: "1"}, contract.KV{Key: "UV_LINK_MODE", Value: "copy"})
 }
