@@ -138,14 +138,14 @@ image:
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
 ## sandbox-image: hack/sandbox: a Debian root filesystem (mmdebstrap, as root)
-## with Python and flyte==$(FLYTE_SDK_VERSION) in /opt/flyte, the static
+## with Python, flyte==$(FLYTE_SDK_VERSION) and uv in /opt/flyte, the static
 ## manager, entrypoint `flyte-manager sandbox`; written to dist/sandbox as an
 ## OCI layout and archives for the host's architecture (docs/sandbox.md). The
 ## wheels and the root filesystem are cached under .cache/sandbox.
 .PHONY: sandbox-image test-sandbox
 SANDBOX_CACHE ?= .cache/sandbox
 sandbox-image: venv
-	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -pip $(VENV)/bin/pip \
+	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -uv $(UV_VERSION) -pip $(VENV)/bin/pip \
 	  -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
