@@ -48,8 +48,12 @@ type imageBuild struct {
 }
 
 // contextDir is where a build's context is unpacked, in its attempt's
-// directory.
-const contextDir = "build-context"
+// directory; reusedFile is there when the build found its environment
+// built by another.
+const (
+	contextDir = "build-context"
+	reusedFile = "build-reused"
+)
 
 // Images is the store of image environments (nil before New).
 func (d *Driver) Images() *images.Store { return d.envs }
@@ -111,7 +115,7 @@ func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string) 
 	if v, bin := d.managerPython(); v == plan.Python {
 		python = bin // the manager's own interpreter: attempts can reach it
 	}
-	script := d.envs.Script(plan, key, uv, python, ctxDir)
+	script := d.envs.Script(plan, key, uv, python, ctxDir, filepath.Join(dir, reusedFile))
 	return []string{"/bin/sh", "-c", script, images.TaskName},
 		&imageBuild{plan: plan, key: key, target: in[images.InputTarget]}, nil
 }
@@ -203,7 +207,11 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 	if err != nil {
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
 	}
-	d.log.Info("image environment built", "image", b.target, "fqin", m.FQIN, "bytes", m.Bytes)
+	if _, err := os.Stat(filepath.Join(e.dir, reusedFile)); err == nil {
+		d.log.Info("image environment reused: another build of the same image made it", "image", b.target, "fqin", m.FQIN)
+	} else {
+		d.log.Info("image environment built", "image", b.target, "fqin", m.FQIN, "bytes", m.Bytes)
+	}
 	out, _ := proto.Marshal(&task.Outputs{Literals: []*task.NamedLiteral{{Name: images.OutputFQIN, Value: &core.Literal{
 		Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{
 			Value: &core.Primitive_StringValue{StringValue: m.FQIN}}}}}}}}})

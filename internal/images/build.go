@@ -49,7 +49,9 @@ func (p *Plan) FailedLayer(code int) error {
 // Script returns the build of key as a POSIX shell script run by /bin/sh:
 // uv is the uv binary, python the interpreter (a path, or the plan's
 // version for uv to find), ctxDir the extracted context ("" for none).
-func (s *Store) Script(p *Plan, key, uv, python, ctxDir string) string {
+// A build that finds the environment built already (by a build of the same
+// spec that held the lock first) creates the file reused and exits 0.
+func (s *Store) Script(p *Plan, key, uv, python, ctxDir, reused string) string {
 	var b strings.Builder
 	env := s.EnvDir(key)
 	py := filepath.Join(env, "bin", "python")
@@ -59,7 +61,8 @@ func (s *Store) Script(p *Plan, key, uv, python, ctxDir string) string {
 	line("if command -v flock >/dev/null 2>&1; then")
 	line("  flock -n 9 || { echo 'another build of this image is running: waiting for it'; flock 9; }")
 	line("fi")
-	line("if [ -f %s ]; then echo 'the environment %s is built already: nothing to do'; exit 0; fi", shq(filepath.Join(env, readyFile)), key)
+	line("if [ -f %s ]; then echo 'the environment %s is built already: nothing to do'; : > %s; exit 0; fi",
+		shq(filepath.Join(env, readyFile)), key, shq(reused))
 	line("rm -rf %s", shq(env))
 	line("echo %s", shq("== base image "+p.Base))
 	for _, n := range p.Notes {

@@ -175,7 +175,7 @@ func TestScriptAndFailedLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("d", 32)
-	script := s.Script(p, key, "/bin/uv", "3.11", "/ctx")
+	script := s.Script(p, key, "/bin/uv", "3.11", "/ctx", "/reused")
 	for _, want := range []string{
 		"flock 9", "'/bin/uv' venv --no-config --quiet --python '3.11' '/envs/envs/" + key + "' || exit 10",
 		"'flyte==2.12.1' || exit 10", `'it'\''s' || exit 12`, "touch '/envs/envs/" + key + "/.fm-ready'",
