@@ -70,6 +70,13 @@ func TaskSpec() *task.TaskSpec {
 	}
 }
 
+// Reserved says whether a task name is the built-in task's, which only
+// the manager deploys: a version deployed by a user would be the "latest"
+// the SDK runs for everyone's builds, with the secrets their layers mount.
+func Reserved(org, project, domain, name string) bool {
+	return org == ident.Org("") && project == TaskProject && domain == TaskDomain && name == TaskName
+}
+
 // IsBuild says whether spec is the built-in build task.
 func IsBuild(spec *task.TaskSpec) bool {
 	t := spec.GetTaskTemplate()
