@@ -212,7 +212,9 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 	d.users = runas.New(local.RunAs, os.Geteuid())
 	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
-	d.envs = images.NewStore(local.Environments.Dir, local.Environments.MaxBytes, d.log)
+	if local.Environments.Dir != "" { // "" (a bare config in tests): no images are built
+		d.envs = images.NewStore(local.Environments.Dir, local.Environments.MaxBytes, d.log)
+	}
 	return d
 }
 
@@ -312,7 +314,9 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	// After openToAttempts: its directories take the attempts' group
 	// from the environments' directory.
-	if err := d.envs.Prepare(); err != nil {
+	if d.envs == nil {
+		// No environments: tasks run in the manager's own.
+	} else if err := d.envs.Prepare(); err != nil {
 		_ = f.Close()
 		d.lockF = nil
 		return err

@@ -55,13 +55,17 @@ const (
 	reusedFile = "build-reused"
 )
 
-// Images is the store of image environments (nil before New).
+// Images is the store of image environments (nil when
+// executor.local.environments.dir is empty).
 func (d *Driver) Images() *images.Store { return d.envs }
 
 // prepareBuild returns the argv of a's build and what collectBuild needs.
 // The error is the user's (bad inputs, a layer that cannot be honoured,
 // no uv on this host), for the run's error.
 func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string) ([]string, *imageBuild, error) {
+	if d.envs == nil {
+		return nil, nil, errors.New("this manager builds no images: executor.local.environments.dir is not set")
+	}
 	in, err := d.buildInputs(ctx, a)
 	if err != nil {
 		return nil, nil, err

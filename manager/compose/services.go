@@ -74,7 +74,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	// Images: the local executor builds them as Python environments, and
 	// the SDK's remote builder finds its build-image task.
 	var envs *images.Store
-	if ld, ok := exec.(*local.Driver); ok {
+	if ld, ok := exec.(*local.Driver); ok && ld.Images() != nil {
 		envs = ld.Images()
 		if err := images.Deploy(ctx, st.Tasks); err != nil {
 			return err
