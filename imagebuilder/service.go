@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"fmgr.dev/gen/go/flyteidl2/common"
 	ib "fmgr.dev/gen/go/flyteidl2/imagebuilder"
 	"fmgr.dev/gen/go/flyteidl2/imagebuilder/imagebuilderconnect"
 	"fmgr.dev/internal/errs"
@@ -47,9 +48,13 @@ func (s *Service) GetImage(_ context.Context, req *connect.Request[ib.GetImageRe
 	if s.store == nil {
 		return nil, errs.NotFoundf("image %s: this manager builds no images (its executor is not local)", name)
 	}
-	fqin, err := s.store.Lookup(name)
+	fqin, run, err := s.store.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&ib.GetImageResponse{Image: &ib.Image{Id: &ib.ImageIdentifier{Name: name}, Fqin: fqin}}), nil
+	img := &ib.Image{Id: &ib.ImageIdentifier{Name: name}, Fqin: fqin}
+	if run.Name != "" {
+		img.BuildRun = &common.RunIdentifier{Org: run.Org, Project: run.Project, Domain: run.Domain, Name: run.Name}
+	}
+	return connect.NewResponse(&ib.GetImageResponse{Image: img}), nil
 }

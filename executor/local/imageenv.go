@@ -207,7 +207,7 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 		}
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError(msg))
 	}
-	m, err := d.envs.Built(b.key, b.target, b.plan)
+	m, err := d.envs.Built(b.key, b.target, b.plan, images.BuildRun{Org: e.key.Org, Project: e.key.Project, Domain: e.key.Domain, Name: e.key.RunName})
 	if err != nil {
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
 	}

@@ -116,17 +116,17 @@ func TestStoreLookupUseCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := &Plan{Python: "3.11", Env: map[string]string{"A": "1"}}
-	if _, err := s.Lookup("a:1"); !errors.Is(err, errs.ErrNotFound) {
+	if _, _, err := s.Lookup("a:1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("unbuilt: %v", err)
 	}
 	keys := []string{strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)}
 	fakeBuild(t, s, keys[0], 1000)
-	if _, err := s.Built(keys[0], "a:1", plan); err != nil {
+	if _, err := s.Built(keys[0], "a:1", plan, BuildRun{Project: "p", Domain: "d", Name: "r1"}); err != nil {
 		t.Fatal(err)
 	}
-	fqin, err := s.Lookup("a:1")
-	if err != nil || fqin != FQIN("a:1", keys[0]) {
-		t.Fatalf("lookup: %s %v", fqin, err)
+	fqin, run, err := s.Lookup("a:1")
+	if err != nil || fqin != FQIN("a:1", keys[0]) || run.Name != "r1" {
+		t.Fatalf("lookup: %s %+v %v", fqin, run, err)
 	}
 	// a is in use and used longest ago; b is older than c.
 	_, release, err := s.Use(keys[0])
@@ -136,18 +136,18 @@ func TestStoreLookupUseCollect(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	_ = os.Chtimes(filepath.Join(s.EnvDir(keys[0]), readyFile), old.Add(-time.Hour), old.Add(-time.Hour))
 	fakeBuild(t, s, keys[1], 1000)
-	if _, err := s.Built(keys[1], "b:1", plan); err != nil {
+	if _, err := s.Built(keys[1], "b:1", plan, BuildRun{}); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.Chtimes(filepath.Join(s.EnvDir(keys[1]), readyFile), old, old)
 	fakeBuild(t, s, keys[2], 1000)
-	if _, err := s.Built(keys[2], "c:1", plan); err != nil { // over the cap: b goes, a is in use
+	if _, err := s.Built(keys[2], "c:1", plan, BuildRun{}); err != nil { // over the cap: b goes, a is in use
 		t.Fatal(err)
 	}
 	if _, ok := s.Ready(keys[1]); ok {
 		t.Error("b, used longest ago of those not in use, was kept over the cap")
 	}
-	if _, err := s.Lookup("b:1"); !errors.Is(err, errs.ErrNotFound) {
+	if _, _, err := s.Lookup("b:1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("collected b still found: %v", err)
 	}
 	for _, k := range []string{keys[0], keys[2]} {

@@ -142,10 +142,10 @@ func (s *Store) Ready(key string) (*Manifest, bool) {
 	return &m, true
 }
 
-// Built records a finished build of key for target: its manifest, the
-// index entry GetImage answers from, and a first use. Then the cache is
+// Built records a finished build of key for target by run: its manifest,
+// the index entry GetImage answers from, and a first use. Then the cache is
 // collected down to its cap (sparing key).
-func (s *Store) Built(key, target string, p *Plan) (*Manifest, error) {
+func (s *Store) Built(key, target string, p *Plan, run BuildRun) (*Manifest, error) {
 	dir := s.EnvDir(key)
 	if _, err := os.Stat(filepath.Join(dir, readyFile)); err != nil {
 		return nil, fmt.Errorf("the environment %s is not complete: %w", key, err)
@@ -163,7 +163,7 @@ func (s *Store) Built(key, target string, p *Plan) (*Manifest, error) {
 		}
 	}
 	fqin := FQIN(target, key)
-	if err := writeJSON(s.indexPath(target), indexEntry{Name: target, FQIN: fqin, Key: key}); err != nil {
+	if err := writeJSON(s.indexPath(target), indexEntry{Name: target, FQIN: fqin, Key: key, Run: run}); err != nil {
 		return nil, err
 	}
 	s.touch(key)
@@ -173,9 +173,19 @@ func (s *Store) Built(key, target string, p *Plan) (*Manifest, error) {
 }
 
 type indexEntry struct {
-	Name string `json:"name"`
-	FQIN string `json:"fqin"`
-	Key  string `json:"key"`
+	Name string   `json:"name"`
+	FQIN string   `json:"fqin"`
+	Key  string   `json:"key"`
+	Run  BuildRun `json:"run"`
+}
+
+// BuildRun names the run whose build made an image (the SDK links a
+// task's image to it).
+type BuildRun struct {
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project"`
+	Domain  string `json:"domain"`
+	Name    string `json:"name"`
 }
 
 func (s *Store) indexPath(name string) string {
@@ -184,21 +194,22 @@ func (s *Store) indexPath(name string) string {
 }
 
 // Lookup returns the fqin of the image the SDK calls name (name:tag,
-// without a registry) if its environment is built on this host:
-// errs.ErrNotFound otherwise (never built, or collected since).
-func (s *Store) Lookup(name string) (string, error) {
+// without a registry) if its environment is built on this host, and the
+// run that built it: errs.ErrNotFound otherwise (never built, or collected
+// since).
+func (s *Store) Lookup(name string) (string, BuildRun, error) {
 	b, err := os.ReadFile(s.indexPath(name))
 	if err != nil {
-		return "", errs.NotFoundf("image %s has not been built", name)
+		return "", BuildRun{}, errs.NotFoundf("image %s has not been built", name)
 	}
 	var e indexEntry
 	if json.Unmarshal(b, &e) != nil || e.Name != name {
-		return "", errs.NotFoundf("image %s has not been built", name)
+		return "", BuildRun{}, errs.NotFoundf("image %s has not been built", name)
 	}
 	if _, ok := s.Ready(e.Key); !ok {
-		return "", errs.NotFoundf("image %s is no longer built (its environment was removed to keep the cache under its size cap)", name)
+		return "", BuildRun{}, errs.NotFoundf("image %s is no longer built (its environment was removed to keep the cache under its size cap)", name)
 	}
-	return e.FQIN, nil
+	return e.FQIN, e.Run, nil
 }
 
 // Use marks key's environment in use by an attempt until release is
