@@ -24,7 +24,8 @@ func uvCacheEnv(t *testing.T) string {
 
 // TestImages: with the SDK's remote builder (image.builder: remote), tasks
 // whose images add a package the manager's environment lacks run
-// unmodified: the manager builds each image once as a Python environment
+// unmodified (with_pip_packages, with_requirements): the manager builds each
+// image once as a Python environment
 // (the built-in build-image task of system/production) and runs the task's
 // attempts with its interpreter. Two images pinning conflicting versions of
 // the package run side by side; a second SDK process running the same
@@ -38,7 +39,7 @@ func TestImages(t *testing.T) {
 		Run, Phase, Error, BuildRun string
 		Output                      map[string]string
 	}
-	var res struct{ New, Old, Apt outcome }
+	var res struct{ New, Old, Req, Apt outcome }
 	driver(t, ctx, &res, "drive_images.py", sdkEndpoint(m), "all")
 	envs := filepath.Join(m.Home, "environments") + "/"
 	check := func(name string, o outcome, version string) {
@@ -55,6 +56,7 @@ func TestImages(t *testing.T) {
 	}
 	check("humanize 4.9.0", res.New, "4.9.0")
 	check("humanize 4.8.0", res.Old, "4.8.0")
+	check("requirements file", res.Req, "4.7.0")
 	if res.New.Output["prefix"] == res.Old.Output["prefix"] {
 		t.Errorf("both versions ran in one environment, %s", res.New.Output["prefix"])
 	}
@@ -63,8 +65,8 @@ func TestImages(t *testing.T) {
 			res.Apt.Phase, res.Apt.BuildRun, res.Apt.Error)
 	}
 	built := strings.Count(m.output.String(), "image environment built")
-	if built != 2 {
-		t.Errorf("the manager built %d environments, want 2 (one per image that can be built)", built)
+	if built != 3 {
+		t.Errorf("the manager built %d environments, want 3 (one per image that can be built)", built)
 	}
 
 	var again struct{ New outcome }

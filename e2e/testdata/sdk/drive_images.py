@@ -2,7 +2,8 @@
 runs tasks whose images the manager builds as Python environments.
 
 Usage: drive_images.py <endpoint> all|again
-  all:   with_new and with_old at once, then with_apt (whose build fails)
+  all:   with_new and with_old at once, then with_req, then with_apt (whose
+         build fails)
   again: with_new once more, from a fresh SDK process
 Reports each run's phase and output or error; for a build that failed, the
 build run's error.
@@ -43,7 +44,7 @@ async def scenario(endpoint: str, mode: str) -> dict:
     if mode == "again":
         return {"new": await run(wf_images.with_new)}
     new, old = await asyncio.gather(run(wf_images.with_new), run(wf_images.with_old))
-    return {"new": new, "old": old, "apt": await run(wf_images.with_apt)}
+    return {"new": new, "old": old, "req": await run(wf_images.with_req), "apt": await run(wf_images.with_apt)}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Tasks for the images scenario: environments whose images add a package
 the manager's own environment lacks (humanize), in two conflicting versions,
-and one whose image needs an apt layer."""
+one from a requirements file (uploaded in the build's context), and one whose
+image needs an apt layer."""
 
+import pathlib
 import sys
 
 import flyte
@@ -10,6 +12,9 @@ base = flyte.Image.from_debian_base()
 
 env_new = flyte.TaskEnvironment(name="e2e_images_new", image=base.with_pip_packages("humanize==4.9.0"))
 env_old = flyte.TaskEnvironment(name="e2e_images_old", image=base.with_pip_packages("humanize==4.8.0"))
+env_req = flyte.TaskEnvironment(
+    name="e2e_images_req", image=base.with_requirements(pathlib.Path(__file__).parent / "images_requirements.txt")
+)
 env_apt = flyte.TaskEnvironment(
     name="e2e_images_apt", image=base.with_apt_packages("cowsay").with_pip_packages("humanize==4.9.0")
 )
@@ -28,6 +33,11 @@ async def with_new() -> dict[str, str]:
 
 @env_old.task
 async def with_old() -> dict[str, str]:
+    return _report()
+
+
+@env_req.task
+async def with_req() -> dict[str, str]:
     return _report()
 
 
