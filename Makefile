@@ -11,6 +11,9 @@ WHEELS        := $(CURDIR)/.cache/wheels
 # The SDK we are compatible with, and the flyteidl2 release it pins.
 FLYTE_SDK_VERSION := 2.12.1
 FLYTEIDL2_VERSION := 2.0.51
+# uv, which builds the Python environments images become (docs/images.md);
+# installed beside the SDK, where the manager looks for it.
+UV_VERSION        := 0.13.8
 
 # Code generators, pinned; installed with `go install` (no remote buf plugins).
 BUF_VERSION          := v1.75.0
@@ -135,14 +138,14 @@ image:
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
 ## sandbox-image: hack/sandbox: a Debian root filesystem (mmdebstrap, as root)
-## with Python and flyte==$(FLYTE_SDK_VERSION) in /opt/flyte, the static
+## with Python, flyte==$(FLYTE_SDK_VERSION) and uv in /opt/flyte, the static
 ## manager, entrypoint `flyte-manager sandbox`; written to dist/sandbox as an
 ## OCI layout and archives for the host's architecture (docs/sandbox.md). The
 ## wheels and the root filesystem are cached under .cache/sandbox.
 .PHONY: sandbox-image test-sandbox
 SANDBOX_CACHE ?= .cache/sandbox
 sandbox-image: venv
-	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -pip $(VENV)/bin/pip \
+	$(GO) run ./hack/sandbox -o dist/sandbox -cache $(SANDBOX_CACHE) -sdk $(FLYTE_SDK_VERSION) -uv $(UV_VERSION) -pip $(VENV)/bin/pip \
 	  -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 	  -epoch $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
@@ -194,11 +197,15 @@ $(BIN)/protoc-gen-go:
 $(BIN)/protoc-gen-connect-go:
 	GOBIN=$(BIN) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT)
 
-## venv: the Python environment with the pinned SDK (provides `a0` and `flyte`).
-venv: $(VENV)/.flyte-$(FLYTE_SDK_VERSION)
+## venv: the Python environment with the pinned SDK (provides `a0` and `flyte`)
+## and uv (builds the environments of tasks' images).
+venv: $(VENV)/.flyte-$(FLYTE_SDK_VERSION) $(VENV)/.uv-$(UV_VERSION)
 $(VENV)/.flyte-$(FLYTE_SDK_VERSION):
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check flyte==$(FLYTE_SDK_VERSION)
+	touch $@
+$(VENV)/.uv-$(UV_VERSION): $(VENV)/.flyte-$(FLYTE_SDK_VERSION)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	touch $@
 
 ## wheels: the official flyteidl2 wheel that the conformance test reads.

@@ -59,6 +59,8 @@ var emptyRequestCode = map[string]string{
 	"/flyteidl2.app.AppService/Lease":        codeInvalidArgument,
 	"/flyteidl2.app.AppLogsService/TailLogs": codeInvalidArgument,
 
+	"/flyteidl2.imagebuilder.ImageService/GetImage": codeInvalidArgument,
+
 	"/flyteidl2.cacheservice.CacheService/Get":                       codeInvalidArgument,
 	"/flyteidl2.cacheservice.CacheService/Put":                       codeInvalidArgument,
 	"/flyteidl2.cacheservice.CacheService/Delete":                    codeInvalidArgument,
@@ -185,6 +187,8 @@ func probeCases() []probeCase {
 	add("missing task", codeNotFound, map[string]any{"taskId": map[string]any{
 		"project": testProject, "domain": testDomain, "name": "e2e.missing", "version": "v1",
 	}}, "/flyteidl2.task.TaskService/GetTaskDetails")
+	add("missing image", codeNotFound, map[string]any{"id": map[string]any{"name": "e2e-missing:v1"}},
+		"/flyteidl2.imagebuilder.ImageService/GetImage")
 	add("missing project", codeNotFound, map[string]any{"id": "e2e-missing"},
 		"/flyteidl2.project.ProjectService/GetProject")
 	add("missing cache key", codeNotFound, map[string]any{"identifier": map[string]any{"project": testProject, "domain": testDomain},

@@ -42,6 +42,7 @@ SERVICES = [
     "flyteidl2.trigger.TriggerService",
     "flyteidl2.auth.IdentityService",
     "flyteidl2.auth.AuthMetadataService",
+    "flyteidl2.imagebuilder.ImageService",
 ]
 
 DROPPED_IMPORTS = {"buf/validate/validate.proto", "google/api/annotations.proto"}

@@ -19,6 +19,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/images"
 	"fmgr.dev/internal/listreq"
 	"fmgr.dev/internal/store"
 )
@@ -72,6 +73,10 @@ func (s *TaskService) DeployTask(ctx context.Context, req *connect.Request[task.
 	}
 	if err := checkSpec(id, msg.GetSpec()); err != nil {
 		return nil, err
+	}
+	if images.Reserved(id.Org, id.Project, id.Domain, id.Name) {
+		return nil, errs.Invalidf("task %s in project %s, domain %s is the manager's built-in image builder: deploy under another name",
+			id.Name, id.Project, id.Domain)
 	}
 	// The SDK sends triggers only for tasks that declare some. They are
 	// checked before anything is written, and refused where no trigger

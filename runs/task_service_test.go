@@ -195,6 +195,10 @@ func TestDeployTaskRejects(t *testing.T) {
 			{"template names another version", with(func(_ *task.TaskIdentifier, s *task.TaskSpec, _ *task.DeployTaskRequest) {
 				s.TaskTemplate.Id.Version = "v2"
 			}), []string{"spec.task_template.id.version", `"v2"`}},
+			{"the built-in image builder", with(func(id *task.TaskIdentifier, s *task.TaskSpec, _ *task.DeployTaskRequest) {
+				id.Project, id.Domain, id.Name = "system", "production", "build-image"
+				s.TaskTemplate.Id.Project, s.TaskTemplate.Id.Domain, s.TaskTemplate.Id.Name = "system", "production", "build-image"
+			}), []string{"build-image", "built-in image builder"}},
 			{"triggers", with(func(_ *task.TaskIdentifier, _ *task.TaskSpec, r *task.DeployTaskRequest) {
 				r.Triggers = []*task.TaskTrigger{{Name: "nightly"}}
 			}), []string{"triggers are not supported here", `"nightly"`}},

@@ -48,6 +48,7 @@ import (
 	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/images"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -84,6 +85,8 @@ const (
 
 // Driver is the local executor. It implements runstate.Executor.
 type Driver struct {
+	envState // the image environments (imageenv.go)
+
 	state    *runstate.Service
 	cfg      config.LocalExecutor
 	endpoint func() string
@@ -209,6 +212,9 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 	d.users = runas.New(local.RunAs, os.Geteuid())
 	d.lease = lease.New(state.Leases(), local.WorkDir, local.LeaseTTL, d.log, leaseEvents{d})
 	d.metrics = newMetrics(d)
+	if local.Environments.Dir != "" { // "" (a bare config in tests): no images are built
+		d.envs = images.NewStore(local.Environments.Dir, local.Environments.MaxBytes, d.log)
+	}
 	return d
 }
 
@@ -302,6 +308,15 @@ func (d *Driver) Start(ctx context.Context) error {
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
 		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
 	if err := d.openToAttempts(); err != nil {
+		_ = f.Close()
+		d.lockF = nil
+		return err
+	}
+	// After openToAttempts: its directories take the attempts' group
+	// from the environments' directory.
+	if d.envs == nil {
+		// No environments: tasks run in the manager's own.
+	} else if err := d.envs.Prepare(); err != nil {
 		_ = f.Close()
 		d.lockF = nil
 		return err

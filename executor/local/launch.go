@@ -17,6 +17,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/failpoint"
+	"fmgr.dev/internal/images"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/store"
 )
@@ -151,7 +152,30 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		removeSecrets(dir)
 		return nil, d.launchFailed(ctx, a, e, attempt.PlatformFailure(n, err.Error()))
 	}
-	args := l.Args
+	args, binDir := l.Args, ""
+	switch {
+	case images.IsBuild(l.Spec):
+		var b *imageBuild
+		if args, b, err = d.prepareBuild(ctx, a, dir); err != nil {
+			removeSecrets(dir)
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+				Code: attempt.CodeLaunchFailed, Message: err.Error()})
+		}
+		d.mu.Lock()
+		e.build = b
+		d.mu.Unlock()
+		env = contract.Env{}.With(hostEnv()...)
+	default:
+		var release func()
+		if binDir, env, release, err = d.imageEnv(l, env); err != nil {
+			removeSecrets(dir)
+			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+				Code: attempt.CodeLaunchFailed, Message: err.Error()})
+		}
+		d.mu.Lock()
+		e.envRelease = release
+		d.mu.Unlock()
+	}
 	if l.Raw != nil {
 		var reason, note string
 		if args, reason, note, err = d.prepareRaw(ctx, dir, l, e.user); err != nil {
@@ -173,7 +197,8 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,
 		Limits:  s.limits,
-		Plain:   l.Raw != nil, // a container's command, not the SDK's runtime
+		Plain:   l.Raw != nil || e.build != nil, // not the SDK's runtime
+		BinDir:  binDir,
 		User:    e.processUser(),
 	})
 	if err != nil {
@@ -314,8 +339,8 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 // its mount namespace as root (rawcontainer.go); a container runtime that
 // takes the user itself (runc) runs it as e.user.
 func (e *ownAttempt) processUser() runas.User {
-	if e.launch != nil && e.launch.Raw != nil {
-		return runas.User{}
+	if e.build != nil || (e.launch != nil && e.launch.Raw != nil) {
+		return runas.User{} // a build is the manager's own work
 	}
 	return e.user
 }

@@ -36,6 +36,9 @@ type ownAttempt struct {
 	user     runas.User
 	handBack sync.Once // its files go back to the manager once it ended (handBack)
 
+	build      *imageBuild // set for a build of the built-in build-image task
+	envRelease func()      // releases the image environment it runs in
+
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended
 	abort  bool                // Abort was called for key
@@ -222,6 +225,11 @@ func (d *Driver) outcome(ctx context.Context, a *store.Action, e *ownAttempt, st
 			return nil, rec, err
 		}
 	}
+	if e.build != nil {
+		if err := d.collectBuild(ctx, e, st); err != nil {
+			return nil, rec, err
+		}
+	}
 	res, err := d.classify(ctx, e.key, e.n, e.spec, e.outDir, st.Contract())
 	if err != nil {
 		return nil, rec, err
@@ -328,6 +336,9 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	}
 	d.handBack(e)
 	d.users.Release(e.user)
+	if e.envRelease != nil {
+		e.envRelease()
+	}
 }
 
 func (d *Driver) queueAll(keys []store.ActionKey) {

@@ -29,6 +29,9 @@ const managerUmask = 0o027
 // work directory and, with file storage, the blob directory.
 func (d *Driver) dataDirs() []string {
 	dirs := []string{d.cfg.WorkDir}
+	if d.cfg.Environments.Dir != "" {
+		dirs = append(dirs, d.cfg.Environments.Dir) // attempts run their image's interpreter from there
+	}
 	if b := d.state.Blobs(); b != nil && b.Kind() == blob.KindFile {
 		dirs = append(dirs, b.Dir())
 	}

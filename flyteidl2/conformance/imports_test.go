@@ -11,6 +11,7 @@ import (
 	_ "fmgr.dev/gen/go/flyteidl2/common"
 	_ "fmgr.dev/gen/go/flyteidl2/core"
 	_ "fmgr.dev/gen/go/flyteidl2/dataproxy"
+	_ "fmgr.dev/gen/go/flyteidl2/imagebuilder"
 	_ "fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	_ "fmgr.dev/gen/go/flyteidl2/notification"
 	_ "fmgr.dev/gen/go/flyteidl2/project"

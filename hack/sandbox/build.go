@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -103,7 +104,7 @@ func imageOf(o options, p *v1.Platform, base, top v1.Layer) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err := mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: fmt.Sprintf("hack/sandbox: mmdebstrap --variant=minbase %s (%s), venv %s with flyte==%s", o.suite, packages, venvDir, o.sdkVersion), Comment: "rootfs"}},
+		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: fmt.Sprintf("hack/sandbox: mmdebstrap --variant=minbase %s (%s), venv %s with %s", o.suite, packages, venvDir, strings.Join(requirements(o), " ")), Comment: "rootfs"}},
 		mutate.Addendum{Layer: top, History: v1.History{Created: created, CreatedBy: "hack/sandbox: go build -trimpath ./manager (CGO_ENABLED=0)", Comment: "flyte-manager"}})
 	if err != nil {
 		return nil, err

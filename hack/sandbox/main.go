@@ -21,6 +21,7 @@ import (
 type options struct {
 	root, out, cache string
 	sdkVersion       string // flyte==sdkVersion from PyPI
+	uvVersion        string // uv==uvVersion beside it ("" for none): builds images' environments
 	suite, mirror    string // mmdebstrap's suite and mirror ("" for its default)
 	pip              string // the host's pip, to download wheels
 	version          string
@@ -36,6 +37,7 @@ func main() {
 	flag.StringVar(&o.out, "o", "dist/sandbox", "output directory")
 	flag.StringVar(&o.cache, "cache", ".cache/sandbox", "cache directory (wheels, root filesystems)")
 	flag.StringVar(&o.sdkVersion, "sdk", "", "the flyte SDK version to install (required)")
+	flag.StringVar(&o.uvVersion, "uv", "", "the uv version to install beside the SDK (builds images' environments; empty: none)")
 	flag.StringVar(&o.suite, "suite", "bookworm", "Debian suite")
 	flag.StringVar(&o.mirror, "mirror", "", "Debian mirror (default: mmdebstrap's)")
 	flag.StringVar(&o.pip, "pip", ".venv/bin/pip", "pip used to download the wheels")

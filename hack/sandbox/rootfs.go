@@ -27,7 +27,11 @@ const (
 // wheels downloads flyte==sdkVersion and its dependencies once into the
 // cache and returns the directory.
 func wheels(ctx context.Context, o options, log io.Writer) (string, error) {
-	dir, err := filepath.Abs(filepath.Join(o.cache, "wheels-"+o.sdkVersion))
+	name := "wheels-" + o.sdkVersion
+	if o.uvVersion != "" {
+		name += "-uv" + o.uvVersion
+	}
+	dir, err := filepath.Abs(filepath.Join(o.cache, name))
 	if err != nil {
 		return "", err
 	}
@@ -39,7 +43,7 @@ func wheels(ctx context.Context, o options, log io.Writer) (string, error) {
 		return "", err
 	}
 	ociimage.Logf(log, "downloading flyte==%s and its dependencies into %s", o.sdkVersion, dir)
-	cmd := exec.CommandContext(ctx, o.pip, "download", "--quiet", "--disable-pip-version-check", "-d", tmp, "flyte=="+o.sdkVersion)
+	cmd := exec.CommandContext(ctx, o.pip, append([]string{"download", "--quiet", "--disable-pip-version-check", "-d", tmp}, requirements(o)...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("pip download: %v\n%s", err, b)
 	}
@@ -50,6 +54,16 @@ func wheels(ctx context.Context, o options, log io.Writer) (string, error) {
 		return "", err
 	}
 	return dir, os.Rename(tmp, dir)
+}
+
+// requirements are what the sandbox's venv installs: the SDK, and uv
+// (which the manager builds images' environments with) when asked for.
+func requirements(o options) []string {
+	r := []string{"flyte==" + o.sdkVersion}
+	if o.uvVersion != "" {
+		r = append(r, "uv=="+o.uvVersion)
+	}
+	return r
 }
 
 // rootfsLayer returns the gzipped root filesystem tarball for these inputs,
@@ -63,7 +77,7 @@ func rootfsLayer(ctx context.Context, o options, wheelDir string, log io.Writer)
 	}
 	sort.Strings(names)
 	h := sha256.New()
-	fmt.Fprintf(h, "v1\n%s\n%s\n%s\n%s\n", o.suite, o.mirror, packages, o.sdkVersion)
+	fmt.Fprintf(h, "v1\n%s\n%s\n%s\n%s\n", o.suite, o.mirror, packages, strings.Join(requirements(o), " "))
 	for _, n := range names {
 		fmt.Fprintln(h, filepath.Base(n))
 	}
@@ -81,7 +95,8 @@ func rootfsLayer(ctx context.Context, o options, wheelDir string, log io.Writer)
 	args := []string{"--variant=minbase", "--include=" + packages, "--skip=output/dev", "--format=tar",
 		"--customize-hook=chroot \"$1\" python3 -m venv " + venvDir,
 		"--customize-hook=mkdir -p \"$1/tmp/wheels\" && cp " + shellQuote(wheelDir) + "/*.whl \"$1/tmp/wheels/\"",
-		"--customize-hook=chroot \"$1\" " + venvDir + "/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /tmp/wheels flyte==" + o.sdkVersion,
+		"--customize-hook=chroot \"$1\" " + venvDir + "/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /tmp/wheels " +
+			strings.Join(requirements(o), " "),
 		"--customize-hook=rm -rf \"$1/tmp/wheels\" \"$1\"/var/cache/apt/*.bin \"$1\"/var/lib/apt/lists/* \"$1\"/root/.cache",
 		o.suite, raw}
 	if o.mirror != "" {

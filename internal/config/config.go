@@ -393,6 +393,25 @@ type LocalExecutor struct {
 	Resources LocalResources `mapstructure:"resources" yaml:"resources"`
 	// RunAs says which user each attempt's process runs as.
 	RunAs RunAs `mapstructure:"runAs" yaml:"runAs"`
+	// Environments are the Python environments images become (see
+	// docs/images.md).
+	Environments LocalEnvironments `mapstructure:"environments" yaml:"environments"`
+}
+
+// LocalEnvironments: with the local executor, an image a task declares
+// (built by the SDK's remote builder, `image.builder: remote`) becomes a
+// Python environment built with uv, cached on this host by the image's
+// content, and every attempt of the task runs with its interpreter.
+type LocalEnvironments struct {
+	// Dir holds the environments (default <home>/environments).
+	Dir string `mapstructure:"dir" yaml:"dir"`
+	// MaxBytes caps their total size: past it, after a build, the
+	// environments used longest ago are removed (never one an attempt
+	// runs in). 0: no cap.
+	MaxBytes int64 `mapstructure:"maxBytes" yaml:"maxBytes"`
+	// UV is the uv binary ("": uv beside executor.local.python, else uv on
+	// the manager's PATH).
+	UV string `mapstructure:"uv" yaml:"uv"`
 }
 
 // Modes of executor.local.runAs.

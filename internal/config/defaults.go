@@ -21,6 +21,8 @@ import (
 const (
 	DefaultMaxLogBytes = 100 << 20
 	MinMaxLogBytes     = 1 << 20
+	// DefaultEnvironmentsMaxBytes caps the image environments' cache.
+	DefaultEnvironmentsMaxBytes = 20 << 30
 )
 
 // DefaultConsoleLocalListen is where the SDK's console links for a
@@ -128,9 +130,10 @@ func Default() Config {
 				// imported the SDK's dependencies (Python start-up and those
 				// imports cost more than a small task); off falls back to a
 				// fresh interpreter per attempt.
-				WarmStart:  true,
-				Containers: LocalContainers{Runtime: ContainerRuntimeRunc},
-				RunAs:      RunAs{Mode: RunAsRange, FirstUID: DefaultRunAsFirstUID, Count: DefaultRunAsCount},
+				WarmStart:    true,
+				Containers:   LocalContainers{Runtime: ContainerRuntimeRunc},
+				Environments: LocalEnvironments{MaxBytes: DefaultEnvironmentsMaxBytes},
+				RunAs:        RunAs{Mode: RunAsRange, FirstUID: DefaultRunAsFirstUID, Count: DefaultRunAsCount},
 				// wait, as a cluster keeps a Pod that fits no node Pending:
 				// examples written for a cluster (max_queued_time on a GPU
 				// task) behave the same, and the wait says what is missing.
@@ -226,6 +229,11 @@ func (c *Config) applyDerivedDefaults() error {
 		c.Executor.Local.Containers.Images = filepath.Join(home, "images")
 	} else if c.Executor.Local.Containers.Images, err = absPath(c.Executor.Local.Containers.Images); err != nil {
 		return fmt.Errorf("executor.local.containers.images: %w", err)
+	}
+	if c.Executor.Local.Environments.Dir == "" {
+		c.Executor.Local.Environments.Dir = filepath.Join(home, "environments")
+	} else if c.Executor.Local.Environments.Dir, err = absPath(c.Executor.Local.Environments.Dir); err != nil {
+		return fmt.Errorf("executor.local.environments.dir: %w", err)
 	}
 	if c.Executor.Local.Python == "" {
 		c.Executor.Local.Python = detectPython()

@@ -174,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	validateLocalResources(c.Executor.Local.Resources, bad)
 	validateRunAs(c.Executor.Local.RunAs, bad)
+	if c.Executor.Local.Environments.MaxBytes < 0 {
+		bad("executor.local.environments.maxBytes", "must be 0 (no cap) or more, got %d", c.Executor.Local.Environments.MaxBytes)
+	}
 	if c.Executor.Local.MaxLogBytes < MinMaxLogBytes {
 		bad("executor.local.maxLogBytes", "must be at least %d (1 MiB), got %d", MinMaxLogBytes, c.Executor.Local.MaxLogBytes)
 	}

@@ -25,7 +25,7 @@ import (
 const module = "fmgr.dev"
 
 // services are the top-level service packages (and their subpackages).
-var services = []string{"actions", "app", "cache", "console", "dataproxy", "events", "runs", "secret", "trigger"}
+var services = []string{"actions", "app", "cache", "console", "dataproxy", "events", "imagebuilder", "runs", "secret", "trigger"}
 
 func serviceOf(pkg string) string {
 	for _, s := range services {

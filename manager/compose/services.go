@@ -13,8 +13,10 @@ import (
 	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/imagebuilder"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/images"
 	"fmgr.dev/internal/queues"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/server"
@@ -82,6 +84,17 @@ func Setup(ctx context.Context, d *Deps) error {
 	}
 
 	triggers := trigger.NewService(st, cfg.Triggers.Minute, d.Log)
+
+	// Images: the local executor builds them as Python environments, and
+	// the SDK's remote builder finds its build-image task.
+	var envs *images.Store
+	if ld, ok := exec.(*local.Driver); ok && ld.Images() != nil {
+		envs = ld.Images()
+		if err := images.Deploy(ctx, st.Tasks); err != nil {
+			return err
+		}
+	}
+
 	if cfg.KubeAPI.Enabled {
 		d.KubeAPI = newKubeAPI(d, st, hub, state, d.Version)
 	}
@@ -100,6 +113,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return setupApps(d, exec, blobs) },
 		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
+		func() error { return imagebuilder.Setup(srv, envs) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil

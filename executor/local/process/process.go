@@ -142,6 +142,10 @@ type Spec struct {
 	// Args is the rendered argv; Args[0] is resolved on the task's PATH
 	// (BinDir first) unless it contains a slash.
 	Args []string
+	// BinDir, when set, replaces Config.BinDir for this process: the bin
+	// directory of the image environment the task runs in. Its a0 is not
+	// the warm server's, so such a process always starts plainly.
+	BinDir string
 	// Env is the complete environment (contract.Env.Environ()).
 	Env []string
 	// Dir is the attempt's working directory, an absolute path that must not
@@ -284,7 +288,11 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		limits:  spec.Limits,
 	}
 	p.setUpCgroup(r.cg, spec)
-	env := withBinDir(spec.Env, r.cfg.BinDir)
+	binDir := r.cfg.BinDir
+	if spec.BinDir != "" {
+		binDir = spec.BinDir
+	}
+	env := withBinDir(spec.Env, binDir)
 	path, err := lookPath(spec.Args[0], env)
 	if err != nil {
 		p.log.system("cannot start: %v", err)
@@ -307,7 +315,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
 	p.pipes = []*os.File{outR, errR}
-	if r.warm != nil && !spec.Plain {
+	if r.warm != nil && !spec.Plain && (spec.BinDir == "" || spec.BinDir == r.cfg.BinDir) {
 		if id, ok := p.startWarm(r.warm, path, spec, r.confine, env, outW, errW); ok {
 			outW.Close()
 			errW.Close()

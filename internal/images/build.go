@@ -1,0 +1,159 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// A build runs as one shell script (Script) that the local executor starts
+// as the attempt's process, as the manager's user: its output is the
+// attempt's log, and abort, timeout and restart treat it as any attempt's.
+// It holds the key's lock (flock) while it builds, so concurrent builds of
+// one spec build once: the others wait and find the environment ready.
+// Its exit code says which step failed: ExitBase for the environment and
+// the base image's SDK, ExitLayer+n for layer n.
+const (
+	ExitBase  = 10
+	ExitLayer = 10
+	maxExit   = 250
+)
+
+// FailedLayer returns the error for a build that exited with code (nil
+// for a code the script does not use for a step).
+func (p *Plan) FailedLayer(code int) error {
+	if code < ExitBase || code > maxExit {
+		return nil
+	}
+	if code == ExitBase {
+		return &LayerError{What: p.Base, Why: "creating the Python environment failed; the attempt's log says why"}
+	}
+	n := code - ExitLayer
+	for _, s := range p.Steps {
+		if min(s.Layer, maxExit-ExitLayer) == n {
+			return &LayerError{Layer: s.Layer, What: s.What, Why: "uv pip install failed; the attempt's log says why"}
+		}
+	}
+	return nil
+}
+
+// Script returns the build of key as a POSIX shell script run by /bin/sh:
+// uv is the uv binary, python the interpreter (a path, or the plan's
+// version for uv to find), ctxDir the extracted context ("" for none).
+// A build that finds the environment built already (by a build of the same
+// spec that held the lock first) creates the file reused and exits 0.
+func (s *Store) Script(p *Plan, key, uv, python, ctxDir, reused string) string {
+	var b strings.Builder
+	env := s.EnvDir(key)
+	py := filepath.Join(env, "bin", "python")
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	line("set -u")
+	line("exec 9>%s", shq(s.LockFile(key)))
+	line("if command -v flock >/dev/null 2>&1; then")
+	line("  flock -n 9 || { echo 'another build of this image is running: waiting for it'; flock 9; }")
+	line("fi")
+	line("if [ -f %s ]; then echo 'the environment %s is built already: nothing to do'; : > %s; exit 0; fi",
+		shq(filepath.Join(env, readyFile)), key, shq(reused))
+	line("rm -rf %s", shq(env))
+	line("echo %s", shq("== base image "+p.Base))
+	for _, n := range p.Notes {
+		line("echo %s", shq("note: "+n))
+	}
+	line("%s venv --no-config --quiet --python %s %s || exit %d", shq(uv), shq(python), shq(env), ExitBase)
+	if p.SDK != "" {
+		line("%s pip install --no-config --python %s %s || exit %d", shq(uv), shq(py), shq("flyte=="+p.SDK), ExitBase)
+	}
+	for _, st := range p.Steps {
+		line("echo %s", shq(fmt.Sprintf("== layer %d: %s", st.Layer, st.What)))
+		args := make([]string, 0, len(st.Args))
+		for _, a := range st.Args {
+			if rel, ok := strings.CutPrefix(a, ctxRef); ok {
+				a = filepath.Join(ctxDir, filepath.FromSlash(rel))
+			}
+			args = append(args, shq(a))
+		}
+		line("%s pip install --no-config --python %s %s || exit %d", shq(uv), shq(py), strings.Join(args, " "),
+			ExitLayer+min(st.Layer, maxExit-ExitLayer))
+	}
+	line("touch %s", shq(filepath.Join(env, readyFile)))
+	line("echo %s", shq("== built "+key))
+	return b.String()
+}
+
+// shq quotes s for the shell.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// maxContextBytes bounds what a context tarball may unpack to.
+const maxContextBytes = 2 << 30
+
+// ContextDigest is the digest of a context tarball as Key takes it.
+func ContextDigest(tarball []byte) string {
+	if len(tarball) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(tarball)
+	return hex.EncodeToString(sum[:])
+}
+
+// Unpack extracts a gzipped tarball (the SDK's build context) into dir:
+// directories and regular files only, every path inside dir.
+func Unpack(tarball []byte, dir string) error {
+	zr, err := gzip.NewReader(bytes.NewReader(tarball))
+	if err != nil {
+		return fmt.Errorf("the build context is not a gzipped tarball: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("the build context is not a readable tarball: %w", err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if name == "." {
+			continue
+		}
+		if _, err := contextPath(name); err != nil {
+			return fmt.Errorf("the build context: %w", err)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if total += h.Size; total > maxContextBytes {
+				return fmt.Errorf("the build context unpacks to more than %d bytes", int64(maxContextBytes))
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		default:
+			// Links and devices: the layers need files and directories only.
+		}
+	}
+}
