@@ -134,6 +134,9 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.app.AppService/UpdateStatus": {`{"app":{"metadata":{"id":` + fxApp("fuzzapp-missing") + `},"status":{}}}`, "not_found"},
 	"flyteidl2.app.AppService/Watch":        {`{}`, "invalid_argument"},
 
+	// An image no build made.
+	"flyteidl2.imagebuilder.ImageService/GetImage": {`{"id":{"name":"fuzz-missing:v1"}}`, "not_found"},
+
 	// Authentication is not configured: the SDK is told so with Unimplemented.
 	"flyteidl2.auth.AuthMetadataService/GetOAuth2Metadata":     unimplemented,
 	"flyteidl2.auth.AuthMetadataService/GetPublicClientConfig": unimplemented,
