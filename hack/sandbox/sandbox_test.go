@@ -82,6 +82,16 @@ func TestSandbox(t *testing.T) {
 	}
 	wantRun()
 
+	// The S3 endpoint on 30002 with the key of the SDK's S3.for_sandbox():
+	// an object put from the host is a file in the storage volume.
+	out = sdk(t, python, work, "-c", sandboxS3Script)
+	if !strings.Contains(out, "read back: hi sandbox") {
+		t.Fatalf("the S3 endpoint on 30002:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(storage, "blobs", "tests", "hello.txt")); err != nil || string(b) != "hi sandbox" {
+		t.Fatalf("the object put through port 30002 is not in the storage: %q, %v", b, err)
+	}
+
 	// Stop, start again on the same storage: the run is still there (and
 	// the rewritten kubeconfig works).
 	c.stop(t)
@@ -281,3 +291,23 @@ func waitHealthy(t *testing.T, c *container) {
 		t.Fatalf("/healthz: %s\n%s", msg, c.output.String())
 	}
 }
+
+// sandboxS3Script puts, checks and gets an object through the sandbox's
+// S3 endpoint with the SDK's storage layer, configured as S3.for_sandbox()
+// on port 30002.
+const sandboxS3Script = `
+import asyncio, dataclasses, pathlib, tempfile
+import flyte, flyte.storage as fs
+from flyte.storage import S3
+
+async def main():
+    flyte.init(storage=dataclasses.replace(S3.for_sandbox(), endpoint="http://localhost:30002"))
+    d = pathlib.Path(tempfile.mkdtemp())
+    (d / "hello.txt").write_text("hi sandbox")
+    await fs.put(str(d / "hello.txt"), "s3://flyte/tests/hello.txt")
+    assert await fs.exists("s3://flyte/tests/hello.txt")
+    back = await fs.get("s3://flyte/tests/hello.txt", str(d / "back.txt"))
+    print("read back:", pathlib.Path(back).read_text())
+
+asyncio.run(main())
+`

@@ -157,7 +157,13 @@ func (p *Process) start(ctx context.Context, env []string) error {
 	// The Kubernetes-style API and the S3 endpoint take free ports unless
 	// the test says otherwise: managers of concurrent tests would all want
 	// 8091 and 8092.
-	p.cmd.Env = append(append(append(os.Environ(), "FLYTE_MANAGER_KUBEAPI_LISTEN=127.0.0.1:0", "FLYTE_MANAGER_STORAGE_S3ENDPOINT_LISTEN=127.0.0.1:0"), p.opts.Env...), env...)
+	// A restart keeps the S3 endpoint's address, as a manager's configured
+	// one stays: attempts that outlive the manager reach it there.
+	s3Listen := "127.0.0.1:0"
+	if u, ok := strings.CutPrefix(p.S3URL, "http://"); ok {
+		s3Listen = u
+	}
+	p.cmd.Env = append(append(append(os.Environ(), "FLYTE_MANAGER_KUBEAPI_LISTEN=127.0.0.1:0", "FLYTE_MANAGER_STORAGE_S3ENDPOINT_LISTEN="+s3Listen), p.opts.Env...), env...)
 	// One writer for both streams: exec then copies them through one pipe,
 	// in the order the manager wrote them.
 	p.cmd.Stdout, p.cmd.Stderr = out, out

@@ -72,10 +72,14 @@ func RunBaseUnder(prefix, org, project, domain, run string) string {
 	return strings.TrimRight(prefix, "/") + "/" + path.Join(scope(org, project, domain), run)
 }
 
+// OffloadedInputsRoot is the key prefix of every run's content-addressed
+// inputs, which only the manager writes.
+const OffloadedInputsRoot = "offloaded-inputs"
+
 // OffloadedInputsDir is the parent of a project/domain's content-addressed
 // inputs, as a storage key.
 func OffloadedInputsDir(org, project, domain string) string {
-	return path.Join("offloaded-inputs", scope(org, project, domain))
+	return path.Join(OffloadedInputsRoot, scope(org, project, domain))
 }
 
 // AttemptDir is the output directory of one attempt:

@@ -217,6 +217,9 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, sig signe
 	for _, o := range req.Objects {
 		err := s.checkKey(o.Key)
 		if err == nil {
+			err = s.checkWritable(o.Key)
+		}
+		if err == nil {
 			err = s.deleteKey(r.Context(), o.Key)
 		}
 		if err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock signatures are checked against (time.Now if nil).
 	Now func() time.Time
+	// ReadOnly are key prefixes (each ending in "/") under which the
+	// endpoint only reads: what the manager alone writes there (uploaded
+	// code bundles, run inputs) no client of the endpoint may replace or
+	// delete.
+	ReadOnly []string
 }
 
 // Server is an http.Handler serving the S3 API over a blob store.
@@ -148,6 +153,12 @@ func (s *Server) objectOp(w http.ResponseWriter, r *http.Request, key string, q 
 		return s.get(w, r, key, true)
 	case http.MethodHead:
 		return s.get(w, r, key, false)
+	case http.MethodPut, http.MethodDelete, http.MethodPost:
+		if err := s.checkWritable(key); err != nil {
+			return err
+		}
+	}
+	switch r.Method {
 	case http.MethodPut:
 		switch {
 		case upload != "" && r.Header.Get("x-amz-copy-source") != "":
@@ -182,6 +193,16 @@ func (s *Server) checkKey(key string) error {
 	}
 	if err := s.store.CheckNoLinks(key); err != nil {
 		return &apiError{status: http.StatusForbidden, code: "AccessDenied", msg: "the key passes through a symbolic link, which this endpoint does not follow"}
+	}
+	return nil
+}
+
+// checkWritable refuses writes under the ReadOnly prefixes.
+func (s *Server) checkWritable(key string) error {
+	for _, p := range s.o.ReadOnly {
+		if strings.HasPrefix(key, p) {
+			return errAccessDenied("objects under " + p + " are written by the manager only; this endpoint reads them")
+		}
 	}
 	return nil
 }

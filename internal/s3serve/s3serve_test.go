@@ -40,13 +40,18 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+func startWith(t *testing.T, readOnly []string) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := blob.Open(context.Background(), "file://"+filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	srv, err := s3serve.New(st, s3serve.Options{Bucket: bucket, Keys: map[string]string{accessKey: secretKey}, StagingDir: filepath.Join(dir, "staging")})
+	srv, err := s3serve.New(st, s3serve.Options{Bucket: bucket, Keys: map[string]string{accessKey: secretKey}, StagingDir: filepath.Join(dir, "staging"), ReadOnly: readOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +395,48 @@ func TestLoadOrCreateKey(t *testing.T) {
 	id2, secret2, err := s3serve.LoadOrCreateKey(p)
 	if err != nil || id2 != id || secret2 != secret {
 		t.Fatal("the key changed when read again")
+	}
+}
+
+// Under a read-only prefix the endpoint reads, and refuses every write.
+func TestReadOnlyPrefixes(t *testing.T) {
+	f := startWith(t, []string{"uploads/"})
+	ctx := context.Background()
+	if err := f.store.Put(ctx, "uploads/p/bundle.tgz", []byte("code"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.get(t, "uploads/p/bundle.tgz", ""); err != nil || got != "code" {
+		t.Fatalf("read under a read-only prefix: %q, %v", got, err)
+	}
+	key := aws.String("uploads/p/bundle.tgz")
+	for name, op := range map[string]func() error{
+		"put": func() error {
+			_, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: key, Body: strings.NewReader("evil")})
+			return err
+		},
+		"copy": func() error {
+			f.put(t, "mine", "evil")
+			_, err := f.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: key, CopySource: aws.String(bucket + "/mine")})
+			return err
+		},
+		"delete": func() error {
+			_, err := f.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: key})
+			return err
+		},
+		"multipart": func() error {
+			_, err := f.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: key})
+			return err
+		},
+	} {
+		if err := op(); code(err) != "AccessDenied" {
+			t.Errorf("%s under a read-only prefix: %v, want AccessDenied", name, err)
+		}
+	}
+	del, err := f.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: key}}}})
+	if err != nil || len(del.Errors) != 1 || aws.ToString(del.Errors[0].Code) != "AccessDenied" {
+		t.Errorf("delete objects under a read-only prefix: %+v, %v", del, err)
+	}
+	if got, _ := f.get(t, "uploads/p/bundle.tgz", ""); got != "code" {
+		t.Fatalf("the object under a read-only prefix changed: %q", got)
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"fmgr.dev/dataproxy"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/s3serve"
 	"fmgr.dev/internal/server"
 )
@@ -99,7 +101,13 @@ func (e *s3Endpoint) access() blob.S3Options {
 // serve mounts the S3 API over blobs on the endpoint's listener, as a
 // worker of srv.
 func (e *s3Endpoint) serve(srv *server.Server, blobs *blob.Store, log *slog.Logger) error {
-	h, err := s3serve.New(blobs, s3serve.Options{Bucket: e.bucket, Keys: map[string]string{e.keyID: e.secret}, StagingDir: e.staging, Log: log})
+	h, err := s3serve.New(blobs, s3serve.Options{
+		Bucket: e.bucket, Keys: map[string]string{e.keyID: e.secret}, StagingDir: e.staging, Log: log,
+		// What only the manager writes: uploaded code bundles and files,
+		// and runs' inputs. Tasks share the endpoint's key, and one must
+		// not replace another run's code or inputs.
+		ReadOnly: []string{dataproxy.UploadPrefix + "/", runlayout.OffloadedInputsRoot + "/"},
+	})
 	if err != nil {
 		_ = e.ln.Close()
 		return err
