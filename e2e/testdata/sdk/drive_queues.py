@@ -92,6 +92,8 @@ async def runs(endpoint: str, dir: str, kids_a: str, kids_b: str) -> dict:
             for tag, kids in (("a", kids_a), ("b", kids_b))
         )
     )
+    # The first root holds until both runs exist: the second then waits.
+    pathlib.Path(dir, "submitted").touch()
     out = []
     for r in submitted:
         entry = await report(r.name)

@@ -105,7 +105,13 @@ async def run_child(i: int, dir: str) -> int:
 async def serial_run(tag: str, dir: str, children_dir: str) -> int:
     """The root of a run on a maxRunConcurrency=1 queue (with_runcontext):
     holds 5 s unless it sees another run's root, which it must never do;
-    then fans out two children, which are not capped and see each other."""
+    then fans out two children, which are not capped and see each other.
+    It first holds until the driver has submitted both runs (dir/submitted),
+    so the other run is created while this one is in flight, however slow
+    the submissions are."""
+    submitted, deadline = pathlib.Path(dir) / "submitted", time.monotonic() + 300
+    while not submitted.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
     most = await _occupy(dir, tag, 2, 5)
     kids = await asyncio.gather(*(run_child(i, children_dir) for i in range(2)))
     return most * 100 + min(kids)
