@@ -141,9 +141,6 @@ var seeds = map[string]seedRequest{
 	"flyteidl2.dataproxy.DataProxyService/TailLogs":             {`{"actionId":` + fxRoot + `}`, "not_found"},
 	"flyteidl2.dataproxy.DataProxyService/UploadInputs":         {`{"projectId":` + fxProjID + `,"taskSpec":` + fxSpec("fuzz.task", "v1") + `,"inputs":` + fxInputs + `}`, "ok"},
 
-	// No image is built here: the fuzzer's lookups find none.
-	"flyteidl2.imagebuilder.ImageService/GetImage": {`{"id":{"name":"fuzz-image:v1"}}`, "not_found"},
-
 	"flyteidl2.project.ProjectService/CreateProject": {`{"project":{"id":"fuzzproject","name":"Fuzz project","description":"made by the fuzzer"}}`, "ok"},
 	"flyteidl2.project.ProjectService/GetProject":    {`{"id":"flytesnacks"}`, "ok"},
 	"flyteidl2.project.ProjectService/ListProjects":  {`{"limit":10}`, "ok"},
