@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,20 @@ func TestImages(t *testing.T) {
 	built := strings.Count(m.output.String(), "image environment built")
 	if built != 3 {
 		t.Errorf("the manager built %d environments, want 3 (one per image that can be built)", built)
+	}
+	// A build's log is its run's log, layer by layer.
+	buildOf := regexp.MustCompile(`image environment built.* image=(\S+) .*run=(\S+)`)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	matches := buildOf.FindAllStringSubmatch(m.output.String(), -1)
+	if len(matches) != built {
+		t.Errorf("%d of the %d builds' log lines name their run", len(matches), built)
+	}
+	for _, match := range matches {
+		logs := mustFlyte(t, ctx, dir, "get", "logs", match[2])
+		if !strings.Contains(logs, "== layer 1: ") || !strings.Contains(logs, "built") {
+			t.Errorf("flyte get logs %s (the build of %s) does not show the build's layers:\n%s", match[2], match[1], logs)
+		}
 	}
 
 	var again struct{ New outcome }

@@ -212,9 +212,9 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, reusedFile)); err == nil {
-		d.log.Info("image environment reused: another build of the same image made it", "image", b.target, "fqin", m.FQIN)
+		d.log.Info("image environment reused: another build of the same image made it", "image", b.target, "fqin", m.FQIN, "run", e.key.RunName)
 	} else {
-		d.log.Info("image environment built", "image", b.target, "fqin", m.FQIN, "bytes", m.Bytes)
+		d.log.Info("image environment built", "image", b.target, "fqin", m.FQIN, "bytes", m.Bytes, "run", e.key.RunName)
 	}
 	out, _ := proto.Marshal(&task.Outputs{Literals: []*task.NamedLiteral{{Name: images.OutputFQIN, Value: &core.Literal{
 		Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{
