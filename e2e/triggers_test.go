@@ -124,6 +124,8 @@ func deployTriggers(t *testing.T, ctx context.Context, m *manager) string {
 // manager restart (the slots missed while it was down are made after it,
 // by the catch-up policy "all"); `flyte update trigger --deactivate` stops
 // it; a trigger without a schedule runs by name with an override.
+// (Before triggers were built, DeployTask refused them and this failed at
+// the deploy.)
 func TestTriggers(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -157,7 +159,9 @@ func TestTriggers(t *testing.T) {
 				t.Errorf("flyte get io %s does not show the task's output made from its kickoff input:\n%s", fs[0].run, out)
 			}
 
-			// A restart: the slots missed meanwhile are made, none twice.
+			// A crash (SIGKILL, mid-pass as likely as not) and a restart: the
+			// slots missed meanwhile are made, none twice.
+			m.Kill()
 			m.Restart()
 			fs = waitFirings(t, ctx, m, len(fs)+3)
 			checkSlots(t, fs)
