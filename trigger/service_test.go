@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/trigger"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
@@ -21,12 +23,7 @@ import (
 func serve(t *testing.T, dsn string) (rpctest.Browser, *store.Store) {
 	t.Helper()
 	st := store.New(dbtest.Migrated(t, dsn))
-	if _, _, err := st.Tasks.Deploy(context.Background(), store.Task{
-		TaskID:     store.TaskID{Project: "p", Domain: "development", Name: "env.report", Version: "v1"},
-		SpecDigest: store.SpecDigest([]byte("spec")),
-	}, []byte("spec")); err != nil {
-		t.Fatal(err)
-	}
+	deployTask(t, st)
 	cfg := config.Default().Server
 	cfg.Port = 0
 	log := slog.New(slog.DiscardHandler)
@@ -37,6 +34,24 @@ func serve(t *testing.T, dsn string) (rpctest.Browser, *store.Store) {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return rpctest.Browser{T: t, Base: ts.URL, Client: ts.Client()}, st
+}
+
+// deployTask deploys env.report v1 in p/development, with one input, day.
+func deployTask(t *testing.T, st *store.Store) {
+	t.Helper()
+	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{Interface: &core.TypedInterface{
+		Inputs: &core.VariableMap{Variables: []*core.VariableEntry{{Key: "day", Value: &core.Variable{}}}},
+	}}}
+	raw, err := marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Tasks.Deploy(context.Background(), store.Task{
+		TaskID:     store.TaskID{Project: "p", Domain: "development", Name: "env.report", Version: "v1"},
+		SpecDigest: store.SpecDigest(raw),
+	}, raw); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const (
@@ -111,6 +126,7 @@ func TestConsoleRequests(t *testing.T) {
 			{strings.Replace(deployBody("", "0 * * * *"), `"Europe/Paris"`, `"Mars/Olympus"`, 1), "invalid_argument", "Mars/Olympus"},
 			{strings.Replace(deployBody("", "0 * * * *"), `"taskVersion":"v1"`, `"taskVersion":"v9"`, 1), "not_found", "v9"},
 			{`{"name":` + name + `}`, "invalid_argument", "spec"},
+			{strings.Replace(deployBody("", "0 * * * *"), `"timezone":"Europe/Paris"}`, `"timezone":"Europe/Paris"},"kickoffTimeInputArg":"when"`, 1), "invalid_argument", "when"},
 		} {
 			code, msg := b.CallJSON(deployPath, []byte(c.body), &trigger.DeployTriggerResponse{})
 			if code != c.code || !strings.Contains(msg, c.fragment) {
