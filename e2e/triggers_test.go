@@ -254,7 +254,7 @@ func TestTriggersTwoManagers(t *testing.T) {
 
 // examples/triggers.py as its docstring says to run it: `python
 // examples/triggers.py` deploys it and runs a trigger by name with an
-// override; then the CLI lists and activates its triggers.
+// override; then the CLI lists, activates and deletes its triggers.
 func TestTriggersExample(t *testing.T) {
 	ctx := scenarioContext(t, 10*time.Minute)
 	m := startSDKManager(t, backends[0].dsn(t))
@@ -279,5 +279,9 @@ func TestTriggersExample(t *testing.T) {
 	got := mustFlyte(t, ctx, dir, "get", "trigger", "triggers_example.report", "every_minute")
 	if !strings.Contains(got, "active: true") {
 		t.Errorf("after --activate, flyte get trigger shows:\n%s", got)
+	}
+	mustFlyte(t, ctx, dir, "delete", "trigger", "every_minute", "triggers_example.report")
+	if listed := mustFlyte(t, ctx, dir, "get", "trigger"); strings.Contains(listed, "every_minute") || !strings.Contains(listed, "hourly") {
+		t.Errorf("after flyte delete trigger every_minute, flyte get trigger lists:\n%s", listed)
 	}
 }
