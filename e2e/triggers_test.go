@@ -183,7 +183,9 @@ func TestTriggers(t *testing.T) {
 				Phase  string
 				Output string
 			}
-			driver(t, ctx, &manual, "drive_triggers.py", "run", sdkEndpoint(m), "manual", greetTask, "5")
+			// The SDK reads the trigger's offloaded inputs itself to merge the
+			// override into them: it needs what any client reading blobs does.
+			driverWith(t, ctx, m.ClientEnv(), &manual, "drive_triggers.py", "run", sdkEndpoint(m), "manual", greetTask, "5")
 			if manual.Phase != "SUCCEEDED" || manual.Output != "trigger:5" {
 				t.Errorf("run of trigger manual by name: %+v, want SUCCEEDED with trigger:5", manual)
 			}
@@ -261,7 +263,9 @@ func TestTriggersExample(t *testing.T) {
 	dir := t.TempDir()
 	cliConfig(t, ctx, m, dir)
 	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
-	out, err := venvCommand(t, ctx, dir, "python", "examples/triggers.py").CombinedOutput()
+	cmd := venvCommand(t, ctx, dir, "python", "examples/triggers.py")
+	cmd.Env = append(cmd.Env, m.ClientEnv()...) // it reads the trigger's inputs (see TestTriggers)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python examples/triggers.py: %v\n%s", err, tailLines(string(out), 60))
 	}
