@@ -124,6 +124,8 @@ func deployTriggers(t *testing.T, ctx context.Context, m *manager) string {
 // manager restart (the slots missed while it was down are made after it,
 // by the catch-up policy "all"); `flyte update trigger --deactivate` stops
 // it; a trigger without a schedule runs by name with an override.
+// (Before triggers were built, DeployTask refused them and this failed at
+// the deploy.)
 func TestTriggers(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -157,7 +159,9 @@ func TestTriggers(t *testing.T) {
 				t.Errorf("flyte get io %s does not show the task's output made from its kickoff input:\n%s", fs[0].run, out)
 			}
 
-			// A restart: the slots missed meanwhile are made, none twice.
+			// A crash (SIGKILL, mid-pass as likely as not) and a restart: the
+			// slots missed meanwhile are made, none twice.
+			m.Kill()
 			m.Restart()
 			fs = waitFirings(t, ctx, m, len(fs)+3)
 			checkSlots(t, fs)
@@ -179,7 +183,9 @@ func TestTriggers(t *testing.T) {
 				Phase  string
 				Output string
 			}
-			driver(t, ctx, &manual, "drive_triggers.py", "run", sdkEndpoint(m), "manual", greetTask, "5")
+			// The SDK reads the trigger's offloaded inputs itself to merge the
+			// override into them: it needs what any client reading blobs does.
+			driverWith(t, ctx, m.ClientEnv(), &manual, "drive_triggers.py", "run", sdkEndpoint(m), "manual", greetTask, "5")
 			if manual.Phase != "SUCCEEDED" || manual.Output != "trigger:5" {
 				t.Errorf("run of trigger manual by name: %+v, want SUCCEEDED with trigger:5", manual)
 			}
@@ -250,14 +256,16 @@ func TestTriggersTwoManagers(t *testing.T) {
 
 // examples/triggers.py as its docstring says to run it: `python
 // examples/triggers.py` deploys it and runs a trigger by name with an
-// override; then the CLI lists and activates its triggers.
+// override; then the CLI lists, activates and deletes its triggers.
 func TestTriggersExample(t *testing.T) {
 	ctx := scenarioContext(t, 10*time.Minute)
 	m := startSDKManager(t, backends[0].dsn(t))
 	dir := t.TempDir()
 	cliConfig(t, ctx, m, dir)
 	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
-	out, err := venvCommand(t, ctx, dir, "python", "examples/triggers.py").CombinedOutput()
+	cmd := venvCommand(t, ctx, dir, "python", "examples/triggers.py")
+	cmd.Env = append(cmd.Env, m.ClientEnv()...) // it reads the trigger's inputs (see TestTriggers)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python examples/triggers.py: %v\n%s", err, tailLines(string(out), 60))
 	}
@@ -275,5 +283,9 @@ func TestTriggersExample(t *testing.T) {
 	got := mustFlyte(t, ctx, dir, "get", "trigger", "triggers_example.report", "every_minute")
 	if !strings.Contains(got, "active: true") {
 		t.Errorf("after --activate, flyte get trigger shows:\n%s", got)
+	}
+	mustFlyte(t, ctx, dir, "delete", "trigger", "every_minute", "triggers_example.report")
+	if listed := mustFlyte(t, ctx, dir, "get", "trigger"); strings.Contains(listed, "every_minute") || !strings.Contains(listed, "hourly") {
+		t.Errorf("after flyte delete trigger every_minute, flyte get trigger lists:\n%s", listed)
 	}
 }

@@ -89,12 +89,7 @@ func TestSchedulerCronWithClock(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
 		ctx := context.Background()
 		st := store.New(g)
-		if _, _, err := st.Tasks.Deploy(ctx, store.Task{
-			TaskID:     store.TaskID{Project: "p", Domain: "development", Name: "env.report", Version: "v1"},
-			SpecDigest: store.SpecDigest([]byte("spec")),
-		}, []byte("spec")); err != nil {
-			t.Fatal(err)
-		}
+		deployTask(t, st)
 		svc := NewService(st, time.Minute, nil)
 		name := &common.TriggerName{Project: "p", Domain: "development", TaskName: "env.report", Name: "morning"}
 		automation := &task.TriggerAutomationSpec{

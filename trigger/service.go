@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -55,20 +57,41 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 // deployedBy is the subject deploying: unknown without authentication.
 func deployedBy(context.Context) string { return "" }
 
-// checkTask requires the task version a trigger pins to be deployed.
-func (s *Service) checkTask(ctx context.Context, k store.TriggerKey, version, field string) error {
+// checkTask requires the task version a trigger pins to be deployed, and
+// the input a schedule puts its time in (kickoff) to be one of its inputs.
+func (s *Service) checkTask(ctx context.Context, k store.TriggerKey, version, field, kickoff string) error {
 	if version == "" {
 		return errs.Invalidf("%s is required: a trigger runs one deployed version of its task", field)
 	}
 	id := store.TaskID{Org: k.Org, Project: k.Project, Domain: k.Domain, Name: k.TaskName, Version: version}
-	if _, err := s.st.Tasks.Get(ctx, id); err != nil {
+	t, err := s.st.Tasks.Get(ctx, id)
+	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
 			return errs.NotFoundf("task %s version %s is not deployed in project %s, domain %s: deploy it before its trigger",
 				k.TaskName, version, k.Project, k.Domain)
 		}
 		return err
 	}
-	return nil
+	if kickoff == "" {
+		return nil
+	}
+	raw, err := s.st.Tasks.GetSpec(ctx, t.SpecDigest)
+	if err != nil {
+		return err
+	}
+	spec := &task.TaskSpec{}
+	if err := proto.Unmarshal(raw, spec); err != nil {
+		return fmt.Errorf("decode the spec of task %s: %w", id, err)
+	}
+	var names []string
+	for _, v := range spec.GetTaskTemplate().GetInterface().GetInputs().GetVariables() {
+		if v.GetKey() == kickoff {
+			return nil
+		}
+		names = append(names, v.GetKey())
+	}
+	return errs.Invalidf("automation_spec.schedule.kickoff_time_input_arg %q is not an input of task %s (its inputs: %s)",
+		kickoff, k.TaskName, strings.Join(names, ", "))
 }
 
 // DeployTrigger creates or replaces one trigger. A revision names the one
@@ -88,7 +111,8 @@ func (s *Service) DeployTrigger(ctx context.Context, req *connect.Request[trigge
 	if _, err := schedule.Parse("automation_spec", msg.GetAutomationSpec(), s.minute); err != nil {
 		return nil, err
 	}
-	if err := s.checkTask(ctx, k, spec.GetTaskVersion(), "spec.task_version"); err != nil {
+	kickoff := msg.GetAutomationSpec().GetSchedule().GetKickoffTimeInputArg()
+	if err := s.checkTask(ctx, k, spec.GetTaskVersion(), "spec.task_version", kickoff); err != nil {
 		return nil, err
 	}
 	r, err := row(k, spec, msg.GetAutomationSpec(), deployedBy(ctx))

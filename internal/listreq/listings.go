@@ -194,11 +194,10 @@ type TaskQuery struct {
 //	trigger_types  EQUAL, NOT_EQUAL, VALUE_IN, VALUE_NOT_IN  (NONE, SCHEDULE, ARTIFACT or numbers)
 //
 // A task version is immutable (redeploying it with the same spec changes
-// nothing), so its updated_at is its deploy time, created_at. Triggers are
-// not supported yet (DeployTask refuses them), so every task's set of
-// trigger types is {NONE}: a trigger_types filter keeps every task when it
-// admits NONE (EQUAL/VALUE_IN naming NONE, NOT_EQUAL/VALUE_NOT_IN not naming
-// it) and no task otherwise, as the reference's per-task type set would.
+// nothing), so its updated_at is its deploy time, created_at. A version's
+// trigger types are those of the live triggers pinned to it, NONE when it
+// has none: a trigger_types filter keeps the versions with one of the
+// types it admits.
 func ParseTasks(req *common.ListRequest) (TaskQuery, error) {
 	q, err := Parse(req, TasksSchema)
 	if err != nil {
@@ -228,8 +227,17 @@ func ParseTasks(req *common.ListRequest) (TaskQuery, error) {
 		f.DeployedBy = deployers
 		out.MatchNone = len(deployers) == 0
 	}
-	if triggers.set != nil && !triggers.set[task.TriggerAutomationSpecType_TYPE_NONE] {
-		out.MatchNone = true
+	if triggers.set != nil {
+		// UNSPECIFIED is read as NONE: only the named types count.
+		delete(triggers.set, task.TriggerAutomationSpecType_TYPE_UNSPECIFIED)
+		f.TriggerTypes = []string{}
+		for t, ok := range triggers.set {
+			if ok {
+				f.TriggerTypes = append(f.TriggerTypes, t.String())
+			}
+		}
+		slices.Sort(f.TriggerTypes)
+		out.MatchNone = len(f.TriggerTypes) == 0
 	}
 	return out, nil
 }

@@ -377,23 +377,30 @@ func TestParseTasks(t *testing.T) {
 			}, Page: store.Page{Limit: DefaultLimit}},
 		},
 		{
-			"trigger_types admitting none keep every task",
+			"trigger_types narrow to the types every filter admits",
 			&common.ListRequest{Filters: []*common.Filter{
 				filter(common.Filter_VALUE_IN, "trigger_types", "TYPE_NONE", "schedule"),
 				filter(common.Filter_VALUE_NOT_IN, "trigger_types", "3"),
 				filter(common.Filter_EQUAL, "trigger_types", ""),
 			}},
-			TaskQuery{Page: store.Page{Limit: DefaultLimit}},
+			TaskQuery{Filter: store.TaskFilter{TriggerTypes: []string{"TYPE_NONE"}}, Page: store.Page{Limit: DefaultLimit}},
 		},
 		{
-			"trigger_types asking for a trigger match none",
+			"trigger_types asking for a trigger",
 			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_VALUE_IN, "trigger_types", "TYPE_SCHEDULE", "ARTIFACT")}},
-			TaskQuery{MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
+			TaskQuery{Filter: store.TaskFilter{TriggerTypes: []string{"TYPE_ARTIFACT", "TYPE_SCHEDULE"}}, Page: store.Page{Limit: DefaultLimit}},
 		},
 		{
-			"trigger_types excluding none match none",
+			"trigger_types excluding none",
 			&common.ListRequest{Filters: []*common.Filter{filter(common.Filter_NOT_EQUAL, "trigger_types", "TYPE_UNSPECIFIED")}},
-			TaskQuery{MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
+			TaskQuery{Filter: store.TaskFilter{TriggerTypes: []string{"TYPE_ARTIFACT", "TYPE_SCHEDULE"}}, Page: store.Page{Limit: DefaultLimit}},
+		},
+		{
+			"trigger_types admitting nothing match none",
+			&common.ListRequest{Filters: []*common.Filter{
+				filter(common.Filter_EQUAL, "trigger_types", "NONE"), filter(common.Filter_EQUAL, "trigger_types", "SCHEDULE"),
+			}},
+			TaskQuery{Filter: store.TaskFilter{TriggerTypes: []string{}}, MatchNone: true, Page: store.Page{Limit: DefaultLimit}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,6 +195,10 @@ type TaskFilter struct {
 	// NameContains are substrings the name must contain; like DeployedBy
 	// they filter the rows the scope's index yields.
 	NameContains []Substring
+	// TriggerTypes, when not nil, keeps versions with a live trigger of one
+	// of these automation types ("TYPE_SCHEDULE"); "TYPE_NONE" also keeps
+	// versions without any trigger.
+	TriggerTypes []string
 }
 
 // List returns task versions, newest first.
@@ -213,6 +217,9 @@ func (r *Tasks) List(ctx context.Context, f TaskFilter, page Page) ([]Task, stri
 	}
 	for _, sub := range f.NameContains {
 		q = whereContains(q, "name", sub)
+	}
+	if f.TriggerTypes != nil {
+		q = whereTriggerTypes(q, f.TriggerTypes)
 	}
 	if !f.DeployedAfter.IsZero() {
 		q = q.Where("created_at >= ?", db.Time(f.DeployedAfter))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -459,4 +460,16 @@ func whereMadeBy(q *gorm.DB, name string) *gorm.DB {
 	return q.Where("EXISTS (SELECT 1 FROM trigger_runs tr JOIN triggers tg ON tg.id = tr.trigger_id "+
 		"WHERE tr.org = actions.org AND tr.project = actions.project AND tr.domain = actions.domain AND "+
 		"tr.run_name = actions.run_name AND tg.task_name = actions.task_name AND tg.name = ?)", name)
+}
+
+// whereTriggerTypes narrows a query of task versions to those with a live
+// trigger of one of types; TYPE_NONE among them also keeps versions with
+// no live trigger at all.
+func whereTriggerTypes(q *gorm.DB, types []string) *gorm.DB {
+	const live = "SELECT 1 FROM triggers tg WHERE tg.org = tasks.org AND tg.project = tasks.project AND " +
+		"tg.domain = tasks.domain AND tg.task_name = tasks.name AND tg.task_version = tasks.version AND tg.deleted_at IS NULL"
+	if slices.Contains(types, TriggerTypeNone) {
+		return q.Where("(EXISTS ("+live+" AND tg.automation_type IN ?) OR NOT EXISTS ("+live+"))", types)
+	}
+	return q.Where("EXISTS ("+live+" AND tg.automation_type IN ?)", append(types, ""))
 }

@@ -158,3 +158,44 @@ func list(t *testing.T, tr *store.Triggers, f store.TriggerFilter) []store.Trigg
 	}
 	return rows
 }
+
+func TestTasksByTriggerType(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		for _, name := range []string{"env.t", "env.u"} {
+			if _, _, err := s.Tasks.Deploy(ctx, store.Task{
+				TaskID:     store.TaskID{Project: "p", Domain: "development", Name: name, Version: "v1"},
+				SpecDigest: store.SpecDigest([]byte(name)),
+			}, []byte(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr := must[*store.Trigger](t)(s.Triggers.Deploy(ctx, newTrigger("a", true, store.TriggerTypeSchedule, "1"), 0))
+		listed := func(types ...string) []string {
+			rows, _, err := s.Tasks.List(ctx, store.TaskFilter{Project: "p", Domain: "development", TriggerTypes: types}, store.Page{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range rows {
+				out = append(out, r.TaskID.Name)
+			}
+			return out
+		}
+		if got := listed(store.TriggerTypeSchedule); len(got) != 1 || got[0] != "env.t" {
+			t.Errorf("scheduled: %v, want env.t", got)
+		}
+		if got := listed(store.TriggerTypeNone); len(got) != 1 || got[0] != "env.u" {
+			t.Errorf("none: %v, want env.u", got)
+		}
+		if err := s.Triggers.Delete(ctx, []store.TriggerKey{tr.TriggerKey}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := listed(store.TriggerTypeNone); len(got) != 2 {
+			t.Errorf("none after the trigger was deleted: %v, want both", got)
+		}
+		if got := listed("TYPE_ARTIFACT"); len(got) != 0 {
+			t.Errorf("artifact: %v, want none", got)
+		}
+	})
+}
