@@ -192,4 +192,19 @@ func testApps(t *testing.T, m *manager) {
 	if code, body := httpGet(t, crashy.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusServiceUnavailable || !strings.Contains(body, "crashy-boom") {
 		t.Errorf("a crash-looping app answered %d %q", code, body)
 	}
+
+	// A manager that crashed starts the apps that should run again: the
+	// replicas died with it, new ones answer.
+	m.Kill()
+	m.Restart()
+	c = appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL), logs: appconnect.NewAppLogsServiceClient(http.DefaultClient, m.URL)}
+	url = c.get(ctx, "e2e-web").GetStatus().GetIngress().GetPublicUrl()
+	code, body := httpGet(t, url+"after-restart")
+	if code != http.StatusOK || !strings.HasSuffix(body, "path=/after-restart") {
+		t.Fatalf("e2e-web after a manager restart answered %d %q", code, body)
+	}
+	if pid := strings.Fields(body)[1]; pids[pid] {
+		t.Errorf("e2e-web answered from %s, a replica of before the restart", pid)
+	}
+	c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
 }
