@@ -306,3 +306,37 @@ func TestAppBadInput(t *testing.T) {
 		rpctest.WantCode(t, err, connect.CodeNotFound)
 	})
 }
+
+// An app created or deleted through another manager on the same database
+// reaches this manager's runtime at its next resync.
+func TestRunResyncsFromTheDatabase(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		rt := &fakeRuntime{}
+		mine := app.NewService(app.NewStore(g), app.Options{Runtime: rt, Resync: 50 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = mine.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		other := newHarness(t, g) // another manager's API
+		if _, err := other.client.Create(ctx, connect.NewRequest(&pb.CreateRequest{App: sdkApp("elsewhere", "python", "app.py")})); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the app to reach this runtime", 10*time.Second, func() bool {
+			for _, tg := range rt.targets() {
+				if tg.Key.Name == "elsewhere" && tg.Revision == 1 {
+					return true
+				}
+			}
+			return false
+		})
+		if _, err := other.client.Delete(ctx, connect.NewRequest(&pb.DeleteRequest{AppId: appID("elsewhere")})); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the app's removal to reach this runtime", 10*time.Second, func() bool {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return len(rt.removed) == 1 && rt.removed[0].Name == "elsewhere"
+		})
+	})
+}
