@@ -340,3 +340,33 @@ func TestRunResyncsFromTheDatabase(t *testing.T) {
 		})
 	})
 }
+
+// A watch of one app on a manager that does not run it sees the reports
+// of the manager that does (the SDK's `flyte serve` waits this way).
+func TestWatchSeesAnotherManagersReports(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		runs, serves := newHarness(t, g), newHarness(t, g)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := runs.client.Create(ctx, connect.NewRequest(&pb.CreateRequest{App: sdkApp("shared", "python", "app.py")})); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := serves.client.Watch(ctx, connect.NewRequest(&pb.WatchRequest{Target: &pb.WatchRequest_AppId{AppId: appID("shared")}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !stream.Receive() {
+			t.Fatal(stream.Err())
+		}
+		if err := runs.svc.Report(ctx, appruntime.Report{Key: appruntime.Key{Project: "flytesnacks", Domain: "development", Name: "shared"},
+			Revision: 1, Status: pb.Status_DEPLOYMENT_STATUS_ACTIVE, Substate: pb.Status_RUNNING, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if !stream.Receive() {
+			t.Fatal(stream.Err())
+		}
+		if st := lastStatus(stream.Msg().GetUpdateEvent().GetUpdatedApp()); st != pb.Status_DEPLOYMENT_STATUS_ACTIVE {
+			t.Fatalf("the watch on the other manager got %v", st)
+		}
+	})
+}
