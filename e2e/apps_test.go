@@ -208,3 +208,20 @@ func testApps(t *testing.T, m *manager) {
 	}
 	c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
 }
+
+// TestAppsOnS3 deploys examples/app.py on a manager whose storage is S3:
+// fserve downloads the code bundle with the store's keys the manager gives
+// replicas as it gives attempts.
+func TestAppsOnS3(t *testing.T) {
+	m := startSDKManagerOnS3(t, backends[0].dsn(t))
+	ctx := scenarioContext(t, 5*time.Minute)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
+	mustFlyte(t, ctx, dir, "deploy", "examples/app.py", "env")
+	c := appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL)}
+	hello := c.waitApp(ctx, "hello-app", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	if code, body := httpGet(t, hello.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusOK || !strings.Contains(body, "Hello from replica") {
+		t.Errorf("examples/app.py on S3 storage answered %d %q", code, body)
+	}
+}
