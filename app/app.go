@@ -17,6 +17,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/app/appconnect"
 	"fmgr.dev/internal/appruntime"
@@ -32,7 +33,10 @@ type Options struct {
 	// PublicURL is the URL an app is reached at, for a request's context
 	// (its base URL); nil leaves status.ingress empty.
 	PublicURL func(ctx context.Context, k Key) string
-	Log       *slog.Logger
+	// Resync is how often every app is handed to the runtime again
+	// (DefaultResync when 0).
+	Resync time.Duration
+	Log    *slog.Logger
 }
 
 // Setup mounts AppService and AppLogsService on srv and, with a runtime,

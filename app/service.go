@@ -38,6 +38,7 @@ type Service struct {
 	noRuntime string
 	publicURL func(ctx context.Context, k Key) string
 	hub       *hub
+	resync    time.Duration
 	log       *slog.Logger
 }
 
@@ -51,7 +52,11 @@ func NewService(s *Store, o Options) *Service {
 	if o.NoRuntime == "" {
 		o.NoRuntime = "no runtime runs apps in this manager"
 	}
-	return &Service{store: s, runtime: o.Runtime, noRuntime: o.NoRuntime, publicURL: o.PublicURL, hub: newHub(), log: o.Log.With("component", "apps")}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	return &Service{store: s, runtime: o.Runtime, noRuntime: o.NoRuntime, publicURL: o.PublicURL, hub: newHub(), resync: o.Resync,
+		log: o.Log.With("component", "apps")}
 }
 
 // keyOf validates an app identifier.
@@ -366,29 +371,52 @@ func (s *Service) Report(ctx context.Context, rep appruntime.Report) error {
 	return nil
 }
 
-// Run hands the runtime every app (after a start, those that should run
-// start again), then waits for ctx.
+// DefaultResync is how often Run hands the runtime every app again.
+const DefaultResync = 10 * time.Second
+
+// Run hands the runtime every app when the manager starts (after a
+// restart, the apps that should run start again), then again every
+// Options.Resync, which is how changes made through another manager on
+// the same database reach the one that runs the replicas; an app gone from
+// the database is removed from the runtime.
 func (s *Service) Run(ctx context.Context) error {
+	seen := map[Key]bool{}
+	for {
+		now, err := s.applyAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("reading the apps to run (will retry)", "err", err)
+		}
+		if err == nil {
+			for k := range seen {
+				if !now[k] {
+					s.runtime.Remove(k)
+				}
+			}
+			seen = now
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.resync):
+		}
+	}
+}
+
+func (s *Service) applyAll(ctx context.Context) (map[Key]bool, error) {
+	keys := map[Key]bool{}
 	page := store.Page{Limit: 200}
 	for {
 		rows, next, err := s.store.List(ctx, Filter{AllOrgs: true}, page)
 		if err != nil {
-			s.log.Warn("reading the apps to run (will retry)", "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(time.Second):
-				continue
-			}
+			return nil, err
 		}
 		for _, r := range rows {
+			keys[r.key()] = true
 			s.apply(r)
 		}
 		if next == "" {
-			break
+			return keys, nil
 		}
 		page.Token = next
 	}
-	<-ctx.Done()
-	return nil
 }

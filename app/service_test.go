@@ -306,3 +306,67 @@ func TestAppBadInput(t *testing.T) {
 		rpctest.WantCode(t, err, connect.CodeNotFound)
 	})
 }
+
+// An app created or deleted through another manager on the same database
+// reaches this manager's runtime at its next resync.
+func TestRunResyncsFromTheDatabase(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		rt := &fakeRuntime{}
+		mine := app.NewService(app.NewStore(g), app.Options{Runtime: rt, Resync: 50 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = mine.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		other := newHarness(t, g) // another manager's API
+		if _, err := other.client.Create(ctx, connect.NewRequest(&pb.CreateRequest{App: sdkApp("elsewhere", "python", "app.py")})); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the app to reach this runtime", 10*time.Second, func() bool {
+			for _, tg := range rt.targets() {
+				if tg.Key.Name == "elsewhere" && tg.Revision == 1 {
+					return true
+				}
+			}
+			return false
+		})
+		if _, err := other.client.Delete(ctx, connect.NewRequest(&pb.DeleteRequest{AppId: appID("elsewhere")})); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the app's removal to reach this runtime", 10*time.Second, func() bool {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return len(rt.removed) == 1 && rt.removed[0].Name == "elsewhere"
+		})
+	})
+}
+
+// A watch of one app on a manager that does not run it sees the reports
+// of the manager that does (the SDK's `flyte serve` waits this way).
+func TestWatchSeesAnotherManagersReports(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		runs, serves := newHarness(t, g), newHarness(t, g)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := runs.client.Create(ctx, connect.NewRequest(&pb.CreateRequest{App: sdkApp("shared", "python", "app.py")})); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := serves.client.Watch(ctx, connect.NewRequest(&pb.WatchRequest{Target: &pb.WatchRequest_AppId{AppId: appID("shared")}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !stream.Receive() {
+			t.Fatal(stream.Err())
+		}
+		if err := runs.svc.Report(ctx, appruntime.Report{Key: appruntime.Key{Project: "flytesnacks", Domain: "development", Name: "shared"},
+			Revision: 1, Status: pb.Status_DEPLOYMENT_STATUS_ACTIVE, Substate: pb.Status_RUNNING, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if !stream.Receive() {
+			t.Fatal(stream.Err())
+		}
+		if st := lastStatus(stream.Msg().GetUpdateEvent().GetUpdatedApp()); st != pb.Status_DEPLOYMENT_STATUS_ACTIVE {
+			t.Fatalf("the watch on the other manager got %v", st)
+		}
+	})
+}

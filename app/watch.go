@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -124,6 +125,11 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[pb.WatchReques
 	w := s.hub.subscribe(match)
 	defer s.hub.unsubscribe(w)
 
+	// last is the one app's row as last sent: its changes made by another
+	// manager (the one running its replicas) are found by reading it
+	// every watchPoll.
+	var last *row
+	var poll <-chan time.Time
 	if one != nil {
 		r, err := s.store.Get(ctx, *one)
 		if err != nil {
@@ -136,26 +142,57 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[pb.WatchReques
 		if err := stream.Send(&pb.WatchResponse{Event: &pb.WatchResponse_UpdateEvent{UpdateEvent: &pb.UpdateEvent{UpdatedApp: a}}}); err != nil {
 			return err
 		}
+		last = r
+		t := time.NewTicker(watchPoll)
+		defer t.Stop()
+		poll = t.C
 	} else if err := s.snapshot(ctx, f, org, stream); err != nil {
 		return err
 	}
 	for {
+		var c change
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.lost:
 			return connect.NewError(connect.CodeResourceExhausted, errors.New("this watch fell behind the changes to apps; watch again"))
-		case c := <-w.ch:
-			resp, err := s.event(ctx, c, org)
+		case c = <-w.ch:
+		case <-poll:
+			r, err := s.store.Get(ctx, *one)
+			if errors.Is(err, errs.ErrNotFound) {
+				c = change{kind: changeDelete, cur: last}
+				break
+			}
 			if err != nil {
 				return err
 			}
-			if err := stream.Send(resp); err != nil {
-				return err
+			if r.Version <= last.Version {
+				continue
 			}
+			c = change{kind: changeUpdate, cur: r, old: last}
+		}
+		if last != nil {
+			if c.kind != changeDelete && c.cur.Version <= last.Version {
+				continue // sent already
+			}
+			last = c.cur
+		}
+		resp, err := s.event(ctx, c, org)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		if c.kind == changeDelete && one != nil {
+			return nil
 		}
 	}
 }
+
+// watchPoll is how often a watch of one app reads it for changes made
+// through another manager.
+const watchPoll = 2 * time.Second
 
 func (s *Service) snapshot(ctx context.Context, f Filter, org string, stream *connect.ServerStream[pb.WatchResponse]) error {
 	page := store.Page{Limit: 200}

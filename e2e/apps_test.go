@@ -90,13 +90,13 @@ func testApps(t *testing.T, m *manager) {
 	copyTree(t, filepath.Join("testdata", "apps"), dir)
 	c := appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL), logs: appconnect.NewAppLogsServiceClient(http.DefaultClient, m.URL)}
 
-	for _, env := range []string{"web", "lazy", "crashy"} {
+	// e2e-web with a version of its own: without one the SDK derives it
+	// from a pickle of the environments, which differs from one process
+	// to the next, and every deploy would be a new spec.
+	mustFlyte(t, ctx, dir, "deploy", "--version", "e2e-1", "apps.py", "web")
+	for _, env := range []string{"lazy", "crashy"} {
 		mustFlyte(t, ctx, dir, "deploy", "apps.py", env)
 	}
-	// The SDK versions a directory's first deploy differently from the
-	// ones after it (its bundle is not in the client's cache yet): deploy
-	// once more, so that the unchanged deploy below compares like with like.
-	mustFlyte(t, ctx, dir, "deploy", "apps.py", "web")
 
 	// Two replicas, both serving through the public URL.
 	web := c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
@@ -130,7 +130,7 @@ func testApps(t *testing.T, m *manager) {
 
 	// Deploying it unchanged keeps its revision.
 	rev := web.GetMetadata().GetRevision()
-	mustFlyte(t, ctx, dir, "deploy", "apps.py", "web")
+	mustFlyte(t, ctx, dir, "deploy", "--version", "e2e-1", "apps.py", "web")
 	if again := c.get(ctx, "e2e-web"); again.GetMetadata().GetRevision() != rev {
 		t.Errorf("an unchanged deploy moved e2e-web from revision %d to %d", rev, again.GetMetadata().GetRevision())
 	}
@@ -191,5 +191,37 @@ func testApps(t *testing.T, m *manager) {
 	}
 	if code, body := httpGet(t, crashy.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusServiceUnavailable || !strings.Contains(body, "crashy-boom") {
 		t.Errorf("a crash-looping app answered %d %q", code, body)
+	}
+
+	// A manager that crashed starts the apps that should run again: the
+	// replicas died with it, new ones answer.
+	m.Kill()
+	m.Restart()
+	c = appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL), logs: appconnect.NewAppLogsServiceClient(http.DefaultClient, m.URL)}
+	url = c.get(ctx, "e2e-web").GetStatus().GetIngress().GetPublicUrl()
+	code, body := httpGet(t, url+"after-restart")
+	if code != http.StatusOK || !strings.HasSuffix(body, "path=/after-restart") {
+		t.Fatalf("e2e-web after a manager restart answered %d %q", code, body)
+	}
+	if pid := strings.Fields(body)[1]; pids[pid] {
+		t.Errorf("e2e-web answered from %s, a replica of before the restart", pid)
+	}
+	c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+}
+
+// TestAppsOnS3 deploys examples/app.py on a manager whose storage is S3:
+// fserve downloads the code bundle with the store's keys the manager gives
+// replicas as it gives attempts.
+func TestAppsOnS3(t *testing.T) {
+	m := startSDKManagerOnS3(t, backends[0].dsn(t))
+	ctx := scenarioContext(t, 5*time.Minute)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("..", "examples"), filepath.Join(dir, "examples"))
+	mustFlyte(t, ctx, dir, "deploy", "examples/app.py", "env")
+	c := appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL)}
+	hello := c.waitApp(ctx, "hello-app", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	if code, body := httpGet(t, hello.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusOK || !strings.Contains(body, "Hello from replica") {
+		t.Errorf("examples/app.py on S3 storage answered %d %q", code, body)
 	}
 }

@@ -260,6 +260,7 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 		if a.removed {
 			if len(a.replicas) == 0 {
 				delete(r.apps, a.key)
+				_ = os.RemoveAll(r.appDir(a.key)) // the kept logs
 			}
 			return appruntime.Report{}, false
 		}

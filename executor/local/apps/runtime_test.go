@@ -188,6 +188,16 @@ func TestTwoReplicasServeThenStop(t *testing.T) {
 		return strings.Count(strings.Join(lines, ""), "serving on") == 2
 	})
 	cancel()
+	// As root, replicas run as users of the attempts' range, never as root.
+	if os.Geteuid() == 0 {
+		mu.Lock()
+		all := strings.Join(lines, "")
+		mu.Unlock()
+		// The default range starts at 2000000000.
+		if strings.Contains(all, "as uid 0\n") || !strings.Contains(all, "as uid 20000") {
+			t.Errorf("replicas did not run as users of the range:\n%s", all)
+		}
+	}
 
 	stopped := gproto.Clone(s).(*pb.Spec)
 	stopped.DesiredState = pb.Spec_DESIRED_STATE_STOPPED
