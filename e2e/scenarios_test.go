@@ -46,6 +46,7 @@ var sdkScenarios = []struct {
 	{"queues", testQueues},
 	{"loglinks", testLogLinks},
 	{"conditions", testConditions},
+	{"s3scope", testS3Scope},
 }
 
 // runSDKScenarios adds every sdkScenario against m to t as a parallel

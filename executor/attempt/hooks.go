@@ -29,6 +29,11 @@ type StorageAccess struct {
 	// (contract.Secret with EnvVar set): never in Env, a log or a spec.
 	// Their keys start with StorageSecretPrefix.
 	Secrets []contract.Secret
+	// Scoped, when set, gives each attempt credentials of its own in
+	// place of Secrets (same keys): limited to what the attempt's run may
+	// touch, and valid for at least valid (the attempt's time limit, 0 for
+	// none). Secrets then stay for what is not an attempt (apps).
+	Scoped func(a *store.Action, valid time.Duration) ([]contract.Secret, error)
 }
 
 // StorageSecretPrefix starts the Key of StorageAccess secrets: a driver

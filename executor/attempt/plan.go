@@ -157,8 +157,14 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 	}
 	var storageEnv []contract.KV
 	if sa := c.opts.Storage; sa != nil {
+		own := sa.Secrets
+		if sa.Scoped != nil {
+			if own, err = sa.Scoped(a, lim.run); err != nil {
+				return Plan{}, err
+			}
+		}
 		// First, so that a secret the task requests under the same name wins.
-		secrets = append(slices.Clone(sa.Secrets), secrets...)
+		secrets = append(slices.Clone(own), secrets...)
 		storageEnv = sa.Env
 	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),

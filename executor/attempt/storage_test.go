@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/internal/store"
 )
 
 // Every attempt gets the storage hook's variables in its environment and
@@ -48,6 +50,31 @@ func TestPlanStorageAccess(t *testing.T) {
 		}
 		if len(access.Secrets) != 1 {
 			t.Fatal("planning changed the hook's secrets")
+		}
+	})
+}
+
+// With Scoped set, each attempt gets the credentials it mints for the
+// action (a key of its own) instead of the hook's shared ones.
+func TestPlanScopedStorageAccess(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		var minted []string
+		access := &attempt.StorageAccess{
+			Secrets: []contract.Secret{{Key: "storage:FLYTE_AWS_SECRET_ACCESS_KEY", EnvVar: "FLYTE_AWS_SECRET_ACCESS_KEY", Value: []byte("shared")}},
+			Scoped: func(a *store.Action, _ time.Duration) ([]contract.Secret, error) {
+				minted = append(minted, a.RunName)
+				return []contract.Secret{{Key: "storage:FLYTE_AWS_SECRET_ACCESS_KEY", EnvVar: "FLYTE_AWS_SECRET_ACCESS_KEY", Value: []byte("own-" + a.RunName)}}, nil
+			},
+		}
+		c := attempt.New(f.state, attempt.Options{Hooks: attempt.Hooks{Storage: access}})
+		a := f.run(t, "rscoped", withSecrets("t.scoped"), nil)
+		p, err := c.Plan(ctx, a, attempt.PlanOptions{Endpoint: "10.0.0.1:8090", NoContainer: "only containers here"})
+		if err != nil || p.Launch == nil {
+			t.Fatalf("plan %+v, %v; want a launch", p, err)
+		}
+		if got := p.Launch.Secrets; len(got) != 1 || string(got[0].Value) != "own-rscoped" || len(minted) != 1 {
+			t.Fatalf("secrets %v (minted for %v), want the run's own key only", got, minted)
 		}
 	})
 }

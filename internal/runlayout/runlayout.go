@@ -43,6 +43,10 @@ func scope(org, project, domain string) string {
 	return path.Join(org, project, domain)
 }
 
+// ScopeDir is the org/project/domain part of a key (`<org|_>/<project>/<domain>`),
+// as runs, run inputs and uploads are laid out under their roots.
+func ScopeDir(org, project, domain string) string { return scope(org, project, domain) }
+
 // RunBaseKey is the default base of a run, as a storage key.
 func RunBaseKey(org, project, domain, run string) string {
 	return path.Join("runs", scope(org, project, domain), run)

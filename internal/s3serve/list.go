@@ -50,11 +50,16 @@ type commonPrefix struct {
 
 // list answers ListObjectsV2 (list-type=2) and ListObjects: the keys under
 // prefix in key order, those with the delimiter after the prefix rolled up
-// into common prefixes, max-keys at a time.
-func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
+// into common prefixes, max-keys at a time. A scoped key lists only what
+// it may read: a prefix wholly outside its grant is refused, others are
+// filtered.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, g *Grant) error {
 	q := r.URL.Query()
 	v2 := q.Get("list-type") == "2"
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
+	if !g.mayList(prefix) {
+		return errOutOfScope()
+	}
 	maxKeys := maxListKeys
 	if v := q.Get("max-keys"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -92,7 +97,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 
 	var last string
 	count := 0
-	objs, err := s.objects(r, prefix)
+	objs, err := s.objects(r, prefix, g)
 	if err != nil {
 		return err
 	}
@@ -135,7 +140,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 // for the prefix's last whole "directory" and the rest is filtered here; a
 // prefix no key can have has none. Objects reached through a symbolic
 // link are left out.
-func (s *Server) objects(r *http.Request, prefix string) ([]blob.Object, error) {
+func (s *Server) objects(r *http.Request, prefix string, g *Grant) ([]blob.Object, error) {
 	dir := ""
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		dir = prefix[:i+1]
@@ -148,7 +153,7 @@ func (s *Server) objects(r *http.Request, prefix string) ([]blob.Object, error) 
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(o.Key, prefix) && s.store.CheckNoLinks(o.Key) == nil {
+		if strings.HasPrefix(o.Key, prefix) && g.mayRead(o.Key) && s.store.CheckNoLinks(o.Key) == nil {
 			out = append(out, o)
 		}
 	}

@@ -145,7 +145,7 @@ type copyResult struct {
 }
 
 // copyObject answers CopyObject within the bucket.
-func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, key string) error {
+func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, key string, g *Grant) error {
 	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return errInvalid("x-amz-copy-source is not a valid URL path")
@@ -157,6 +157,9 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, key string) 
 	}
 	if err := s.checkKey(srcKey); err != nil {
 		return err
+	}
+	if !g.mayRead(srcKey) {
+		return errOutOfScope()
 	}
 	opts, err := writeOptions(r)
 	if err != nil {
@@ -218,6 +221,9 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, sig signe
 		err := s.checkKey(o.Key)
 		if err == nil {
 			err = s.checkWritable(o.Key)
+		}
+		if err == nil && !sig.grant.mayWrite(o.Key) {
+			err = errOutOfScope()
 		}
 		if err == nil {
 			err = s.deleteKey(r.Context(), o.Key)

@@ -36,8 +36,13 @@ import (
 type Options struct {
 	// Bucket is the one bucket's name.
 	Bucket string
-	// Keys maps each accepted access key ID to its secret key.
+	// Keys maps each accepted access key ID to its secret key: keys that
+	// may do everything (but write under ReadOnly).
 	Keys map[string]string
+	// ScopedMaster, when set, is the secret scoped keys (ScopedKey) are
+	// derived from: the endpoint then also accepts those, each within its
+	// grant. "" accepts none.
+	ScopedMaster string
 	// StagingDir keeps the parts of multipart uploads until they complete;
 	// it is created if missing.
 	StagingDir string
@@ -89,7 +94,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("%016X", s.reqID.Add(1))
 	w.Header().Set("x-amz-request-id", id)
 	w.Header().Set("Server", "flyte-manager")
-	sig, err := verify(r, s.o.Keys, s.o.Now())
+	sig, err := verify(r, s.secretOf, s.o.Now())
 	if err != nil {
 		s.fail(w, r, id, err)
 		return
@@ -130,7 +135,7 @@ func (s *Server) bucketOp(w http.ResponseWriter, r *http.Request, q map[string][
 		case has("uploads"):
 			return writeXML(w, http.StatusOK, listUploadsResult{Bucket: s.o.Bucket})
 		}
-		return s.list(w, r)
+		return s.list(w, r, sig.grant)
 	case http.MethodPost:
 		if has("delete") {
 			return s.deleteObjects(w, r, sig)
@@ -146,6 +151,19 @@ func (s *Server) objectOp(w http.ResponseWriter, r *http.Request, key string, q 
 		upload = v[0]
 	}
 	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if !sig.grant.mayRead(key) {
+			return errOutOfScope()
+		}
+	case http.MethodPut, http.MethodDelete, http.MethodPost:
+		if err := s.checkWritable(key); err != nil {
+			return err
+		}
+		if !sig.grant.mayWrite(key) {
+			return errOutOfScope()
+		}
+	}
+	switch r.Method {
 	case http.MethodGet:
 		if upload != "" {
 			return s.listParts(w, key, upload)
@@ -153,10 +171,6 @@ func (s *Server) objectOp(w http.ResponseWriter, r *http.Request, key string, q 
 		return s.get(w, r, key, true)
 	case http.MethodHead:
 		return s.get(w, r, key, false)
-	case http.MethodPut, http.MethodDelete, http.MethodPost:
-		if err := s.checkWritable(key); err != nil {
-			return err
-		}
 	}
 	switch r.Method {
 	case http.MethodPut:
@@ -166,7 +180,7 @@ func (s *Server) objectOp(w http.ResponseWriter, r *http.Request, key string, q 
 		case upload != "":
 			return s.uploadPart(w, r, key, upload, sig)
 		case r.Header.Get("x-amz-copy-source") != "":
-			return s.copyObject(w, r, key)
+			return s.copyObject(w, r, key, sig.grant)
 		}
 		return s.put(w, r, key, sig)
 	case http.MethodDelete:

@@ -45,13 +45,21 @@ func start(t *testing.T) *fixture {
 
 func startWith(t *testing.T, readOnly []string) *fixture {
 	t.Helper()
+	return startOpts(t, s3serve.Options{ReadOnly: readOnly})
+}
+
+// startOpts starts a server with o, its bucket, key and staging directory
+// the fixture's.
+func startOpts(t *testing.T, o s3serve.Options) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := blob.Open(context.Background(), "file://"+filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	srv, err := s3serve.New(st, s3serve.Options{Bucket: bucket, Keys: map[string]string{accessKey: secretKey}, StagingDir: filepath.Join(dir, "staging"), ReadOnly: readOnly})
+	o.Bucket, o.Keys, o.StagingDir = bucket, map[string]string{accessKey: secretKey}, filepath.Join(dir, "staging")
+	srv, err := s3serve.New(st, o)
 	if err != nil {
 		t.Fatal(err)
 	}

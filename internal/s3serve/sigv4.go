@@ -39,6 +39,9 @@ type signed struct {
 	// payloadHash is the hex SHA-256 the client declared for the body, or
 	// "" when the body is not signed (UNSIGNED-PAYLOAD).
 	payloadHash string
+	// grant limits a scoped key (nil: a configured key, which may do
+	// everything).
+	grant *Grant
 }
 
 // authRequest is the parts of an Authorization header or a presigned URL.
@@ -52,9 +55,10 @@ type authRequest struct {
 	expires   time.Duration
 }
 
-// verify checks r's SigV4 signature against the credentials in keys
-// (access key ID → secret key). It returns an *apiError for every refusal.
-func verify(r *http.Request, keys map[string]string, now time.Time) (signed, error) {
+// verify checks r's SigV4 signature against the credentials lookup gives
+// (access key ID → secret key and, for a scoped key, its grant). It
+// returns an *apiError for every refusal.
+func verify(r *http.Request, lookup func(id string) (string, *Grant, bool), now time.Time) (signed, error) {
 	var a authRequest
 	var err error
 	switch {
@@ -68,7 +72,7 @@ func verify(r *http.Request, keys map[string]string, now time.Time) (signed, err
 	if err != nil {
 		return signed{}, err
 	}
-	secret, ok := keys[a.accessKey]
+	secret, grant, ok := lookup(a.accessKey)
 	if !ok {
 		return signed{}, &apiError{status: http.StatusForbidden, code: "InvalidAccessKeyId", msg: "The AWS Access Key Id you provided does not exist in our records."}
 	}
@@ -118,7 +122,10 @@ func verify(r *http.Request, keys map[string]string, now time.Time) (signed, err
 		toSign := strings.Join([]string{sigAlgorithm, a.amzDate.Format(amzDateFormat), scope, hex.EncodeToString(sum[:])}, "\n")
 		want := hex.EncodeToString(hmacSHA256(key, toSign))
 		if subtle.ConstantTimeCompare([]byte(want), []byte(a.signature)) == 1 {
-			s := signed{}
+			if grant != nil && !now.Before(grant.Expires) {
+				return signed{}, errAccessDenied("the access key has expired")
+			}
+			s := signed{grant: grant}
 			if payload != unsignedPayload {
 				s.payloadHash = payload
 			}

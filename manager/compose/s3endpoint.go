@@ -30,10 +30,13 @@ const s3EndpointRegion = "us-east-1"
 type s3Endpoint struct {
 	ln net.Listener
 	// url is the endpoint as tasks on this host reach it.
-	url            string
-	bucket         string
-	keyID, secret  string
-	taskLocations  bool // tasks are given s3://<bucket>/... locations
+	url           string
+	bucket        string
+	keyID, secret string
+	taskLocations bool // tasks are given s3://<bucket>/... locations
+	// crossProject: cache hits may point at other projects' runs of the
+	// org (cache.crossProjectLookup), which attempts' keys then read.
+	crossProject   bool
 	staging        string
 	shutdownWithin time.Duration
 }
@@ -64,6 +67,7 @@ func listenS3Endpoint(cfg *config.Config, log *slog.Logger) (*s3Endpoint, error)
 	return &s3Endpoint{
 		ln: ln, url: "http://" + reachable(ln.Addr()), bucket: e.Bucket, keyID: id, secret: secret,
 		taskLocations:  e.TaskLocations == config.TaskLocationsS3 && cfg.Executor.Type == config.ExecutorLocal,
+		crossProject:   cfg.Cache.CrossProjectLookup,
 		staging:        filepath.Join(cfg.Home, "s3-uploads"),
 		shutdownWithin: cfg.Server.ShutdownTimeout,
 	}, nil
@@ -103,9 +107,10 @@ func (e *s3Endpoint) access() blob.S3Options {
 func (e *s3Endpoint) serve(srv *server.Server, blobs *blob.Store, log *slog.Logger) error {
 	h, err := s3serve.New(blobs, s3serve.Options{
 		Bucket: e.bucket, Keys: map[string]string{e.keyID: e.secret}, StagingDir: e.staging, Log: log,
+		// Attempts' keys (scopedSecrets) are derived from the endpoint's.
+		ScopedMaster: e.secret,
 		// What only the manager writes: uploaded code bundles and files,
-		// and runs' inputs. Tasks share the endpoint's key, and one must
-		// not replace another run's code or inputs.
+		// and runs' inputs; no key of the endpoint replaces them.
 		ReadOnly: []string{dataproxy.UploadPrefix + "/", runlayout.OffloadedInputsRoot + "/"},
 	})
 	if err != nil {

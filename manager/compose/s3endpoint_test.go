@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/s3serve"
+	"fmgr.dev/internal/store"
 )
 
 // The S3 endpoint binds its address with file storage; a busy address is
@@ -78,6 +80,20 @@ func TestListenS3Endpoint(t *testing.T) {
 	}
 	if got[blob.EnvS3AccessKeyID] != id || got[blob.EnvS3SecretAccessKey] != secret {
 		t.Errorf("attempts' secrets name %v", got)
+	}
+	// Each attempt gets a key of its own instead (s3scope.go), not the
+	// endpoint's.
+	scoped, err := sa.Scoped(&store.Action{ActionKey: store.RunKey{Project: "p", Domain: "d", RunName: "r1"}.Action("a0"),
+		RunOutputBase: blobs.URI("runs/_/p/d/r1")}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := map[string]string{}
+	for _, s := range scoped {
+		mine[s.EnvVar] = string(s.Value)
+	}
+	if mine[blob.EnvS3AccessKeyID] == "" || mine[blob.EnvS3AccessKeyID] == id || mine[blob.EnvS3SecretAccessKey] == "" || mine[blob.EnvS3SecretAccessKey] == secret {
+		t.Errorf("an attempt's key is not one of its own (%d secrets)", len(scoped))
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Error("the secret key was logged")

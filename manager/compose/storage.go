@@ -66,12 +66,23 @@ func storageAccess(blobs *blob.Store, s config.Storage, ep *s3Endpoint) *attempt
 		return nil
 	}
 	env, secret := access.ProcessEnv()
-	sa := &attempt.StorageAccess{}
+	sa := &attempt.StorageAccess{Secrets: storageSecrets(secret)}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		sa.Env = append(sa.Env, contract.KV{Key: k, Value: env[k]})
 	}
-	for _, k := range slices.Sorted(maps.Keys(secret)) {
-		sa.Secrets = append(sa.Secrets, contract.Secret{Key: attempt.StorageSecretPrefix + k, EnvVar: k, Value: []byte(secret[k])})
+	if blobs.Kind() != blob.KindS3 {
+		// The endpoint's own key stays with the manager (and apps): each
+		// attempt gets a key of its own, scoped to its run.
+		sa.Scoped = ep.scopedSecrets(blobs, ep.crossProject)
 	}
 	return sa
+}
+
+// storageSecrets are secret variables as attempts' storage secrets.
+func storageSecrets(secret map[string]string) []contract.Secret {
+	var out []contract.Secret
+	for _, k := range slices.Sorted(maps.Keys(secret)) {
+		out = append(out, contract.Secret{Key: attempt.StorageSecretPrefix + k, EnvVar: k, Value: []byte(secret[k])})
+	}
+	return out
 }
