@@ -225,6 +225,9 @@ func (c *Config) applyDerivedDefaults() error {
 			return fmt.Errorf("secrets.keyFile: %w", err)
 		}
 	}
+	if t := &c.Server.TLS; t.CertFile == "" && t.KeyFile == "" {
+		t.GeneratedDir = filepath.Join(home, "tls")
+	}
 	if c.Executor.Kubernetes.Kubeconfig != "" {
 		if c.Executor.Kubernetes.Kubeconfig, err = absPath(c.Executor.Kubernetes.Kubeconfig); err != nil {
 			return fmt.Errorf("executor.kubernetes.kubeconfig: %w", err)
