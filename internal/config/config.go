@@ -42,6 +42,7 @@ type Config struct {
 	KubeAPI  KubeAPI  `mapstructure:"kubeAPI" yaml:"kubeAPI"`
 	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
 	Apps     Apps     `mapstructure:"apps" yaml:"apps"`
+	Auth     Auth     `mapstructure:"auth" yaml:"auth"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`

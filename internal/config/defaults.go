@@ -177,6 +177,7 @@ func Default() Config {
 			MaxEventBytes:   64 << 10,
 			MaxAttemptBytes: 1 << 20,
 		},
+		Auth: defaultAuth(),
 		Triggers: Triggers{
 			CheckInterval: time.Second,
 			CatchUp:       "all",

@@ -50,6 +50,7 @@ func (c *Config) Validate() error {
 			bad("server.externalURL", "must be an absolute http:// or https:// URL, got %q", c.Server.ExternalURL)
 		}
 	}
+	c.Auth.validate(bad)
 	if t := c.Server.TLS; (t.CertFile == "") != (t.KeyFile == "") {
 		bad("server.tls", "set both certFile and keyFile, or neither (to generate a self-signed certificate)")
 	}

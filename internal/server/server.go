@@ -91,6 +91,7 @@ type Server struct {
 	extra      []net.Listener // ListenAlso's, served by the same http.Server
 	httpServer *http.Server
 	draining   atomic.Bool
+	auth       atomic.Pointer[Auth] // nil: auth.mode off
 
 	// streams is cancelled when shutdown begins: server streams end then,
 	// while unary calls may run to completion.
@@ -144,12 +145,13 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 func (s *Server) Logger() *slog.Logger { return s.log }
 
 // HandlerOptions are the options every Connect service must be built with:
-// the interceptor chain (request log and metrics, the per-client stream
+// the interceptor chain (request log and metrics, authentication (auth.go),
+// the per-client stream
 // caps (streamcap.go), error masking, the org of identifiers (orgs.go),
 // panic recovery) and the request size limit.
 func (s *Server) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
-		connect.WithInterceptors(&observeInterceptor{s: s}, &streamCapInterceptor{c: s.caps}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
+		connect.WithInterceptors(&observeInterceptor{s: s}, &authInterceptor{s: s}, &streamCapInterceptor{c: s.caps}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
 		connect.WithRecover(recoverPanic),
 		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
 		connect.WithCompressMinBytes(1024),

@@ -72,6 +72,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
+	if cfg.Auth.Required() {
+		// Refuse rather than serve open: nothing verifies credentials yet.
+		return closeAfter(srv, fmt.Errorf("auth.mode required: no credential verifier is configured in this build"))
+	}
 	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version}
 	if err := Setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
