@@ -80,7 +80,7 @@ var errNoAuth = connect.NewError(connect.CodeUnimplemented,
 		"connect without credentials (e.g. flyte.init(..., insecure=True) for a plain-HTTP endpoint)"))
 
 // TokenPath is where the manager's token endpoint is served.
-const TokenPath = "/oauth2/token"
+const TokenPath = "/oauth2/token" // apikey.TokenPath; services do not import each other
 
 // GetOAuth2Metadata describes the manager's token endpoint, at the base
 // URL the client used (or server.externalURL).

@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"fmgr.dev/apikey"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
@@ -72,9 +73,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
-	if cfg.Auth.Required() {
-		// Refuse rather than serve open: nothing verifies credentials yet.
-		return closeAfter(srv, fmt.Errorf("auth.mode required: no credential verifier is configured in this build"))
+	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
+		return closeAfter(srv, err)
 	}
 	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version}
 	if err := Setup(ctx, d); err != nil {
@@ -219,4 +219,18 @@ func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) 
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), true
+}
+
+// setupAuth turns on authentication when auth.mode is required: API keys
+// and the tokens the token endpoint mints from them (apikey).
+func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slog.Logger) error {
+	if !cfg.Auth.Required() {
+		return nil
+	}
+	issuer := apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: issuer})
+	if !cfg.Server.TLS.Enabled {
+		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
+	}
+	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: issuer.TokenHandler(logger)})
 }
