@@ -174,6 +174,10 @@ func printBanner(w io.Writer, version string, cfg *config.Config, addr, consoleA
 	}
 	listen := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(port))
 	endpoint, insecure := sdkEndpoint(cfg, port)
+	scheme, protocols := "http", "HTTP/1.1 and h2c"
+	if cfg.Server.TLS.Enabled {
+		scheme, protocols = "https", "TLS, HTTP/2 and HTTP/1.1"
+	}
 	project := "flytesnacks"
 	if len(cfg.Projects.Seed) > 0 {
 		project = cfg.Projects.Seed[0]
@@ -183,14 +187,14 @@ func printBanner(w io.Writer, version string, cfg *config.Config, addr, consoleA
 		flags = " --insecure"
 	}
 	red := cfg.Redacted()
-	fmt.Fprintf(w, `flyte-manager %s is serving on http://%s (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)
+	fmt.Fprintf(w, `flyte-manager %s is serving on %s://%s (Connect, gRPC, gRPC-Web; %s)
   data:     %s
   database: %s
   blobs:    %s
 
 Point the Flyte SDK at it:
   flyte create config --endpoint %s%s --project %s --domain development
-`, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
+`, version, scheme, listen, protocols, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
 	if cfg.Console.Enabled {
 		scheme := "https"
 		if insecure {
@@ -218,7 +222,7 @@ func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) 
 	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
 		host = "localhost"
 	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), true
+	return net.JoinHostPort(host, strconv.Itoa(port)), !cfg.Server.TLS.Enabled
 }
 
 // setupAuth turns on authentication when auth.mode is required: API keys
