@@ -143,5 +143,6 @@ func (i *Issuer) verifyToken(ctx context.Context, body, sig string) (Key, error)
 }
 
 func principal(k Key) authn.Principal {
-	return authn.Principal{Subject: "apikey:" + k.KeyID, Name: k.Name, Kind: authn.KindAPIKey}
+	return authn.Principal{Subject: "apikey:" + k.KeyID, Name: k.Name, Kind: authn.KindAPIKey,
+		Bindings: []authn.Binding{{Role: k.Role, Project: k.Project, Domain: k.Domain}}}
 }

@@ -23,6 +23,15 @@ type Principal struct {
 	// Name is what people see (the key's name).
 	Name string
 	Kind string
+	// Bindings are its roles (internal/authz).
+	Bindings []Binding
+}
+
+// Binding is a role on a project and domain ("*" for any).
+type Binding struct {
+	Role    string
+	Project string
+	Domain  string
 }
 
 type principalKey struct{}

@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/internal/authn"
+	"fmgr.dev/internal/authz"
 )
 
 // Auth turns authentication on (auth.mode required): every procedure but
@@ -52,6 +55,9 @@ func (i *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err != nil {
 			return nil, err
 		}
+		if err := authorize(ctx, req.Spec().Procedure, req.Any()); err != nil {
+			return nil, err
+		}
 		return next(ctx, req)
 	}
 }
@@ -66,7 +72,10 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		if err != nil {
 			return err
 		}
-		return next(ctx, conn)
+		if _, ok := authn.FromContext(ctx); !ok {
+			return next(ctx, conn)
+		}
+		return next(ctx, &authorizedConn{StreamingHandlerConn: conn, ctx: ctx})
 	}
 }
 
@@ -95,4 +104,50 @@ func (s *Server) authenticate(ctx context.Context, procedure string, h http.Head
 		return ctx, connect.NewError(connect.CodeUnavailable, errors.New("could not verify the credential now; retry"))
 	}
 	return authn.WithPrincipal(ctx, p), nil
+}
+
+// authorize checks the caller's roles (internal/authz) against what
+// procedure needs on the project and domain msg names. Without a principal
+// (auth off, an anonymous procedure) there is nothing to check. A denial
+// is PERMISSION_DENIED, worded so the SDK does not take it for a stale
+// credential.
+func authorize(ctx context.Context, procedure string, msg any) error {
+	p, ok := authn.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	action, known := authz.Procedures[procedure]
+	if !known {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s has no permission entry on this flyte-manager; only its operator can add one", procedure))
+	}
+	m, _ := msg.(proto.Message)
+	project, domain, _ := authz.Scope(m)
+	if authz.Allowed(p.Bindings, procedure, action, project, domain) {
+		return nil
+	}
+	where := "without naming a project"
+	if project != "" {
+		where = fmt.Sprintf("in project %q domain %q", project, domain)
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s may not %s %s (%s): its roles do not allow it", p.Subject, action, where, procedure))
+}
+
+// authorizedConn checks the first request message of a stream before the
+// handler sees it (server streams have exactly one; client and bidi
+// streams are authorized by their first).
+type authorizedConn struct {
+	connect.StreamingHandlerConn
+	ctx     context.Context
+	checked bool
+}
+
+func (c *authorizedConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if !c.checked {
+		c.checked = true
+		return authorize(c.ctx, c.Spec().Procedure, msg)
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"fmgr.dev/internal/authn"
 )
 
-const procWho = "/fmgr.test.v1.Who/Am"
+const procWho = "/flyteidl2.auth.IdentityService/UserInfo"
 const procAnon = "/flyteidl2.auth.AuthMetadataService/GetPublicClientConfig"
 
 type fakeVerifier map[string]authn.Principal
@@ -34,7 +34,7 @@ func whoHandlers(s *Server) {
 		p, _ := authn.FromContext(ctx)
 		return connect.NewResponse(wrapperspb.String(p.Subject)), nil
 	}
-	_ = s.Mount(Service{Path: "/fmgr.test.v1.Who/", Handler: connect.NewUnaryHandler(procWho, who, s.HandlerOptions()...)})
+	_ = s.Mount(Service{Path: "/flyteidl2.auth.IdentityService/", Handler: connect.NewUnaryHandler(procWho, who, s.HandlerOptions()...)})
 	_ = s.Mount(Service{Path: "/flyteidl2.auth.AuthMetadataService/", Handler: connect.NewUnaryHandler(procAnon, who, s.HandlerOptions()...)})
 }
 
@@ -44,7 +44,10 @@ func whoHandlers(s *Server) {
 func TestAuthRequired(t *testing.T) {
 	ts := startServer(t, nil, func(s *Server) {
 		whoHandlers(s)
-		s.RequireAuth(Auth{Verifier: fakeVerifier{"good": {Subject: "apikey:k1", Kind: authn.KindAPIKey}}})
+		s.RequireAuth(Auth{Verifier: fakeVerifier{
+			"good":    {Subject: "apikey:k1", Kind: authn.KindAPIKey, Bindings: []authn.Binding{{Role: "viewer", Project: "*", Domain: "*"}}},
+			"no-role": {Subject: "apikey:k2", Kind: authn.KindAPIKey},
+		}})
 	})
 	call := func(tr transport, proc, header string) (string, error) {
 		c := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient(tr.h2c), ts.base+proc, tr.protos...)
@@ -71,11 +74,16 @@ func TestAuthRequired(t *testing.T) {
 			{"good", procWho, "Bearer good", 0, "apikey:k1"},
 			{"good lower-case scheme", procWho, "bearer good", 0, "apikey:k1"},
 			{"anonymous procedure", procAnon, "", 0, ""},
+			{"no role", procWho, "Bearer no-role", connect.CodePermissionDenied, ""},
 		} {
 			got, err := call(tr, tc.proc, tc.header)
 			if connect.CodeOf(err) != tc.code && !(tc.code == 0 && err == nil) {
 				t.Errorf("%s %s: err %v, want code %v", tr.name, tc.name, err, tc.code)
 				continue
+			}
+			if err != nil && connect.CodeOf(err) == connect.CodePermissionDenied &&
+				(strings.Contains(strings.ToLower(err.Error()), "unauthorized") || strings.Contains(strings.ToLower(err.Error()), "unauthenticated")) {
+				t.Errorf("%s %s: a denial the SDK would take for a stale credential: %v", tr.name, tc.name, err)
 			}
 			if err != nil && strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("%s %s: internal detail leaked: %v", tr.name, tc.name, err)
