@@ -3,28 +3,21 @@ package kubeapi
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
-	"fmt"
 	"io/fs"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"fmgr.dev/internal/tlscert"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -35,8 +28,8 @@ import (
 // stored: `flyte-manager kubeconfig` mints one each time it runs and
 // prints it in the kubeconfig; `--rotate` revokes every earlier one.
 const (
-	CertFile   = "tls.crt"
-	KeyFile    = "tls.key"
+	CertFile   = tlscert.CertFile
+	KeyFile    = tlscert.KeyFile
 	TokensFile = "tokens"
 )
 
@@ -44,66 +37,7 @@ const (
 // self-signed one (valid for loopback and hosts, ten years) when there is
 // none yet.
 func EnsureCertificate(dir string, hosts ...string) (tls.Certificate, []byte, error) {
-	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
-	if certPEM, err := os.ReadFile(certPath); err == nil {
-		keyPEM, err := os.ReadFile(keyPath)
-		if err != nil {
-			return tls.Certificate{}, nil, fmt.Errorf("the kube API's key: %w", err)
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return tls.Certificate{}, nil, fmt.Errorf("the kube API's certificate in %s: %w (delete both files to generate new ones)", dir, err)
-		}
-		return cert, certPEM, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return tls.Certificate{}, nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "flyte-manager kube API"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(10, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			if !ip.IsUnspecified() {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			}
-		} else if h != "" && h != "localhost" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	if err := writePrivate(keyPath, keyPEM); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	if err := writePrivate(certPath, certPEM); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	return cert, certPEM, err
+	return tlscert.Ensure(dir, "flyte-manager kube API", hosts...)
 }
 
 // writePrivate writes data to path (mode 0600) through a temporary file,

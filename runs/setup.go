@@ -24,7 +24,7 @@ func Setup(ctx context.Context, srv *server.Server, state *runstate.Service, st 
 		return err
 	}
 	handlerOpts := srv.HandlerOptions()
-	identities := NewIdentityServices()
+	identities := NewIdentityServices(o.auth)
 	return srv.Mount(
 		server.NewService(NewRunService(state).Handler(handlerOpts...)),
 		server.NewService(NewTaskService(st, state, projects, log).WithTriggers(o.triggers).Handler(handlerOpts...)),

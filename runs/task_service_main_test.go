@@ -76,7 +76,7 @@ func newHarnessServer(t *testing.T, dsn string, cfg config.Projects, tune func(*
 	s := server.New(srvCfg, log)
 	opts := s.HandlerOptions()
 	h := &harness{st: st, state: state, projects: runs.NewProjectService(st, cfg, log)}
-	handlers := runs.NewIdentityServices().Handlers(opts...)
+	handlers := runs.NewIdentityServices(config.Auth{}).Handlers(opts...)
 	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
 		runs.NewTaskService(st, state, cfg, log).Handler,
 		runs.NewRunService(h.state).Handler,

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/store"
 )
 
@@ -20,7 +21,12 @@ type Option func(*options)
 
 type options struct {
 	triggers TaskTriggers
+	auth     config.Auth
 }
+
+// WithAuth makes AuthMetadataService answer from the auth configuration
+// (without it, as with auth off).
+func WithAuth(a config.Auth) Option { return func(o *options) { o.auth = a } }
 
 // WithTaskTriggers makes DeployTask deploy the triggers it carries through
 // t; without it, DeployTask refuses triggers.

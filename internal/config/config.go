@@ -42,6 +42,7 @@ type Config struct {
 	KubeAPI  KubeAPI  `mapstructure:"kubeAPI" yaml:"kubeAPI"`
 	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
 	Apps     Apps     `mapstructure:"apps" yaml:"apps"`
+	Auth     Auth     `mapstructure:"auth" yaml:"auth"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`
@@ -163,6 +164,25 @@ type Server struct {
 	MaxGlobalWatchesPerClient int `mapstructure:"maxGlobalWatchesPerClient" yaml:"maxGlobalWatchesPerClient"`
 	// Orgs is how the org named in identifiers is treated.
 	Orgs Orgs `mapstructure:"orgs" yaml:"orgs"`
+	// TLS serves the API port over https (HTTP/2 by ALPN, and HTTP/1.1).
+	TLS TLS `mapstructure:"tls" yaml:"tls"`
+}
+
+// TLS configures https on the API port. Off by default: the embedded
+// default listens on loopback in plain HTTP (which is also what the SDK
+// needs to send no credentials, see docs/auth.md).
+type TLS struct {
+	// Enabled serves https instead of plain HTTP.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// CertFile and KeyFile are a PEM certificate (chain) and its key. With
+	// neither, a self-signed certificate is generated into <home>/tls
+	// (tls.crt, tls.key) for development; clients trust it through that
+	// file (SSL_CERT_FILE, or the SDK's admin.caCertFilePath).
+	CertFile string `mapstructure:"certFile" yaml:"certFile"`
+	KeyFile  string `mapstructure:"keyFile" yaml:"keyFile"`
+	// GeneratedDir is where the certificate is generated when neither file
+	// is set (derived from home; not a configuration key).
+	GeneratedDir string `mapstructure:"-" yaml:"-"`
 }
 
 // Orgs configures the org part of identifiers. Clients disagree on it: the

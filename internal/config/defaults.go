@@ -194,6 +194,7 @@ func Default() Config {
 			MaxEventBytes:   64 << 10,
 			MaxAttemptBytes: 1 << 20,
 		},
+		Auth: defaultAuth(),
 		Triggers: Triggers{
 			CheckInterval: time.Second,
 			CatchUp:       "all",
@@ -246,6 +247,9 @@ func (c *Config) applyDerivedDefaults() error {
 		} else if c.Secrets.KeyFile, err = absPath(c.Secrets.KeyFile); err != nil {
 			return fmt.Errorf("secrets.keyFile: %w", err)
 		}
+	}
+	if t := &c.Server.TLS; t.CertFile == "" && t.KeyFile == "" {
+		t.GeneratedDir = filepath.Join(home, "tls")
 	}
 	if c.Executor.Kubernetes.Kubeconfig != "" {
 		if c.Executor.Kubernetes.Kubeconfig, err = absPath(c.Executor.Kubernetes.Kubeconfig); err != nil {

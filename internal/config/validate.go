@@ -50,6 +50,10 @@ func (c *Config) Validate() error {
 			bad("server.externalURL", "must be an absolute http:// or https:// URL, got %q", c.Server.ExternalURL)
 		}
 	}
+	c.Auth.validate(bad)
+	if t := c.Server.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		bad("server.tls", "set both certFile and keyFile, or neither (to generate a self-signed certificate)")
+	}
 	if c.Server.MaxRequestBytes <= 0 {
 		bad("server.maxRequestBytes", "must be positive, got %d", c.Server.MaxRequestBytes)
 	} else if c.Server.MaxRequestBytes > 1<<31-1 {

@@ -14,6 +14,7 @@ package mgrproc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,11 @@ const (
 // HTTPClient is the client harnesses use for the manager's plain HTTP
 // endpoints (/readyz, /metrics, ...): unlike http.DefaultClient it gives up
 // on a manager that stopped answering.
-var HTTPClient = &http.Client{Timeout: 30 * time.Second}
+// A manager started by a test with server.tls has a certificate the test
+// generated; these loopback checks do not verify it.
+var HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test helper, loopback only
+}}
 
 // Build compiles fmgr.dev/manager into out with extra `go build` arguments
 // (such as "-tags", "bench" or "-ldflags", ...) and returns out. It must run
@@ -104,7 +109,7 @@ type Process struct {
 }
 
 // servingLine is the banner's first line (manager/compose printBanner).
-var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
+var servingLine = regexp.MustCompile(`serving on (https?://\S+)`)
 
 // kubeLine is the banner's address of the Kubernetes-style API.
 var kubeLine = regexp.MustCompile(`kubectl \(taskactions[^\n]*\n\s+(https://\S+)`)
@@ -242,7 +247,9 @@ func (p *Process) get(ctx context.Context, path string) (int, string, error) {
 }
 
 // Endpoint is the manager's host:port.
-func (p *Process) Endpoint() string { return strings.TrimPrefix(p.URL, "http://") }
+func (p *Process) Endpoint() string {
+	return strings.TrimPrefix(strings.TrimPrefix(p.URL, "http://"), "https://")
+}
 
 // Output is everything the manager printed since it last started.
 func (p *Process) Output() string { return p.output.String() }

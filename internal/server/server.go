@@ -15,11 +15,13 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,7 @@ import (
 
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/requrl"
+	"fmgr.dev/internal/tlscert"
 )
 
 // Service is one Connect service as returned by a generated
@@ -84,9 +87,11 @@ type Server struct {
 	workers    []namedWorker
 	mounted    map[string]bool
 	ln         net.Listener
+	tls        *tls.Config    // server.tls: nil serves plain HTTP
 	extra      []net.Listener // ListenAlso's, served by the same http.Server
 	httpServer *http.Server
 	draining   atomic.Bool
+	auth       atomic.Pointer[Auth] // nil: auth.mode off
 
 	// streams is cancelled when shutdown begins: server streams end then,
 	// while unary calls may run to completion.
@@ -140,12 +145,13 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 func (s *Server) Logger() *slog.Logger { return s.log }
 
 // HandlerOptions are the options every Connect service must be built with:
-// the interceptor chain (request log and metrics, the per-client stream
+// the interceptor chain (request log and metrics, authentication (auth.go),
+// the per-client stream
 // caps (streamcap.go), error masking, the org of identifiers (orgs.go),
 // panic recovery) and the request size limit.
 func (s *Server) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
-		connect.WithInterceptors(&observeInterceptor{s: s}, &streamCapInterceptor{c: s.caps}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
+		connect.WithInterceptors(&observeInterceptor{s: s}, &authInterceptor{s: s}, &streamCapInterceptor{c: s.caps}, &maskInterceptor{s: s}, &orgInterceptor{cfg: s.cfg.Orgs}),
 		connect.WithRecover(recoverPanic),
 		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
 		connect.WithCompressMinBytes(1024),
@@ -227,12 +233,47 @@ func (s *Server) Listen() error {
 	if s.ln != nil {
 		return nil
 	}
+	tc, err := s.tlsConfig()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.ListenAddr())
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.ListenAddr(), err)
 	}
-	s.ln = ln
+	s.ln, s.tls = ln, tc
 	return nil
+}
+
+// tlsConfig is server.tls's: the configured certificate, or one generated
+// into the data directory, offering HTTP/2 and HTTP/1.1 by ALPN.
+func (s *Server) tlsConfig() (*tls.Config, error) {
+	t := s.cfg.TLS
+	if !t.Enabled {
+		return nil, nil
+	}
+	var cert tls.Certificate
+	var err error
+	if t.CertFile != "" {
+		cert, err = tlscert.Load(t.CertFile, t.KeyFile)
+	} else {
+		hosts := []string{s.cfg.Host}
+		if u, perr := url.Parse(s.cfg.ExternalURL); perr == nil && s.cfg.ExternalURL != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+		cert, _, err = tlscert.Ensure(t.GeneratedDir, "flyte-manager", hosts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server.tls: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}, nil
+}
+
+// TLS reports whether the API port serves https.
+func (s *Server) TLS() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tls != nil
 }
 
 // ListenAlso binds one more address that Serve serves the same handler on
@@ -272,6 +313,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(true)
 	s.mu.Lock()
 	s.httpServer = &http.Server{
 		Handler:           s.Handler(),
@@ -283,12 +325,19 @@ func (s *Server) Serve(ctx context.Context) error {
 		IdleTimeout: s.cfg.IdleTimeout,
 		HTTP2:       &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		TLSConfig:   s.tls,
 	}
-	hs, ln, extra := s.httpServer, s.ln, s.extra
+	hs, ln, extra, useTLS := s.httpServer, s.ln, s.extra, s.tls != nil
 	s.mu.Unlock()
 
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() {
+		if useTLS {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
 	// Shutdown closes these listeners too; their Serve then returns
 	// ErrServerClosed, and an earlier failure is only logged: the main
 	// listener is what the manager lives by.

@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"fmgr.dev/apikey"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
@@ -76,6 +77,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
 
+	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
+		return closeAfter(srv, err)
+	}
 	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version}
 	if err := Setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
@@ -182,6 +186,10 @@ func printBanner(w io.Writer, version string, cfg *config.Config, addr, consoleA
 	}
 	listen := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(port))
 	endpoint, insecure := sdkEndpoint(cfg, port)
+	scheme, protocols := "http", "HTTP/1.1 and h2c"
+	if cfg.Server.TLS.Enabled {
+		scheme, protocols = "https", "TLS, HTTP/2 and HTTP/1.1"
+	}
 	project := "flytesnacks"
 	if len(cfg.Projects.Seed) > 0 {
 		project = cfg.Projects.Seed[0]
@@ -191,14 +199,14 @@ func printBanner(w io.Writer, version string, cfg *config.Config, addr, consoleA
 		flags = " --insecure"
 	}
 	red := cfg.Redacted()
-	fmt.Fprintf(w, `flyte-manager %s is serving on http://%s (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)
+	fmt.Fprintf(w, `flyte-manager %s is serving on %s://%s (Connect, gRPC, gRPC-Web; %s)
   data:     %s
   database: %s
   blobs:    %s
 
 Point the Flyte SDK at it:
   flyte create config --endpoint %s%s --project %s --domain development
-`, version, listen, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
+`, version, scheme, listen, protocols, cfg.Home, red.Database.DSN, red.Storage.URL, endpoint, flags, project)
 	if cfg.Console.Enabled {
 		scheme := "https"
 		if insecure {
@@ -226,5 +234,19 @@ func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) 
 	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
 		host = "localhost"
 	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), true
+	return net.JoinHostPort(host, strconv.Itoa(port)), !cfg.Server.TLS.Enabled
+}
+
+// setupAuth turns on authentication when auth.mode is required: API keys
+// and the tokens the token endpoint mints from them (apikey).
+func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slog.Logger) error {
+	if !cfg.Auth.Required() {
+		return nil
+	}
+	issuer := apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: issuer})
+	if !cfg.Server.TLS.Enabled {
+		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
+	}
+	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: issuer.TokenHandler(logger)})
 }

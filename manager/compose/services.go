@@ -101,7 +101,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	for _, step := range []func() error{
 		setupExecutor,
 		func() error {
-			return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log, runs.WithTaskTriggers(triggers))
+			return runs.Setup(ctx, srv, state, st, cfg.Projects, d.Log, runs.WithTaskTriggers(triggers), runs.WithAuth(cfg.Auth))
 		},
 		func() error { return runs.SetupTranslator(srv, state) },
 		func() error { return actions.Setup(srv, state) },

@@ -1,0 +1,57 @@
+package config
+
+import "time"
+
+// Auth modes.
+const (
+	AuthOff      = "off"
+	AuthRequired = "required"
+)
+
+// Auth configures who may call the API (docs/auth.md).
+type Auth struct {
+	// Mode is "off" (every caller is anonymous; the default, for the
+	// loopback embedded manager) or "required" (every procedure but
+	// AuthMetadataService needs a credential). The SDK sends credentials
+	// only over TLS, so "required" goes with server.tls.
+	Mode string `mapstructure:"mode" yaml:"mode"`
+	// AuthorizationMetadataKey is the header clients put "Bearer <token>"
+	// in, advertised by GetPublicClientConfig ("authorization" is also
+	// read when it is another).
+	AuthorizationMetadataKey string `mapstructure:"authorizationMetadataKey" yaml:"authorizationMetadataKey"`
+	// ClientID, RedirectURI, Scopes and Audience are what
+	// GetPublicClientConfig advertises to interactive clients.
+	ClientID    string   `mapstructure:"clientId" yaml:"clientId"`
+	RedirectURI string   `mapstructure:"redirectUri" yaml:"redirectUri"`
+	Scopes      []string `mapstructure:"scopes" yaml:"scopes"`
+	Audience    string   `mapstructure:"audience" yaml:"audience"`
+	// TokenTTL is how long a token from the token endpoint is valid;
+	// clients fetch a new one when it is refused.
+	TokenTTL time.Duration `mapstructure:"tokenTTL" yaml:"tokenTTL"`
+}
+
+// Required reports whether callers must authenticate.
+func (a Auth) Required() bool { return a.Mode == AuthRequired }
+
+func defaultAuth() Auth {
+	return Auth{
+		Mode:                     AuthOff,
+		AuthorizationMetadataKey: "authorization",
+		ClientID:                 "flyte-sdk",
+		RedirectURI:              "http://localhost:53593/callback",
+		Scopes:                   []string{"all"},
+		TokenTTL:                 time.Hour,
+	}
+}
+
+func (a Auth) validate(bad func(key, format string, args ...any)) {
+	if a.Mode != AuthOff && a.Mode != AuthRequired {
+		bad("auth.mode", "must be %q or %q, got %q", AuthOff, AuthRequired, a.Mode)
+	}
+	if a.AuthorizationMetadataKey == "" {
+		bad("auth.authorizationMetadataKey", "must not be empty")
+	}
+	if a.TokenTTL < time.Minute || a.TokenTTL > 24*time.Hour {
+		bad("auth.tokenTTL", "must be between 1m and 24h, got %s", a.TokenTTL)
+	}
+}
