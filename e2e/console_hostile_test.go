@@ -156,7 +156,7 @@ func writeProto(t *testing.T, path string, m proto.Message) {
 // text, script elements and unframed iframes, and leaves javascript: URLs
 // out.
 func TestConsoleHostileStrings(t *testing.T) {
-	m := startManager(t, dbtest.SQLiteDSN(t))
+	m := startManager(t, dbtest.SQLiteDSN(t), pathLocations)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	joined := strings.Join(hostileStrings, "\n")

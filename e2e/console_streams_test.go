@@ -58,7 +58,7 @@ func waitStreams(t *testing.T, m *manager, what string, want map[string]int) {
 // manager, every page still loads, and the manager holds only the streams
 // of the view on screen; leaving the console closes those too.
 func TestConsoleNavigationClosesStreams(t *testing.T) {
-	m := startManager(t, dbtest.SQLiteDSN(t))
+	m := startManager(t, dbtest.SQLiteDSN(t), pathLocations)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	gate := filepath.Join(testkit.TaskDir(t), "gate")

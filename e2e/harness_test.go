@@ -82,6 +82,11 @@ func startManager(t *testing.T, dsn string, env ...string) *manager {
 	return startManagerAs(t, managerBin, dsn, env...)
 }
 
+// pathLocations makes a manager give tasks paths rather than s3:// locations
+// through its S3 endpoint: for the tests whose tasks are shell commands that
+// write their outputs to {{.outputPrefix}} as a directory.
+const pathLocations = "FLYTE_MANAGER_STORAGE_S3ENDPOINT_TASKLOCATIONS=file"
+
 // startManagerAs is startManager with another build of the manager.
 func startManagerAs(t *testing.T, bin, dsn string, env ...string) *manager {
 	t.Helper()

@@ -56,7 +56,7 @@ func resetPeakRSS(t *testing.T, pid int) {
 // log raises the manager's peak RSS by 50 MB.
 func TestHugeLogIsCappedAndStreamed(t *testing.T) {
 	const printed = 300_000_000
-	m := startManager(t, "sqlite://"+filepath.Join(t.TempDir(), "fm.db"))
+	m := startManager(t, "sqlite://"+filepath.Join(t.TempDir(), "fm.db"), pathLocations)
 	pid := m.PID()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
