@@ -42,6 +42,8 @@ var Procedures = map[string]Action{
 	"/flyteidl2.dataproxy.DataProxyService/TailLogs":             View,
 	"/flyteidl2.dataproxy.DataProxyService/UploadInputs":         Execute,
 
+	"/flyteidl2.imagebuilder.ImageService/GetImage": View,
+
 	"/flyteidl2.project.ProjectService/CreateProject": Admin,
 	"/flyteidl2.project.ProjectService/GetProject":    View,
 	"/flyteidl2.project.ProjectService/ListProjects":  View,
@@ -110,10 +112,13 @@ var Procedures = map[string]Action{
 // call without naming one: nothing in their answers belongs to a project
 // the caller has no role on, beyond project names.
 var Unscoped = map[string]bool{
-	"/flyteidl2.auth.IdentityService/UserInfo":                       true,
-	"/flyteidl2.project.ProjectService/ListProjects":                 true,
-	"/flyteidl2.project.ProjectService/GetProject":                   true,
-	"/flyteidl2.cluster.ClusterService/SelectCluster":                true,
+	"/flyteidl2.auth.IdentityService/UserInfo":        true,
+	"/flyteidl2.project.ProjectService/ListProjects":  true,
+	"/flyteidl2.project.ProjectService/GetProject":    true,
+	"/flyteidl2.cluster.ClusterService/SelectCluster": true,
+	// Whether an image of a name was built: images are the manager's,
+	// keyed by content, and the SDK may name no project.
+	"/flyteidl2.imagebuilder.ImageService/GetImage":                  true,
 	"/flyteidl2.workflow.TranslatorService/JsonValuesToLiterals":     true,
 	"/flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": true,
 	"/flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": true,
