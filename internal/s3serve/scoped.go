@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -31,6 +32,9 @@ type Grant struct {
 	// Write are the key prefixes under which it also writes (PUT, DELETE,
 	// multipart uploads, a copy's destination).
 	Write []string
+	// Files are single keys it reads (an attempt's inputs file where it
+	// lies outside every prefix).
+	Files []string
 	// Expires is when the key stops working.
 	Expires time.Time
 }
@@ -38,6 +42,7 @@ type Grant struct {
 type grantDoc struct {
 	R []string `json:"r,omitempty"`
 	W []string `json:"w,omitempty"`
+	F []string `json:"f,omitempty"`
 	E int64    `json:"e"`
 }
 
@@ -45,7 +50,7 @@ type grantDoc struct {
 // master (the endpoint's master secret key, Options.ScopedMaster). Every
 // prefix is taken as a directory: one without a trailing "/" gets one.
 func ScopedKey(master string, g Grant) (id, secret string) {
-	doc := grantDoc{R: dirs(g.Read), W: dirs(g.Write), E: g.Expires.Unix()}
+	doc := grantDoc{R: dirs(g.Read), W: dirs(g.Write), F: g.Files, E: g.Expires.Unix()}
 	b, _ := json.Marshal(doc) // strings and an integer: cannot fail
 	id = scopedKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
 	return id, scopedSecret(master, id)
@@ -92,12 +97,12 @@ func parseScoped(id string) (Grant, bool) {
 			return Grant{}, false
 		}
 	}
-	return Grant{Read: doc.R, Write: doc.W, Expires: time.Unix(doc.E, 0)}, true
+	return Grant{Read: doc.R, Write: doc.W, Files: doc.F, Expires: time.Unix(doc.E, 0)}, true
 }
 
 // mayRead says whether the grant covers reading key (nil: the full key).
 func (g *Grant) mayRead(key string) bool {
-	return g == nil || underAny(key, g.Read) || underAny(key, g.Write)
+	return g == nil || underAny(key, g.Read) || underAny(key, g.Write) || slices.Contains(g.Files, key)
 }
 
 // mayWrite says whether the grant covers writing key (nil: the full key).

@@ -25,6 +25,7 @@ func TestScopedKeys(t *testing.T) {
 		"runs/_/p/d/r1/a0/1/outputs.pb", "runs/_/p/d/r2/a0/1/outputs.pb", "runs/_/p/d/r2/a0/1/raw/f.txt",
 		"runs/_/q/d/r9/a0/1/outputs.pb", "uploads/_/p/d/abc/code.tgz", "uploads/_/q/d/abc/code.tgz",
 		"offloaded-inputs/_/p/d/h1/inputs.pb", "offloaded-inputs/_/q/d/h1/inputs.pb", "runs/_/p/d2/r3/a0/1/outputs.pb",
+		"custom/h2/inputs.pb", "custom/h2/other.pb",
 	} {
 		if err := f.store.Put(ctx, k, []byte("data of "+k), nil); err != nil {
 			t.Fatal(err)
@@ -33,6 +34,7 @@ func TestScopedKeys(t *testing.T) {
 	grant := s3serve.Grant{
 		Read:    []string{"runs/_/p/d/", "uploads/_/p/d/", "offloaded-inputs/_/p/d"},
 		Write:   []string{"runs/_/p/d/r1"},
+		Files:   []string{"custom/h2/inputs.pb"},
 		Expires: time.Now().Add(time.Hour),
 	}
 	id, secret := s3serve.ScopedKey(secretKey, grant)
@@ -69,6 +71,7 @@ func TestScopedKeys(t *testing.T) {
 		"read same project's run":  get("runs/_/p/d/r2/a0/1/outputs.pb"),
 		"read own code bundle":     get("uploads/_/p/d/abc/code.tgz"),
 		"read own inputs":          get("offloaded-inputs/_/p/d/h1/inputs.pb"),
+		"read own inputs file":     get("custom/h2/inputs.pb"),
 	} {
 		if err != nil {
 			t.Errorf("%s: %v", what, err)
@@ -101,6 +104,8 @@ func TestScopedKeys(t *testing.T) {
 		"write own project's code (read-only)":   put("uploads/_/p/d/abc/code.tgz"),
 		"write own project's inputs (read only)": put("offloaded-inputs/_/p/d/h1/inputs.pb"),
 		"write outside every run":                put("elsewhere/x"),
+		"read beside own inputs file":            get("custom/h2/other.pb"),
+		"write own inputs file":                  put("custom/h2/inputs.pb"),
 	} {
 		if code(err) != "AccessDenied" {
 			t.Errorf("%s: %v, want AccessDenied", what, err)

@@ -29,13 +29,19 @@ const (
 // at least valid (0: no limit): write its run's base (runBaseKey, as a
 // storage key); read that, its project/domain's runs (cache hits point at
 // other runs' outputs), uploads (code bundles, files the client uploaded)
-// and run inputs. With cache.crossProjectLookup a hit may point at another
-// project's run of the org, so the org's runs are readable.
-func attemptGrant(a *store.Action, runBaseKey string, valid time.Duration, crossProject bool, now time.Time) s3serve.Grant {
+// and run inputs, and its own inputs file (inputsKey; a run's inputs may
+// lie under the run_base_dir the client named, outside all of these). With
+// cache.crossProjectLookup a hit may point at another project's run of the
+// org, so the org's runs are readable.
+func attemptGrant(a *store.Action, runBaseKey, inputsKey string, valid time.Duration, crossProject bool, now time.Time) s3serve.Grant {
 	sc := runlayout.ScopeDir(a.Org, a.Project, a.Domain)
 	runs := runlayout.RunBaseKey(a.Org, a.Project, a.Domain, "")
 	if crossProject {
 		runs = path.Dir(path.Dir(runs))
+	}
+	var files []string
+	if inputsKey != "" {
+		files = []string{inputsKey}
 	}
 	life := scopedKeyUnlimited
 	if valid > 0 {
@@ -44,6 +50,7 @@ func attemptGrant(a *store.Action, runBaseKey string, valid time.Duration, cross
 	return s3serve.Grant{
 		Read:    []string{runs, path.Join(dataproxy.UploadPrefix, sc), path.Join(runlayout.OffloadedInputsRoot, sc)},
 		Write:   []string{runBaseKey},
+		Files:   files,
 		Expires: now.Add(life),
 	}
 }
@@ -55,7 +62,8 @@ func (e *s3Endpoint) scopedSecrets(blobs *blob.Store, crossProject bool) func(*s
 		// A base outside the store (it cannot be: runs are created with one
 		// in it) would get no write at all.
 		base, _ := blobs.Key(a.RunOutputBase)
-		id, secret := s3serve.ScopedKey(e.secret, attemptGrant(a, base, valid, crossProject, time.Now()))
+		inputs, _ := blobs.Key(runlayout.InputFile(a.InputURI))
+		id, secret := s3serve.ScopedKey(e.secret, attemptGrant(a, base, inputs, valid, crossProject, time.Now()))
 		access := e.access()
 		access.AccessKeyID, access.SecretAccessKey = id, secret
 		_, sec := access.ProcessEnv()
