@@ -27,6 +27,7 @@ const (
 	sandboxAPIPort     = 30080                    // the API, /healthz and the console at /v2
 	sandboxKubePort    = 6443                     // the Kubernetes-style API
 	sandboxS3Port      = 30002                    // the S3 endpoint over the storage
+	sandboxAppsPort    = 30081                    // apps' public URLs
 	sandboxContext     = "flyte-devbox"           // the kubeconfig context the SDK switches to
 	envKubeconfigOut   = "K3S_KUBECONFIG_OUTPUT"  // where to write the kubeconfig
 	envDev             = "FLYTE_DEV"              // True: debug logging (see docs/sandbox.md)
@@ -57,7 +58,7 @@ func newSandboxCmd(g *globalFlags) *cobra.Command {
 		Short: "Serve as the sandbox image does (the SDK's `flyte start devbox` contract)",
 		Long: "Serve with the sandbox's defaults: home " + sandboxStorage + ", the API and console on 0.0.0.0:30080,\n" +
 			"the Kubernetes-style API on 0.0.0.0:6443, the S3 endpoint on 0.0.0.0:30002 (key minio/miniostorage, as the SDK's\n" +
-			"S3.for_sandbox()), tasks as local processes. " + sandboxConfigDir + "/config.yaml,\n" +
+			"S3.for_sandbox()), apps on 0.0.0.0:30081 too, tasks as local processes. " + sandboxConfigDir + "/config.yaml,\n" +
 			"when present, is merged over those defaults (then any --config). With $" + envKubeconfigOut + " set, a\n" +
 			"kubeconfig (context flyte-devbox) with a new token is written there at every start; earlier tokens\n" +
 			"are revoked. $" + envDev + "=True turns on debug logging. See docs/sandbox.md.",
@@ -119,6 +120,12 @@ func writeSandboxDefaults(storage, python string, dev bool) (string, error) {
 		"kubeAPI": map[string]any{
 			"enabled": true,
 			"listen":  net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxKubePort)),
+		},
+		// Apps answer on 30081 too, where the reference devbox serves them,
+		// and their public URLs say so.
+		"apps": map[string]any{
+			"listen":    net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxAppsPort)),
+			"publicURL": "http://localhost:" + strconv.Itoa(sandboxAppsPort) + config.DefaultAppsPathPrefix + "/{project}/{domain}/{name}/",
 		},
 		"storage": map[string]any{
 			"s3Endpoint": map[string]any{

@@ -34,6 +34,9 @@ func TestSandboxConfigAndKubeconfig(t *testing.T) {
 		if e := cfg.Storage.S3Endpoint; e.Listen != "0.0.0.0:30002" || e.AccessKeyID != "minio" || e.SecretAccessKey != "miniostorage" || e.TaskLocations != "s3" {
 			t.Errorf("storage.s3Endpoint %+v, want 0.0.0.0:30002 with S3.for_sandbox()'s key, tasks on s3 locations", e)
 		}
+		if a := cfg.Apps; a.Listen != "0.0.0.0:30081" || a.PublicURL != "http://localhost:30081/apps/{project}/{domain}/{name}/" {
+			t.Errorf("apps %+v, want them on 0.0.0.0:30081 with public URLs there", a)
+		}
 		if cfg.Executor.Local.RunAs.Mode != "manager" {
 			t.Errorf("executor.local.runAs.mode %q, want manager", cfg.Executor.Local.RunAs.Mode)
 		}

@@ -132,7 +132,7 @@ func imageOf(o options, p *v1.Platform, base, top v1.Layer) (v1.Image, error) {
 			"LANG=C.UTF-8",
 			"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
 		},
-		ExposedPorts: map[string]struct{}{"30080/tcp": {}, "6443/tcp": {}, "30002/tcp": {}},
+		ExposedPorts: map[string]struct{}{"30080/tcp": {}, "6443/tcp": {}, "30002/tcp": {}, "30081/tcp": {}},
 		Labels:       labels,
 	}
 	img, err = mutate.ConfigFile(img, cf)

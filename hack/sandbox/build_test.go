@@ -38,7 +38,7 @@ func TestImageConfig(t *testing.T) {
 	if !slices.ContainsFunc(c.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=/opt/flyte/bin:") }) {
 		t.Errorf("env %q: the venv is not first on PATH", c.Env)
 	}
-	for _, p := range []string{"30080/tcp", "6443/tcp", "30002/tcp"} {
+	for _, p := range []string{"30080/tcp", "6443/tcp", "30002/tcp", "30081/tcp"} {
 		if _, ok := c.ExposedPorts[p]; !ok {
 			t.Errorf("port %s not exposed: %v", p, c.ExposedPorts)
 		}

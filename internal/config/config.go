@@ -72,6 +72,12 @@ type Apps struct {
 	// front of the manager that forwards it to pathPrefix. "" reports the
 	// base URL the client used (or server.externalURL) + pathPrefix.
 	PublicURL string `mapstructure:"publicURL" yaml:"publicURL"`
+	// Listen is a second address serving the manager's handler, for apps'
+	// public URLs on a port of their own (the sandbox's 30081, where the
+	// reference devbox serves apps); apps are under pathPrefix there as on
+	// the API's port. A busy address is logged and skipped; "" (the
+	// default) opens none.
+	Listen string `mapstructure:"listen" yaml:"listen"`
 }
 
 // KubeAPI configures the Kubernetes-style API (taskactions.flyte.org/v1

@@ -213,6 +213,11 @@ func (c *Config) Validate() error {
 	if p := c.Apps.PathPrefix; !appsPrefix.MatchString(p) || p == "/v2" || strings.HasPrefix(p, "/flyteidl2.") {
 		bad("apps.pathPrefix", "must be a path of one or more segments (letters, digits, '-', '_', '.'), not the console's /v2, such as /apps; got %q", p)
 	}
+	if a := c.Apps.Listen; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("apps.listen", "must be host:port (or \"\" for none), got %q", a)
+		}
+	}
 	if u := c.Apps.PublicURL; u != "" {
 		parsed, err := url.Parse(u)
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, "{name}") {

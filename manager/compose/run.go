@@ -89,6 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return closeAfter(srv, err)
 	}
 	consoleAddr := listenConsole(logger, cfg, srv)
+	listenApps(logger, cfg, srv)
 	kubeAddr := listenKubeAPI(logger, cfg, srv, d.KubeAPI)
 	// Workers start once the server listens: the executor tells task
 	// processes the address it got.
@@ -125,6 +126,23 @@ func listenConsole(logger *slog.Logger, cfg *config.Config, srv *server.Server) 
 		return nil
 	}
 	logger.Info("serving the console", "addr", bound.String())
+	return bound
+}
+
+// listenApps opens apps.listen, the apps' own port, when configured; a busy
+// port is logged (the apps stay on the API's port under apps.pathPrefix).
+func listenApps(logger *slog.Logger, cfg *config.Config, srv *server.Server) net.Addr {
+	addr := cfg.Apps.Listen
+	if addr == "" {
+		return nil
+	}
+	bound, err := srv.ListenAlso(addr)
+	if err != nil {
+		logger.Warn("not serving apps on their own address; they are still on the API's port under apps.pathPrefix",
+			"addr", addr, "error", err)
+		return nil
+	}
+	logger.Info("serving apps", "addr", bound.String(), "pathPrefix", cfg.Apps.PathPrefix)
 	return bound
 }
 
