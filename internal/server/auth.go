@@ -75,6 +75,15 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		if _, ok := authn.FromContext(ctx); !ok {
 			return next(ctx, conn)
 		}
+		if conn.Spec().StreamType != connect.StreamTypeServer {
+			// A client or bidi stream's handler may act before it reads
+			// a message: authorize it as naming no project (a role on
+			// every project), before the handler runs.
+			if err := authorize(ctx, conn.Spec().Procedure, nil); err != nil {
+				return err
+			}
+			return next(ctx, conn)
+		}
 		return next(ctx, &authorizedConn{StreamingHandlerConn: conn, ctx: ctx})
 	}
 }
@@ -132,9 +141,8 @@ func authorize(ctx context.Context, procedure string, msg any) error {
 	return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s may not %s %s (%s): its roles do not allow it", p.Subject, action, where, procedure))
 }
 
-// authorizedConn checks the first request message of a stream before the
-// handler sees it (server streams have exactly one; client and bidi
-// streams are authorized by their first).
+// authorizedConn checks a server stream's request message before the
+// handler sees it.
 type authorizedConn struct {
 	connect.StreamingHandlerConn
 	ctx     context.Context
