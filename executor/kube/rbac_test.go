@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -92,6 +94,14 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 	app := appTarget("rbac", &core.Container{Image: "img:1", Args: []string{"fserve"}})
 	apps.Apply(app)
 	apps.reconcileAll(h.ctx)
+	// The API server accepted both objects as built.
+	appName := types.NamespacedName{Namespace: "flyte", Name: appObjectName(app.Key)}
+	if err := h.k.Get(h.ctx, appName, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the app's Deployment: %v", err)
+	}
+	if err := h.k.Get(h.ctx, appName, &corev1.Service{}); err != nil {
+		t.Fatalf("the app's Service: %v", err)
+	}
 	app.Revision++
 	apps.Apply(app)
 	apps.reconcileAll(h.ctx)
