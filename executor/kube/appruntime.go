@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strconv"
@@ -34,6 +35,9 @@ type AppsConfig struct {
 	RawDataPrefix  string
 	Reporter       appruntime.Reporter
 	Log            *slog.Logger
+	// Holding reports whether this manager runs the executor (holds its
+	// lease); only then are apps' objects written. nil: always.
+	Holding func() bool
 	// Tick is how often every app is reconciled; 0 means a second.
 	Tick time.Duration
 }
@@ -66,6 +70,9 @@ func NewApps(cfg AppsConfig) *Apps {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = time.Second
+	}
+	if cfg.Holding == nil {
+		cfg.Holding = func() bool { return true }
 	}
 	return &Apps{cfg: cfg, wake: make(chan struct{}, 1), apps: map[appruntime.Key]*kubeApp{}}
 }
@@ -122,6 +129,9 @@ func (r *Apps) Run(ctx context.Context) error {
 }
 
 func (r *Apps) reconcileAll(ctx context.Context) {
+	if !r.cfg.Holding() {
+		return
+	}
 	r.mu.Lock()
 	apps := make(map[appruntime.Key]kubeApp, len(r.apps))
 	for k, a := range r.apps {
@@ -304,4 +314,34 @@ func podReady(p *corev1.Pod) bool {
 // TailLogs is not there yet for apps on Kubernetes.
 func (r *Apps) TailLogs(ctx context.Context, k appruntime.Key, replica string, emit func(string, []*dataplane.LogLine) error) error {
 	return errs.NotFoundf("app %s: logs of apps on the kubernetes executor are not served yet; use kubectl logs -l %s=%s", k, LabelApp, v1.LabelValue(k.Name))
+}
+
+// Apps returns the runtime that runs apps beside the driver's actions, in
+// the same namespaces, with its own uncached client. Apps get the
+// storage's plain variables; its secrets are not put in a Deployment
+// (an app on Kubernetes reaches the store with its service account).
+func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) (*Apps, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(d.rest, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: a client for apps: %w", err)
+	}
+	var env []contract.KV
+	if sa := d.coreOpts.Hooks.Storage; sa != nil {
+		env = append(env, sa.Env...)
+	}
+	return NewApps(AppsConfig{
+		Client:         c,
+		Placement:      d.placement(),
+		Endpoint:       d.endpoint,
+		Env:            env,
+		ServiceAccount: d.cfg.ServiceAccount,
+		RawDataPrefix:  rawDataPrefix,
+		Reporter:       rep,
+		Holding:        d.LeaseHeld,
+		Log:            d.log.With("component", "apps"),
+	}), nil
 }
