@@ -159,9 +159,11 @@ func buildAppObjects(t appruntime.Target, o appObjectsSpec) (*appsv1.Deployment,
 						Env:       envVars(env),
 						Resources: res,
 						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+						// The API server's defaults spelt out, so that an
+						// unchanged app compares equal to what it stored.
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 							TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)},
-						}},
+						}, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3},
 					}},
 				},
 			},

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -212,15 +213,23 @@ func (r *Apps) reconcile(ctx context.Context, t appruntime.Target) (appruntime.R
 	if err != nil {
 		return appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_FAILED, Message: "the app cannot run: " + err.Error()}, nil
 	}
-	err = upsert(ctx, r.cfg.Client, dep, func() *appsv1.Deployment { return &appsv1.Deployment{} }, func(cur *appsv1.Deployment) {
+	err = upsert(ctx, r.cfg.Client, dep, func() *appsv1.Deployment { return &appsv1.Deployment{} }, func(cur *appsv1.Deployment) bool {
+		if sameMeta(dep, cur) && equality.Semantic.DeepDerivative(dep.Spec, cur.Spec) {
+			return false
+		}
 		cur.Labels, cur.Annotations, cur.Spec = dep.Labels, dep.Annotations, dep.Spec
+		return true
 	})
 	if err != nil {
 		return appruntime.Report{}, err
 	}
-	err = upsert(ctx, r.cfg.Client, svc, func() *corev1.Service { return &corev1.Service{} }, func(cur *corev1.Service) {
+	err = upsert(ctx, r.cfg.Client, svc, func() *corev1.Service { return &corev1.Service{} }, func(cur *corev1.Service) bool {
+		if sameMeta(svc, cur) && maps.Equal(svc.Spec.Selector, cur.Spec.Selector) && equality.Semantic.DeepDerivative(svc.Spec.Ports, cur.Spec.Ports) {
+			return false
+		}
 		cur.Labels, cur.Annotations = svc.Labels, svc.Annotations
 		cur.Spec.Selector, cur.Spec.Ports = svc.Spec.Selector, svc.Spec.Ports
+		return true
 	})
 	if err != nil {
 		return appruntime.Report{}, err
@@ -236,18 +245,23 @@ func (r *Apps) reconcile(ctx context.Context, t appruntime.Target) (appruntime.R
 	return appStatusOf(t.Active(), &got, pods), nil
 }
 
-// upsert creates obj, or updates the one there with set.
-func upsert[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, set func(T)) error {
+// upsert creates obj, or updates the one there when set changed it (an
+// unchanged app writes nothing).
+func upsert[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, set func(T) bool) error {
 	cur := fresh()
 	err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
 	if apierrors.IsNotFound(err) {
 		return c.Create(ctx, obj)
 	}
-	if err != nil {
+	if err != nil || !set(cur) {
 		return err
 	}
-	set(cur)
 	return c.Update(ctx, cur)
+}
+
+// sameMeta reports whether cur has want's labels and annotations.
+func sameMeta(want, cur client.Object) bool {
+	return maps.Equal(want.GetLabels(), cur.GetLabels()) && maps.Equal(want.GetAnnotations(), cur.GetAnnotations())
 }
 
 // pods are k's Pods (of revision rev when rev is not 0).

@@ -102,6 +102,17 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 	if err := h.k.Get(h.ctx, appName, &corev1.Service{}); err != nil {
 		t.Fatalf("the app's Service: %v", err)
 	}
+	// An unchanged app writes nothing.
+	updates := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.seen["update apps/deployments"] + rec.seen["update /services"]
+	}
+	before := updates()
+	apps.reconcileAll(h.ctx)
+	if n := updates() - before; n != 0 {
+		t.Errorf("an unchanged app's objects were updated %d times", n)
+	}
 	app.Revision++
 	apps.Apply(app)
 	apps.reconcileAll(h.ctx)
