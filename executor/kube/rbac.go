@@ -39,3 +39,9 @@ package kube
 // patched as a series), and a Pod's listed into its attempt's history.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=flyte
 // +kubebuilder:rbac:groups="",resources=events,verbs=list,namespace=flyte
+
+// Apps (appruntime.go): a Deployment and a Service per app, read with the
+// uncached client (get), created, updated to a new revision or scale,
+// deleted with the app. Their Pods are listed with the pods rule above.
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;create;update;delete,namespace=flyte
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update;delete,namespace=flyte

@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	v1 "fmgr.dev/executor/api/v1"
@@ -36,10 +39,12 @@ import (
 func TestGeneratedRoleSuffices(t *testing.T) {
 	role := loadRole(t)
 	rec := &requests{seen: map[string]int{}}
+	var granted *rest.Config
 	h := newHarnessOpts(t, dbtest.SQLiteDSN(t), harnessOpts{
 		hooks: secretHooks(t, map[string]string{"api-token": "tok"}),
 		asDriver: func(c *testcluster.Cluster) *rest.Config {
-			return grantRole(t, c, role, rec)
+			granted = grantRole(t, c, role, rec)
+			return granted
 		},
 	}, func(c *config.KubernetesExecutor) {
 		c.GCInterval, c.GCTTL = 200*time.Millisecond, 0 // ended runs' TaskActions go at once: deletes and finalizers
@@ -74,6 +79,45 @@ while [ ! -e "$FIXTURES/release" ]; do sleep 0.1; done
 		var list v1.TaskActionList
 		return h.k.List(h.ctx, &list) == nil && len(list.Items) == 0
 	})
+
+	// Apps under the same Role: created, updated, deleted.
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := client.New(granted, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := NewApps(AppsConfig{Client: kc, Placement: v1.Placement{Namespace: "flyte"}, Endpoint: func() string { return "manager:8090" },
+		Reporter: &reports{}, Log: testLog()})
+	app := appTarget("rbac", &core.Container{Image: "img:1", Args: []string{"fserve"}})
+	apps.Apply(app)
+	apps.reconcileAll(h.ctx)
+	// The API server accepted both objects as built.
+	appName := types.NamespacedName{Namespace: "flyte", Name: appObjectName(app.Key)}
+	if err := h.k.Get(h.ctx, appName, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the app's Deployment: %v", err)
+	}
+	if err := h.k.Get(h.ctx, appName, &corev1.Service{}); err != nil {
+		t.Fatalf("the app's Service: %v", err)
+	}
+	// An unchanged app writes nothing.
+	updates := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.seen["update apps/deployments"] + rec.seen["update /services"]
+	}
+	before := updates()
+	apps.reconcileAll(h.ctx)
+	if n := updates() - before; n != 0 {
+		t.Errorf("an unchanged app's objects were updated %d times", n)
+	}
+	app.Revision++
+	apps.Apply(app)
+	apps.reconcileAll(h.ctx)
+	apps.Remove(app.Key)
+	apps.reconcileAll(h.ctx)
 
 	// Events are posted in the background: the abort's is the last.
 	h.eventually("the driver to post its events", func() bool { return rec.used("create events.k8s.io/events") })

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"fmgr.dev/app"
+	"fmgr.dev/executor/kube"
 	"fmgr.dev/executor/local"
 	"fmgr.dev/internal/appruntime"
 	"fmgr.dev/internal/blob"
@@ -14,14 +15,24 @@ import (
 
 // setupApps builds the App service and, with the local executor, the
 // runtime that runs apps' replicas beside the attempts and the proxy that
-// serves them; with the kubernetes executor apps are stored but not run
-// yet.
+// serves them; with the kubernetes executor, the runtime that runs each
+// app as a Deployment and a Service (not served through the manager yet).
 func setupApps(d *Deps, exec executor, blobs *blob.Store) error {
 	srv := d.Server
+	if kd, ok := exec.(*kube.Driver); ok {
+		var svc *app.Service
+		rt, err := kd.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
+		if err != nil {
+			return err
+		}
+		svc = app.NewService(app.NewStore(d.DB), app.Options{Runtime: rt, Log: d.Log})
+		srv.AddWorker(AppReplicasWorker, rt.Run)
+		return app.Setup(srv, svc)
+	}
 	drv, ok := exec.(*local.Driver)
 	if !ok {
 		return app.Setup(srv, app.NewService(app.NewStore(d.DB), app.Options{
-			NoRuntime: "the kubernetes executor does not run apps yet; the local executor does",
+			NoRuntime: "this executor does not run apps",
 			Log:       d.Log,
 		}))
 	}

@@ -20,3 +20,5 @@ package perproject
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update;delete
