@@ -199,7 +199,14 @@ func testApps(t *testing.T, m *manager) {
 	m.Restart()
 	c = appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL), logs: appconnect.NewAppLogsServiceClient(http.DefaultClient, m.URL)}
 	url = c.get(ctx, "e2e-web").GetStatus().GetIngress().GetPublicUrl()
-	code, body := httpGet(t, url+"after-restart")
+	// The new process takes the executor lease once the killed one's
+	// expires; until then it answers that another manager runs the apps.
+	var code int
+	var body string
+	testkit.Eventually(t, "the restarted manager to take the executor lease and serve e2e-web", 3*time.Minute, func() bool {
+		code, body = httpGet(t, url+"after-restart")
+		return code != http.StatusServiceUnavailable || !strings.Contains(body, "holds the executor lease")
+	})
 	if code != http.StatusOK || !strings.HasSuffix(body, "path=/after-restart") {
 		t.Fatalf("e2e-web after a manager restart answered %d %q", code, body)
 	}

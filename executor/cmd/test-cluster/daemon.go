@@ -155,6 +155,14 @@ func contains(list []string, s string) bool {
 // below dir: etcd (--data-dir) and kube-apiserver (--cert-dir) of a cluster
 // that died without stopping them.
 func killNaming(dir string) {
+	var killed []int
+	// Wait for them: SIGKILL is delivered at once but a busy machine may
+	// take a moment to end a process, and stop promises they are gone.
+	defer func() {
+		for _, pid := range killed {
+			waitGone(pid, stopTimeout)
+		}
+	}()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -167,7 +175,9 @@ func killNaming(dir string) {
 		}
 		for _, a := range args {
 			if strings.HasPrefix(a, "--data-dir="+dir) || strings.HasPrefix(a, "--cert-dir="+dir) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed = append(killed, pid)
+				}
 				break
 			}
 		}
