@@ -18,10 +18,8 @@ func (a *actionsService) Signal(ctx context.Context, req *connect.Request[action
 		return nil, err
 	}
 	parent := req.Msg.GetParentActionName()
-	if parent != "" {
-		if err := ident.ActionName("parent_action_name", parent); err != nil {
-			return nil, err
-		}
+	if err := ident.OptionalActionName("parent_action_name", parent); err != nil {
+		return nil, err
 	}
 	if err := a.s.state.Signal(ctx, key, parent, req.Msg.GetValue(), ""); err != nil {
 		return nil, err

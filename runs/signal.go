@@ -21,10 +21,8 @@ func (s *RunService) SignalEvent(ctx context.Context, req *connect.Request[workf
 		return nil, err
 	}
 	parent := req.Msg.GetParentActionName()
-	if parent != "" {
-		if err := ident.ActionName("parent_action_name", parent); err != nil {
-			return nil, err
-		}
+	if err := ident.OptionalActionName("parent_action_name", parent); err != nil {
+		return nil, err
 	}
 	v, err := payloadLiteral(req.Msg.GetPayload())
 	if err != nil {

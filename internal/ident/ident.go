@@ -110,6 +110,10 @@ func Action(field string, a *common.ActionIdentifier) (store.ActionKey, error) {
 // ActionName validates a bare action name (e.g. a parent's).
 func ActionName(field, name string) error { return part(field, name, 30, segment, false) }
 
+// OptionalActionName is ActionName where "" is allowed (a signal's
+// parent_action_name).
+func OptionalActionName(field, name string) error { return part(field, name, 30, segment, true) }
+
 // Task converts a TaskIdentifier; version is required.
 func Task(field string, t *task.TaskIdentifier) (store.TaskID, error) {
 	if t == nil {
