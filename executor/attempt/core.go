@@ -74,6 +74,8 @@ type Options struct {
 	Ended func(key store.ActionKey)
 	// Log receives what goes wrong after a record (slog.Default when nil).
 	Log *slog.Logger
+	// Metrics count what the core records (nothing when nil).
+	Metrics *Metrics
 }
 
 // Core is the shared attempt lifecycle over one run state.
@@ -192,6 +194,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	if err != nil {
 		return nil, nil, err
 	}
+	c.opts.Metrics.observe(a, ev, dec, u.At)
 	return updated, dec, nil
 }
 

@@ -155,8 +155,9 @@ func New(state *runstate.Service, rc *rest.Config, cfg config.KubernetesExecutor
 		Ended:         d.forgetPodEvents,
 		Log:           d.log,
 	}
-	d.core = attempt.New(state, d.coreOpts)
 	d.metrics = newMetrics(d)
+	d.coreOpts.Metrics = d.metrics.core
+	d.core = attempt.New(state, d.coreOpts)
 	return d
 }
 

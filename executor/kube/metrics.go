@@ -7,6 +7,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"fmgr.dev/executor/attempt"
 )
 
 // metrics are the driver's Prometheus metrics.
@@ -18,10 +20,12 @@ type metrics struct {
 	takeovers   prometheus.Counter
 	collected   prometheus.Counter
 	holder      prometheus.GaugeFunc
+	core        *attempt.Metrics
 }
 
 func newMetrics(d *Driver) *metrics {
 	return &metrics{
+		core:        attempt.NewMetrics(),
 		reconciles:  prometheus.NewCounter(prometheus.CounterOpts{Name: "flyte_manager_kube_reconciles_total", Help: "TaskAction reconciles by the lease holder."}),
 		podsCreated: prometheus.NewCounter(prometheus.CounterOpts{Name: "flyte_manager_kube_pods_created_total", Help: "Attempt Pods created."}),
 		apiWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flyte_manager_kube_api_writes_total",
@@ -42,7 +46,7 @@ func newMetrics(d *Driver) *metrics {
 
 // Register adds the metrics to reg.
 func (m *metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.reconciles, m.podsCreated, m.apiWrites, m.ended, m.takeovers, m.collected, m.holder} {
+	for _, c := range append([]prometheus.Collector{m.reconciles, m.podsCreated, m.apiWrites, m.ended, m.takeovers, m.collected, m.holder}, m.core.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

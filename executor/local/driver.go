@@ -306,7 +306,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	d.core = attempt.New(d.state, attempt.Options{SystemRetries: uint32(d.cfg.SystemRetries), Cluster: attempt.ClusterLocal,
 		SystemBackoff: d.systemBackoff, Fence: d.lease.Fence, Hooks: d.hooks,
-		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log})
+		Slots: d.slots, Requeue: d.q.addAfter, Ended: d.forgetWait, Log: d.log, Metrics: d.metrics.core})
 	if err := d.openToAttempts(); err != nil {
 		_ = f.Close()
 		d.lockF = nil

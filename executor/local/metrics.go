@@ -3,6 +3,7 @@ package local
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/machine"
 	"fmgr.dev/internal/phase"
 )
@@ -16,10 +17,12 @@ type metrics struct {
 	orphans   prometheus.Counter
 	takeovers prometheus.Counter
 	gauges    []prometheus.Collector
+	core      *attempt.Metrics
 }
 
 func newMetrics(d *Driver) *metrics {
 	m := &metrics{
+		core: attempt.NewMetrics(),
 		started: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flyte_manager_executor_attempts_started_total",
 			Help: "Attempt processes the local executor started.",
@@ -88,7 +91,7 @@ func newMetrics(d *Driver) *metrics {
 // RegisterMetrics registers the driver's collectors with reg (the server's
 // registry, served on /metrics).
 func (d *Driver) RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range append([]prometheus.Collector{d.metrics.started, d.metrics.starts, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...) {
+	for _, c := range append(append([]prometheus.Collector{d.metrics.started, d.metrics.starts, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...), d.metrics.core.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

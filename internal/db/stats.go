@@ -1,10 +1,12 @@
 package db
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"gorm.io/gorm"
 )
 
@@ -31,6 +33,9 @@ const statementCounterName = "fmgr:statements"
 // does not pass through gorm's callbacks and is not counted.
 type statementCounter struct {
 	counts [len(statementKinds)]atomic.Uint64
+	// errors counts the statements the database refused or that failed
+	// on the way (a query that found no row is not an error here).
+	errors [len(statementKinds)]atomic.Uint64
 }
 
 func (*statementCounter) Name() string { return statementCounterName }
@@ -63,9 +68,13 @@ func (c *statementCounter) count(tx *gorm.DB) {
 		return
 	}
 	kind := StatementKind(tx.Statement.SQL.String())
+	failed := tx.Error != nil && !errors.Is(tx.Error, gorm.ErrRecordNotFound)
 	for i, k := range statementKinds {
 		if k == kind {
 			c.counts[i].Add(1)
+			if failed {
+				c.errors[i].Add(1)
+			}
 			return
 		}
 	}
@@ -105,6 +114,10 @@ var statementsDesc = prometheus.NewDesc("flyte_manager_db_statements_total",
 	"SQL statements the manager sent to its database, by kind (select, insert, update, delete, other); transaction control is not counted.",
 	[]string{"kind"}, nil)
 
+var statementErrorsDesc = prometheus.NewDesc("flyte_manager_db_errors_total",
+	"SQL statements that failed (the database refused them, or the connection failed), by kind; a query that finds no row is not counted.",
+	[]string{"kind"}, nil)
+
 // statementCollector exposes a DB's statement counts to Prometheus.
 type statementCollector struct{ c *statementCounter }
 
@@ -118,11 +131,15 @@ func StatementCollector(db *gorm.DB) prometheus.Collector {
 	return statementCollector{c}
 }
 
-func (statementCollector) Describe(ch chan<- *prometheus.Desc) { ch <- statementsDesc }
+func (statementCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- statementsDesc
+	ch <- statementErrorsDesc
+}
 
 func (s statementCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, k := range statementKinds {
 		ch <- prometheus.MustNewConstMetric(statementsDesc, prometheus.CounterValue, float64(s.c.counts[i].Load()), k)
+		ch <- prometheus.MustNewConstMetric(statementErrorsDesc, prometheus.CounterValue, float64(s.c.errors[i].Load()), k)
 	}
 }
 
@@ -208,4 +225,15 @@ func isWordStart(s string, i int) bool {
 	}
 	p := s[i-1] | 0x20
 	return !(p >= 'a' && p <= 'z' || s[i-1] == '_' || s[i-1] >= '0' && s[i-1] <= '9')
+}
+
+// PoolCollector exposes db's connection pool (go_sql_* with db_name
+// "flyte_manager": connections open, in use and idle, the pool's limit, and
+// the waits for a free connection that say it is saturated).
+func PoolCollector(db *gorm.DB) (prometheus.Collector, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	return collectors.NewDBStatsCollector(sqlDB, "flyte_manager"), nil
 }

@@ -31,7 +31,12 @@ func TestStatementCounter(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := open(t, dsn(t))
+			reg := prometheus.NewRegistry()
+			if err := reg.Register(db.StatementCollector(g)); err != nil {
+				t.Fatal(err)
+			}
 			before := db.StatementCounts(g)
+			errorsBefore := gatherByKind(t, reg, "flyte_manager_db_errors_total")
 			ctx := context.Background()
 			must := func(what string, tx *gorm.DB) {
 				t.Helper()
@@ -43,7 +48,10 @@ func TestStatementCounter(t *testing.T) {
 			must("insert", g.Create(&statsRow{ID: 1, Name: "a"}))                                                // insert
 			must("insert batch", g.Create([]statsRow{{ID: 2, Name: "b"}, {ID: 3, Name: "c"}}))                   // insert (one statement)
 			var r statsRow
-			must("first", g.First(&r, 1))                                                      // select
+			must("first", g.First(&r, 1))                                    // select
+			if err := g.First(&r, 99).Error; err != gorm.ErrRecordNotFound { // select, no row: not an error
+				t.Fatalf("first of a missing row: %v", err)
+			}
 			must("update", g.Model(&statsRow{}).Where("id = ?", 1).Update("name", "z"))        // update
 			must("exec update", g.Exec(`UPDATE stats_rows SET name = ? WHERE id = ?`, "y", 2)) // update
 			var n int64
@@ -69,37 +77,47 @@ func TestStatementCounter(t *testing.T) {
 			for k, v := range before {
 				got[k] -= v
 			}
-			want := map[string]uint64{db.KindSelect: 4, db.KindInsert: 3, db.KindUpdate: 2, db.KindDelete: 2, db.KindOther: 1}
+			want := map[string]uint64{db.KindSelect: 5, db.KindInsert: 3, db.KindUpdate: 2, db.KindDelete: 2, db.KindOther: 1}
 			if !maps.Equal(got, want) {
 				t.Fatalf("StatementCounts delta = %v, want %v", got, want)
 			}
 
-			reg := prometheus.NewRegistry()
-			if err := reg.Register(db.StatementCollector(g)); err != nil {
-				t.Fatal(err)
-			}
-			families, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			metric := map[string]uint64{}
-			for _, f := range families {
-				if f.GetName() != "flyte_manager_db_statements_total" {
-					continue
-				}
-				for _, m := range f.GetMetric() {
-					for _, l := range m.GetLabel() {
-						if l.GetName() == "kind" {
-							metric[l.GetValue()] = uint64(m.GetCounter().GetValue())
-						}
-					}
-				}
-			}
-			if after := db.StatementCounts(g); !maps.Equal(metric, after) {
+			if metric, after := gatherByKind(t, reg, "flyte_manager_db_statements_total"), db.StatementCounts(g); !maps.Equal(metric, after) {
 				t.Fatalf("flyte_manager_db_statements_total = %v, want %v", metric, after)
+			}
+			// Only the query of the missing table failed.
+			failed := gatherByKind(t, reg, "flyte_manager_db_errors_total")
+			for k, v := range errorsBefore {
+				failed[k] -= v
+			}
+			if want := map[string]uint64{db.KindSelect: 1, db.KindInsert: 0, db.KindUpdate: 0, db.KindDelete: 0, db.KindOther: 0}; !maps.Equal(failed, want) {
+				t.Fatalf("flyte_manager_db_errors_total delta = %v, want %v", failed, want)
 			}
 		})
 	}
+}
+
+// gatherByKind is the counter family name of reg by its kind label.
+func gatherByKind(t *testing.T, reg *prometheus.Registry, name string) map[string]uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					metric[l.GetValue()] = uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return metric
 }
 
 func TestStatementKind(t *testing.T) {

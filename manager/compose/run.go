@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"fmgr.dev/apikey"
@@ -69,7 +70,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return err
 	}
 	srv.AddCloser("database", func(context.Context) error { return db.Close(gdb) })
-	if err := srv.Registry().Register(db.StatementCollector(gdb)); err != nil {
+	if err := registerStorageMetrics(srv, gdb, cfg.Home); err != nil {
 		return closeAfter(srv, err)
 	}
 	if err := db.Migrate(ctx, gdb); err != nil {
@@ -267,4 +268,20 @@ func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slo
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
 	}
 	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: issuer.TokenHandler(logger)})
+}
+
+// registerStorageMetrics registers what an operator watches of the
+// database and the data dir: statements and their errors, the connection
+// pool, and the data dir's filesystem.
+func registerStorageMetrics(srv *server.Server, gdb *gorm.DB, home string) error {
+	pool, err := db.PoolCollector(gdb)
+	if err != nil {
+		return err
+	}
+	for _, c := range []prometheus.Collector{db.StatementCollector(gdb), pool, homeDiskCollector(home)} {
+		if err := srv.Registry().Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
