@@ -21,9 +21,10 @@ type Metrics struct {
 	failures   *prometheus.CounterVec
 }
 
-// NewMetrics makes the core's metrics.
+// NewMetrics makes the core's metrics, every failure series at zero so
+// that rate() and increase() see the first failure.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		startDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "flyte_manager_executor_start_delay_seconds",
 			Help:    "Time from an action's creation to the executor's claim of its first attempt (queued, waiting for capacity or its queue's limit).",
@@ -34,6 +35,12 @@ func NewMetrics() *Metrics {
 			Help: "Failed attempts by error kind (user, system, unknown) and outcome (retried, or final when the action failed or timed out).",
 		}, []string{"kind", "outcome"}),
 	}
+	for _, kind := range []machine.ErrorKind{machine.KindUser, machine.KindSystem, machine.KindUnknown} {
+		for _, outcome := range []string{"retried", "final"} {
+			m.failures.WithLabelValues(strings.ToLower(kind.String()), outcome)
+		}
+	}
+	return m
 }
 
 // Collectors are the metrics to register.

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,35 @@ func (m *metrics) Register(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// MetricNames are the names of the metrics the kubernetes executor
+// registers (the chart's dashboard and alerts are checked against them).
+func MetricNames() []string {
+	ch := make(chan *prometheus.Desc, 64)
+	reg := prometheus.NewRegistry()
+	if err := newMetrics(&Driver{}).Register(reg); err != nil {
+		panic(err) // duplicate names: a programming error
+	}
+	reg.Describe(ch)
+	close(ch)
+	var names []string
+	for d := range ch {
+		names = append(names, descName(d))
+	}
+	return names
+}
+
+// descName is the fully qualified name of d (Desc has no accessor for it).
+func descName(d *prometheus.Desc) string {
+	s := d.String()
+	const key = `fqName: "`
+	i := strings.Index(s, key)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(key):]
+	return s[:strings.IndexByte(s, '"')]
 }
 
 // countingClient counts every write c sends, so operators (and `make

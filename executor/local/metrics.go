@@ -85,6 +85,13 @@ func newMetrics(d *Driver) *metrics {
 			Help: "Actions queued for the executor's workers.",
 		}, func() float64 { return float64(d.q.len()) }),
 	}
+	// Every series at zero, so that rate() and increase() see the first one.
+	for _, result := range []string{"succeeded", "failed", "timed_out", "aborted", "retried"} {
+		m.ended.WithLabelValues(result)
+	}
+	for _, how := range []string{"warm", "plain"} {
+		m.starts.WithLabelValues(how)
+	}
 	return m
 }
 
