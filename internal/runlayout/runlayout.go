@@ -86,6 +86,36 @@ func OffloadedInputsDir(org, project, domain string) string {
 	return path.Join(OffloadedInputsRoot, scope(org, project, domain))
 }
 
+// OffloadedInputsUnder is the parent of a project/domain's content-addressed
+// inputs below a prefix the client asked for (UploadInputs.base_dir):
+// `<prefix>/offloaded-inputs/<org|_>/<project>/<domain>`.
+func OffloadedInputsUnder(prefix, org, project, domain string) string {
+	return strings.TrimRight(prefix, "/") + "/" + OffloadedInputsDir(org, project, domain)
+}
+
+// IsOffloadedInputsKeyOf reports whether key is a directory of
+// content-addressed inputs of org/project/domain, as UploadInputs writes
+// them: `[<prefix>/]offloaded-inputs/<org|_>/<project>/<domain>/<sha256>`,
+// exactly. A run may only start from inputs of its own project and domain:
+// another project's inputs end in its own scope, wherever its prefix is.
+func IsOffloadedInputsKeyOf(key, org, project, domain string) bool {
+	dir, hash := path.Split(key)
+	dir = strings.TrimSuffix(dir, "/")
+	own := OffloadedInputsDir(org, project, domain)
+	if dir != own && !strings.HasSuffix(dir, "/"+own) {
+		return false
+	}
+	if len(hash) != 64 {
+		return false
+	}
+	for _, c := range hash {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // AttemptDir is the output directory of one attempt:
 // `<runBase>/<action>/<attempt>`. The SDK's fallback for a FAILED child
 // without an error in the update reads `<runBase>/<action>/1/error.pb`, so

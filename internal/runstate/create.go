@@ -211,7 +211,7 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := s.runInputs(ctx, req)
+	inputs, err := s.runInputs(ctx, run, req)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +286,20 @@ func (s *Service) runBase(run store.RunKey, requested string) (string, error) {
 	return base, nil
 }
 
+// offloadedInputs is the storage key of the directory of offloaded inputs
+// uri names (with or without its inputs.pb), which must be inputs that
+// UploadInputs stored for run's project and domain.
+func (s *Service) offloadedInputs(field, uri string, run store.RunKey) (string, error) {
+	key, err := s.location(field, strings.TrimSuffix(strings.TrimRight(uri, "/"), "/"+runlayout.InputsFile))
+	if err != nil {
+		return "", err
+	}
+	if !runlayout.IsOffloadedInputsKeyOf(key, run.Org, run.Project, run.Domain) {
+		return "", errs.Invalidf("%s %q is not inputs uploaded for project %s, domain %s: upload them with UploadInputs for this project", field, uri, run.Project, run.Domain)
+	}
+	return key, nil
+}
+
 // runInputs is what a CreateRun request says about its inputs: the
 // directory of offloaded ones (checked to exist), or the encoding of inline
 // ones, which CreateRun stores once nothing else can refuse the run.
@@ -294,9 +308,9 @@ type runInputs struct {
 	raw []byte
 }
 
-func (s *Service) runInputs(ctx context.Context, req *workflow.CreateRunRequest) (runInputs, error) {
+func (s *Service) runInputs(ctx context.Context, run store.RunKey, req *workflow.CreateRunRequest) (runInputs, error) {
 	if off := req.GetOffloadedInputData(); off != nil {
-		key, err := s.location("offloaded_input_data.uri", strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+runlayout.InputsFile))
+		key, err := s.offloadedInputs("offloaded_input_data.uri", off.GetUri(), run)
 		if err != nil {
 			return runInputs{}, err
 		}
@@ -393,7 +407,10 @@ func (s *Service) WriteInputs(ctx context.Context, req *dataproxy.UploadInputsRe
 		if err != nil {
 			return nil, err
 		}
-		parent = k
+		// Below the project's own scope, as a run base is: the prefix may
+		// be anywhere, even in another project's data, which must not
+		// see or take these inputs.
+		parent = runlayout.OffloadedInputsUnder(k, org, project, domain)
 	}
 	if err := s.admit(ctx, org, project, scope+".domain", domain); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -99,7 +98,8 @@ func (s *Service) fromTrigger(ctx context.Context, run store.RunKey, req *workfl
 func (s *Service) setKickoff(ctx context.Context, req *workflow.CreateRunRequest, arg string, at *timestamppb.Timestamp) error {
 	inputs := req.GetInputs()
 	if off := req.GetOffloadedInputData(); off != nil {
-		key, err := s.location("trigger inputs", strings.TrimSuffix(strings.TrimRight(off.GetUri(), "/"), "/"+runlayout.InputsFile))
+		id := req.GetTaskId()
+		key, err := s.offloadedInputs("trigger inputs", off.GetUri(), store.RunKey{Org: id.GetOrg(), Project: id.GetProject(), Domain: id.GetDomain()})
 		if err != nil {
 			return err
 		}
