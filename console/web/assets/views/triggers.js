@@ -1,10 +1,14 @@
 // Triggers of one project and domain: each with its schedule, an active
-// switch (UpdateTriggers), its latest firing and the last runs it made.
+// switch (UpdateTriggers), its next and latest firings and the last runs it
+// made. The next firing is the manager's (the Fm-Trigger-Next-Firing header
+// of ListTriggers: the IDL has no field for it); the console computes no
+// schedule itself.
 import { h, replace } from "../lib/dom.js";
-import { call } from "../lib/api.js";
+import { call, callWithHeaders } from "../lib/api.js";
 import { errorBox, phaseBadge, timeEl } from "../lib/ui.js";
 
 const RUNS = 5; // runs shown per trigger
+const NEXT_FIRING = "Fm-Trigger-Next-Firing"; // one per trigger listed, in order; "-" for none
 
 export default async function render(main, params, ctx) {
   const { domain, project } = params;
@@ -18,18 +22,19 @@ export default async function render(main, params, ctx) {
     status,
     h("div", { class: "scroll" }, h("table", { id: "triggers" },
       h("thead", null, h("tr", null, h("th", null, "Trigger"), h("th", null, "Schedule"), h("th", null, "Active"),
-        h("th", null, "Latest firing"), h("th", { class: "hide-narrow" }, "Runs it made"))),
+        h("th", null, "Next firing"), h("th", null, "Latest firing"), h("th", { class: "hide-narrow" }, "Runs it made"))),
       body)));
   const projectId = { organization: "", domain, name: project };
   const triggers = [];
   let token = "";
   do {
-    const r = await call("trigger.TriggerService", "ListTriggers", { request: { limit: 100, token }, projectId }, { signal: ctx.signal });
-    triggers.push(...(r.triggers || []));
+    const { message: r, headers } = await callWithHeaders("trigger.TriggerService", "ListTriggers", { request: { limit: 100, token }, projectId }, { signal: ctx.signal });
+    const next = (headers.get(NEXT_FIRING) || "").split(",");
+    (r.triggers || []).forEach((t, i) => triggers.push({ ...t, nextFiring: next[i] && next[i] !== "-" ? next[i] : "" }));
     token = r.token || "";
   } while (token);
   if (!triggers.length) {
-    body.append(h("tr", null, h("td", { colspan: 5, class: "muted" }, "No triggers deployed here yet.")));
+    body.append(h("tr", null, h("td", { colspan: 6, class: "muted" }, "No triggers deployed here yet.")));
     return;
   }
   for (const t of triggers) {
@@ -46,11 +51,19 @@ function row(t, base, runs, status) {
   const toggle = h("input", { type: "checkbox", class: "active", "aria-label": `Active: ${name.name}` });
   toggle.checked = !!t.active;
   const state = h("span", null, t.active ? "on" : "off");
+  const next = h("td", { class: "next" }, nextFiring(t.nextFiring, t.active));
   toggle.addEventListener("change", async () => {
     toggle.disabled = true;
     try {
       await call("trigger.TriggerService", "UpdateTriggers", { names: [name], active: toggle.checked });
       replace(status);
+      // Activation restarts a schedule's count: ask when it fires now.
+      callWithHeaders("trigger.TriggerService", "GetTriggerDetails", { name })
+        .then(({ headers }) => {
+          const at = headers.get(NEXT_FIRING) || "-";
+          replace(next, nextFiring(at === "-" ? "" : at, toggle.checked));
+        })
+        .catch((e) => replace(next, errorBox(e)));
     } catch (e) {
       toggle.checked = !toggle.checked;
       replace(status, errorBox(e));
@@ -64,8 +77,15 @@ function row(t, base, runs, status) {
       h("div", { class: "muted" }, h("a", { href: `${base}/tasks/${encodeURIComponent(name.taskName)}` }, name.taskName))),
     h("td", { class: "schedule" }, describe(t.automationSpec)),
     h("td", null, h("label", null, toggle, " ", state)),
+    next,
     h("td", { class: "fired" }, timeEl(t.status?.triggeredAt)),
     runs);
+}
+
+// nextFiring shows when a trigger fires next: a time, or why it does not.
+function nextFiring(at, active) {
+  if (at) return timeEl(at);
+  return h("span", { class: "muted" }, active ? "not scheduled" : "switched off");
 }
 
 // describe says when a trigger fires, as the SDK's CLI words it.
