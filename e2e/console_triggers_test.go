@@ -42,6 +42,13 @@ func TestConsoleTriggers(t *testing.T) {
 		t.Error("the next firing is not one interval after the latest")
 	}
 	b.waitText(`#triggers [data-trigger="manual"] .next`, "not scheduled")
+	// The page follows the schedule: once the next firing passes, the
+	// latest firing moves on without a reload.
+	first := eval[string](b, `document.querySelector('#triggers [data-trigger="every"] .fired time').getAttribute('datetime')`)
+	b.waitJS("the latest firing moves on", fmt.Sprintf(`(() => {
+		const t = document.querySelector('#triggers [data-trigger="every"] .fired time');
+		return !!t && Date.parse(t.getAttribute('datetime')) > Date.parse(%q);
+	})()`, first))
 	if on := eval[bool](b, `document.querySelector('#triggers [data-trigger="every"] input.active').checked`); !on {
 		t.Fatal("the switch of an active trigger is off")
 	}

@@ -13,6 +13,8 @@ export default async function render(main, params, ctx) {
   const base = `/v2/domain/${encodeURIComponent(domain)}/project/${encodeURIComponent(project)}`;
   ctx.setCrumbs([["Projects", "/v2/projects"], [`${project} (${domain})`, base + "/runs"], ["Apps", base + "/apps"], [name]]);
   const appId = { org: "", project, domain, name };
+  // Read it first: a missing app is an error page, with no stream opened.
+  const { app } = await call("app.AppService", "Get", { appId }, { signal: ctx.signal });
   const status = h("div", { "aria-live": "polite", id: "app-status" });
   const live = h("span", { class: "muted", id: "live", "aria-live": "polite" }, "");
   const toggle = h("button", { type: "button", id: "app-toggle", disabled: true }, "…");
@@ -71,7 +73,6 @@ export default async function render(main, params, ctx) {
     }
   });
 
-  const { app } = await call("app.AppService", "Get", { appId }, { signal: ctx.signal });
   show(app);
   follow(() => stream("app.AppService", "Watch", { appId }, { signal: ctx.signal }),
     (msg) => {

@@ -37,17 +37,45 @@ export default async function render(main, params, ctx) {
     body.append(h("tr", null, h("td", { colspan: 6, class: "muted" }, "No triggers deployed here yet.")));
     return;
   }
+  const rows = [];
   for (const t of triggers) {
     const runs = h("td", { class: "hide-narrow runs" }, h("span", { class: "muted" }, "…"));
-    body.append(row(t, base, runs, status));
-    madeRuns(t.id?.name || {}, base, ctx.signal)
-      .then((el) => replace(runs, el))
-      .catch((e) => { if (e.name !== "AbortError") replace(runs, errorBox(e)); });
+    const r = row(t, base, runs, status, ctx.signal);
+    rows.push(r);
+    body.append(r.tr);
+    r.loadRuns();
   }
+  // Once a trigger's next firing has passed, ask the manager again: the
+  // latest firing, the next one and the runs move on while the page is open.
+  const tick = setInterval(() => { for (const r of rows) r.refreshIfDue(); }, 2000);
+  ctx.signal.addEventListener("abort", () => clearInterval(tick));
 }
 
-function row(t, base, runs, status) {
+function row(t, base, runs, status, signal) {
   const name = t.id?.name || {};
+  let nextAt = t.nextFiring ? Date.parse(t.nextFiring) : 0;
+  let refreshing = false;
+  const fired = h("td", { class: "fired" }, timeEl(t.status?.triggeredAt));
+  const loadRuns = () => madeRuns(name, base, signal)
+    .then((el) => replace(runs, el))
+    .catch((e) => { if (e.name !== "AbortError") replace(runs, errorBox(e)); });
+  const showNext = (headers, active) => {
+    const at = headers.get(NEXT_FIRING) || "-";
+    nextAt = at === "-" ? 0 : Date.parse(at);
+    replace(next, nextFiring(at === "-" ? "" : at, active));
+  };
+  const refreshIfDue = () => {
+    if (!nextAt || refreshing || Date.now() < nextAt + 1500) return;
+    refreshing = true;
+    callWithHeaders("trigger.TriggerService", "GetTriggerDetails", { name }, { signal })
+      .then(({ message, headers }) => {
+        replace(fired, timeEl(message.trigger?.status?.triggeredAt));
+        showNext(headers, toggle.checked);
+        loadRuns();
+      })
+      .catch((e) => { if (e.name !== "AbortError") nextAt = 0; }) // leave it; a reload asks again
+      .finally(() => { refreshing = false; });
+  };
   const toggle = h("input", { type: "checkbox", class: "active", "aria-label": `Active: ${name.name}` });
   toggle.checked = !!t.active;
   const state = h("span", null, t.active ? "on" : "off");
@@ -58,12 +86,9 @@ function row(t, base, runs, status) {
       await call("trigger.TriggerService", "UpdateTriggers", { names: [name], active: toggle.checked });
       replace(status);
       // Activation restarts a schedule's count: ask when it fires now.
-      callWithHeaders("trigger.TriggerService", "GetTriggerDetails", { name })
-        .then(({ headers }) => {
-          const at = headers.get(NEXT_FIRING) || "-";
-          replace(next, nextFiring(at === "-" ? "" : at, toggle.checked));
-        })
-        .catch((e) => replace(next, errorBox(e)));
+      callWithHeaders("trigger.TriggerService", "GetTriggerDetails", { name }, { signal })
+        .then(({ headers }) => showNext(headers, toggle.checked))
+        .catch((e) => { if (e.name !== "AbortError") replace(next, errorBox(e)); });
     } catch (e) {
       toggle.checked = !toggle.checked;
       replace(status, errorBox(e));
@@ -72,14 +97,15 @@ function row(t, base, runs, status) {
       state.textContent = toggle.checked ? "on" : "off";
     }
   });
-  return h("tr", { dataset: { trigger: name.name, task: name.taskName } },
+  const tr = h("tr", { dataset: { trigger: name.name, task: name.taskName } },
     h("td", null, h("span", { class: "mono" }, name.name),
       h("div", { class: "muted" }, h("a", { href: `${base}/tasks/${encodeURIComponent(name.taskName)}` }, name.taskName))),
     h("td", { class: "schedule" }, describe(t.automationSpec)),
     h("td", null, h("label", null, toggle, " ", state)),
     next,
-    h("td", { class: "fired" }, timeEl(t.status?.triggeredAt)),
+    fired,
     runs);
+  return { tr, loadRuns, refreshIfDue };
 }
 
 // nextFiring shows when a trigger fires next: a time, or why it does not.
