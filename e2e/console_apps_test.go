@@ -106,6 +106,18 @@ func TestConsoleApps(t *testing.T) {
 	b.run("back to the apps", chromedp.Click(css(`#crumbs a[href$="/apps"]`)))
 	b.waitText(row+" .status", "Active")
 	waitStreams(t, m, "after leaving the app's page", map[string]int{"Watch": 1})
+	assertSameOrigin(t, b)
+
+	narrow := newPhone(t)
+	narrow.open(m.URL + consoleProject + "/apps")
+	narrow.waitText(row+" .status", "Active")
+	shootThemes(narrow, "apps-390")
+	narrow.open(m.URL + consoleProject + "/apps/e2e-web")
+	narrow.waitText("#app-log", "web listening on")
+	shootThemes(narrow, "app-390")
+	if over := eval[bool](narrow, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
+		t.Error("the app page scrolls sideways at 390 px")
+	}
 }
 
 // With console.app set, /v2 is the app's: a request for /v2/... reaches
