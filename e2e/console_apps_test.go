@@ -118,6 +118,14 @@ func TestConsoleApps(t *testing.T) {
 	if over := eval[bool](narrow, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
 		t.Error("the app page scrolls sideways at 390 px")
 	}
+
+	// Deleted elsewhere: the list drops it and its page says so, live.
+	if _, err := c.apps.Delete(ctx, connect.NewRequest(&pb.DeleteRequest{AppId: e2eAppID("e2e-web")})); err != nil {
+		t.Fatal(err)
+	}
+	b.waitText("#apps tbody", "No apps deployed here yet.")
+	narrow.waitText("#app-status", "This app was deleted.")
+	narrow.waitJS("no Start or Stop of a deleted app", `document.getElementById('app-toggle').disabled`)
 }
 
 // With console.app set, /v2 is the app's: a request for /v2/... reaches

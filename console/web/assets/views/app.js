@@ -74,17 +74,24 @@ export default async function render(main, params, ctx) {
   });
 
   show(app);
-  follow(() => stream("app.AppService", "Watch", { appId }, { signal: ctx.signal }),
+  // The watch ends for good when the app is deleted (the view's own end
+  // aborts it too).
+  const watch = new AbortController();
+  ctx.signal.addEventListener("abort", () => watch.abort(), { once: true });
+  follow(() => stream("app.AppService", "Watch", { appId }, { signal: watch.signal }),
     (msg) => {
       replace(live, "Live");
       const a = msg.updateEvent?.updatedApp || msg.createEvent?.app;
       if (a?.metadata) show(a);
       if (msg.deleteEvent) {
         replace(status, h("div", { class: "error", role: "alert" }, "This app was deleted."));
+        replace(live);
         toggle.disabled = true;
+        toggle.dataset.busy = "1"; // no start or stop of an app that is gone
+        watch.abort();
       }
     },
-    ctx.signal,
+    watch.signal,
     { onError: () => replace(live, "Reconnecting…") });
 }
 
