@@ -46,6 +46,18 @@ func Setup(srv *server.Server) error {
 	)
 }
 
+// SetupApp serves BasePath (and the bare /v2) with app instead of the
+// built-in console, for every method (an app's pages may post to
+// themselves), and sends browsers that open the bare origin there. app is
+// the manager's proxy to the app configured as console.app.
+func SetupApp(srv *server.Server, app http.Handler) error {
+	return srv.Handle(
+		server.Route{Pattern: "GET /{$}", Handler: http.RedirectHandler(BasePath, http.StatusFound)},
+		server.Route{Pattern: strings.TrimSuffix(BasePath, "/"), Handler: app},
+		server.Route{Pattern: BasePath, Handler: app},
+	)
+}
+
 type handler struct {
 	files  fs.FS
 	static http.Handler

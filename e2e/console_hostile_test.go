@@ -258,6 +258,8 @@ func TestConsoleHostileStrings(t *testing.T) {
 				"/v2/domain/development/project/flytesnacks/tasks/hostile.echo/" + seg,
 				"/v2/domain/development/project/" + seg + "/secrets",
 				"/v2/domain/development/project/" + seg + "/triggers",
+				"/v2/domain/development/project/" + seg + "/apps",
+				"/v2/domain/development/project/flytesnacks/apps/" + seg,
 				"/v2/" + seg,
 			} {
 				b.open(m.URL + path)

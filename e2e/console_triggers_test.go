@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,6 +30,25 @@ func TestConsoleTriggers(t *testing.T) {
 	b.waitText(`#triggers [data-trigger="manual"] .schedule`, "by name only")
 	b.run("the trigger's runs", chromedp.WaitVisible(css(`#triggers [data-trigger="every"] .runs [data-run="`+fired[0].run+`"]`)))
 	b.run("its latest firing", chromedp.WaitVisible(css(`#triggers [data-trigger="every"] .fired time`)))
+	// Its next firing, from the manager: after the latest one, within one
+	// interval of it; none for the trigger run by name only.
+	b.run("its next firing", chromedp.WaitVisible(css(`#triggers [data-trigger="every"] .next time`)))
+	if ok := eval[bool](b, `(() => {
+		const row = document.querySelector('#triggers [data-trigger="every"]');
+		const next = Date.parse(row.querySelector('.next time').getAttribute('datetime'));
+		const last = Date.parse(row.querySelector('.fired time').getAttribute('datetime'));
+		return next > last - 1000 && next <= last + `+fmt.Sprint(triggerMinute.Milliseconds())+` + 1000;
+	})()`); !ok {
+		t.Error("the next firing is not one interval after the latest")
+	}
+	b.waitText(`#triggers [data-trigger="manual"] .next`, "not scheduled")
+	// The page follows the schedule: once the next firing passes, the
+	// latest firing moves on without a reload.
+	first := eval[string](b, `document.querySelector('#triggers [data-trigger="every"] .fired time').getAttribute('datetime')`)
+	b.waitJS("the latest firing moves on", fmt.Sprintf(`(() => {
+		const t = document.querySelector('#triggers [data-trigger="every"] .fired time');
+		return !!t && Date.parse(t.getAttribute('datetime')) > Date.parse(%q);
+	})()`, first))
 	if on := eval[bool](b, `document.querySelector('#triggers [data-trigger="every"] input.active').checked`); !on {
 		t.Fatal("the switch of an active trigger is off")
 	}
@@ -46,4 +66,5 @@ func TestConsoleTriggers(t *testing.T) {
 		t.Error("the trigger is still active after its switch was turned off")
 	}
 	b.waitText(`#triggers [data-trigger="every"] label`, "off")
+	b.waitText(`#triggers [data-trigger="every"] .next`, "switched off")
 }

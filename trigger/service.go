@@ -145,7 +145,9 @@ func (s *Service) GetTriggerDetails(ctx context.Context, req *connect.Request[tr
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&trigger.GetTriggerDetailsResponse{Trigger: d.details()}), nil
+	resp := connect.NewResponse(&trigger.GetTriggerDetailsResponse{Trigger: d.details()})
+	resp.Header().Set(NextFiringHeader, s.nextFiring(d))
+	return resp, nil
 }
 
 // GetTriggerRevisionDetails answers for the trigger's current revision;
@@ -242,14 +244,50 @@ func (s *Service) ListTriggers(ctx context.Context, req *connect.Request[trigger
 		return nil, err
 	}
 	out.Token = next
+	firings := make([]string, 0, len(rows))
 	for i := range rows {
 		d, err := decode(&rows[i])
 		if err != nil {
 			return nil, err
 		}
 		out.Triggers = append(out.Triggers, d.summary())
+		firings = append(firings, s.nextFiring(d))
 	}
-	return connect.NewResponse(out), nil
+	resp := connect.NewResponse(out)
+	if len(firings) > 0 {
+		resp.Header().Set(NextFiringHeader, strings.Join(firings, ","))
+	}
+	return resp, nil
+}
+
+// NextFiringHeader carries when triggers fire next, which the IDL has no
+// field for: on GetTriggerDetails the trigger's, on ListTriggers one per
+// trigger listed, in the response's order, separated by commas. Each is
+// an RFC 3339 time in UTC, or "-" for a trigger that is not scheduled
+// (inactive, or run by name only). The console shows it; other clients
+// can ignore it.
+const NextFiringHeader = "Fm-Trigger-Next-Firing"
+
+// nextFiring is the header value of one trigger: the firing the scheduler
+// makes next (internal/schedule computes it from the trigger's activation
+// and last firing, as the scheduler does).
+func (s *Service) nextFiring(d *decoded) string {
+	if !d.row.Active {
+		return "-"
+	}
+	sched, err := schedule.Parse("automation_spec", d.automation, s.minute)
+	if err != nil || sched == nil {
+		return "-"
+	}
+	var last time.Time
+	if d.row.LastSlot != nil {
+		last = *d.row.LastSlot
+	}
+	next := schedule.Upcoming(sched, d.row.ActiveSince, last)
+	if next.IsZero() {
+		return "-"
+	}
+	return next.UTC().Format(time.RFC3339Nano)
 }
 
 func keys(field string, names []*common.TriggerName) ([]store.TriggerKey, error) {

@@ -10,6 +10,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 )
 
@@ -59,6 +60,23 @@ type Console struct {
 	// this is what answers them. A busy address is logged and skipped; ""
 	// turns it off.
 	LocalListen string `mapstructure:"localListen" yaml:"localListen"`
+	// App, when set ("<project>/<domain>/<app name>"), serves /v2 and
+	// everything under it from that app (through the apps proxy) instead
+	// of the built-in console: "the UI via the App Service", e.g. the
+	// official Flyte 2 console deployed as an app. While the app is
+	// missing or stopped, /v2 answers 503 naming it. "" (the default)
+	// serves the built-in console.
+	App string `mapstructure:"app" yaml:"app"`
+}
+
+// ConsoleApp splits console.app into its project, domain and app name; ok
+// is false when it is not set.
+func (c *Config) ConsoleApp() (project, domain, name string, ok bool) {
+	parts := strings.Split(c.Console.App, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
 }
 
 // Apps configures where the manager serves the apps it runs (AppService;

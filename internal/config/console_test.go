@@ -50,3 +50,34 @@ func TestConsoleConfigFromFile(t *testing.T) {
 		t.Errorf("an unknown console key: err = %v, want it named", err)
 	}
 }
+
+// console.app names the app that serves /v2: project/domain/name, from a
+// file or the environment; anything else is refused naming the key.
+func TestConsoleApp(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	c, err := Load(Sources{Files: []string{writeFile(t, dir, "c.yaml", "console:\n  app: flytesnacks/development/ui\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, d, n, ok := c.ConsoleApp(); !ok || p != "flytesnacks" || d != "development" || n != "ui" {
+		t.Errorf("ConsoleApp() = %q %q %q %v", p, d, n, ok)
+	}
+	if _, _, _, ok := (&Config{}).ConsoleApp(); ok {
+		t.Error("no console.app reads as one")
+	}
+	for _, bad := range []string{"ui", "p/ui", "p//ui", "p/d/ui/x", "/d/ui"} {
+		_, err := Load(Sources{Files: []string{writeFile(t, dir, "bad.yaml", "console:\n  app: \""+bad+"\"\n")}})
+		if err == nil || !strings.Contains(err.Error(), "console.app") {
+			t.Errorf("console.app %q: err = %v, want one naming console.app", bad, err)
+		}
+	}
+	t.Setenv("FLYTE_MANAGER_CONSOLE_APP", "p/d/from-env")
+	c, err = Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, n, ok := c.ConsoleApp(); !ok || n != "from-env" {
+		t.Errorf("console.app from the environment: %q %v", n, ok)
+	}
+}

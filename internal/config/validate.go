@@ -210,6 +210,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if a := c.Console.App; a != "" {
+		if _, _, _, ok := c.ConsoleApp(); !ok {
+			bad("console.app", "must be <project>/<domain>/<app name> (or \"\" for the built-in console), got %q", a)
+		}
+	}
+
 	if p := c.Apps.PathPrefix; !appsPrefix.MatchString(p) || p == "/v2" || strings.HasPrefix(p, "/flyteidl2.") {
 		bad("apps.pathPrefix", "must be a path of one or more segments (letters, digits, '-', '_', '.'), not the console's /v2, such as /apps; got %q", p)
 	}

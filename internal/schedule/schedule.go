@@ -173,10 +173,7 @@ func ParsePolicy(s string) (Policy, error) {
 // all of them or only the newest, and limit caps them (the newest kept).
 // skipped counts the firings left out.
 func Due(s Schedule, anchor, last, now time.Time, p Policy, limit int) (fire []time.Time, skipped int) {
-	from := anchor
-	if last.After(from) {
-		from = last
-	}
+	from := since(anchor, last)
 	if limit < 1 {
 		limit = 1
 	}
@@ -200,4 +197,21 @@ func Due(s Schedule, anchor, last, now time.Time, p Policy, limit int) (fire []t
 		window = window[len(window)-1:]
 	}
 	return window, skipped
+}
+
+// Upcoming is the trigger's next firing: the first after the later of the
+// anchor and the last firing made (zero: none yet). It is what Due makes
+// next, so it is in the past when the scheduler is behind (the manager was
+// down, or it is about to fire).
+func Upcoming(s Schedule, anchor, last time.Time) time.Time {
+	return s.Next(since(anchor, last), anchor)
+}
+
+// since is where a trigger's firings continue from: its last firing, or
+// its activation when it made none since.
+func since(anchor, last time.Time) time.Time {
+	if last.After(anchor) {
+		return last
+	}
+	return anchor
 }

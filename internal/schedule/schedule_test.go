@@ -179,3 +179,25 @@ func TestParseRefuses(t *testing.T) {
 		t.Errorf("TYPE_NONE: %v, %v; want no schedule and no error", s, err)
 	}
 }
+
+// Upcoming is the firing Due makes next: one interval after activation
+// until the trigger fires, then one after its last firing.
+func TestUpcoming(t *testing.T) {
+	anchor := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	s := mustParse(t, rateSpec(5, nil))
+	if got, want := Upcoming(s, anchor, time.Time{}), anchor.Add(5*time.Minute); !got.Equal(want) {
+		t.Errorf("before any firing: %s, want %s", got, want)
+	}
+	last := anchor.Add(15 * time.Minute)
+	if got, want := Upcoming(s, anchor, last), anchor.Add(20*time.Minute); !got.Equal(want) {
+		t.Errorf("after the firing at %s: %s, want %s", last, got, want)
+	}
+	due, _ := Due(s, anchor, last, last.Add(time.Hour), All, 1)
+	if len(due) != 1 || due[0].Before(Upcoming(s, anchor, last)) {
+		t.Errorf("Due made %v, before the upcoming firing", due)
+	}
+	c := mustParse(t, cronSpec("0 9 * * *", "Europe/Paris"))
+	if got, want := Upcoming(c, anchor, time.Time{}), time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("cron 09:00 Paris after %s: %s, want %s", anchor, got, want)
+	}
+}

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
 	"fmgr.dev/app"
@@ -17,24 +18,25 @@ import (
 // runtime that runs apps' replicas beside the attempts and the proxy that
 // serves them; with the kubernetes executor, the runtime that runs each
 // app as a Deployment and a Service (not served through the manager yet).
-func setupApps(d *Deps, exec executor, blobs *blob.Store) error {
+func setupApps(d *Deps, exec executor, blobs *blob.Store) (appsFront, error) {
 	srv := d.Server
 	if kd, ok := exec.(*kube.Driver); ok {
 		var svc *app.Service
 		rt, err := kd.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
 		if err != nil {
-			return err
+			return appsFront{}, err
 		}
 		svc = app.NewService(app.NewStore(d.DB), app.Options{Runtime: rt, Log: d.Log})
 		srv.AddWorker(AppReplicasWorker, rt.Run)
-		return app.Setup(srv, svc)
+		return appsFront{svc: svc}, app.Setup(srv, svc)
 	}
 	drv, ok := exec.(*local.Driver)
 	if !ok {
-		return app.Setup(srv, app.NewService(app.NewStore(d.DB), app.Options{
+		svc := app.NewService(app.NewStore(d.DB), app.Options{
 			NoRuntime: "this executor does not run apps",
 			Log:       d.Log,
-		}))
+		})
+		return appsFront{svc: svc}, app.Setup(srv, svc)
 	}
 	var svc *app.Service
 	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
@@ -55,10 +57,24 @@ func setupApps(d *Deps, exec executor, blobs *blob.Store) error {
 		Log: d.Log,
 	})
 	if err := srv.Handle(server.Route{Pattern: proxy.Pattern(), Handler: proxy}); err != nil {
-		return err
+		return appsFront{}, err
 	}
 	srv.AddWorker(AppReplicasWorker, rt.Run)
-	return app.Setup(srv, svc)
+	return appsFront{svc: svc, proxy: proxy}, app.Setup(srv, svc)
+}
+
+// appsFront is what serves apps: the App service, and the proxy to their
+// replicas where the manager serves them (nil otherwise).
+type appsFront struct {
+	svc   *app.Service
+	proxy appProxy
+}
+
+// appProxy is what the composition uses of the apps proxy: it serves
+// <Pattern()><project>/<domain>/<name>/<path> from the app's replicas.
+type appProxy interface {
+	http.Handler
+	Pattern() string
 }
 
 // AppReplicasWorker is the name of the worker that runs apps' replicas

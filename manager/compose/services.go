@@ -98,6 +98,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	if cfg.KubeAPI.Enabled {
 		d.KubeAPI = newKubeAPI(d, st, hub, state, d.Version)
 	}
+	var apps appsFront
 	for _, step := range []func() error{
 		setupExecutor,
 		func() error {
@@ -111,12 +112,15 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return events.Setup(srv, state, cfg.Events) },
 		func() error { return cache.Setup(srv, outputCache) },
 		func() error { return secret.Setup(srv, secrets) },
-		func() error { return setupApps(d, exec, blobs) },
+		func() (err error) { apps, err = setupApps(d, exec, blobs); return err },
 		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
 		func() error { return imagebuilder.Setup(srv, envs) },
 		func() error {
 			if !cfg.Console.Enabled {
 				return nil
+			}
+			if cfg.Console.App != "" {
+				return setupConsoleApp(srv, apps, cfg, d.Log)
 			}
 			return console.Setup(srv)
 		},

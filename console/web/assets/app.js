@@ -13,6 +13,8 @@ route(P + "/tasks/:task", () => import("./views/task.js"));
 route(P + "/tasks/:task/:version", () => import("./views/task.js"));
 route(P + "/secrets", () => import("./views/secrets.js"));
 route(P + "/triggers", () => import("./views/triggers.js"));
+route(P + "/apps", () => import("./views/apps.js"));
+route(P + "/apps/:app", () => import("./views/app.js"));
 
 const main = document.getElementById("main");
 const crumbs = document.getElementById("crumbs");

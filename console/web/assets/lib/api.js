@@ -35,8 +35,17 @@ function codeForStatus(status) {
  * their names) or rejects with a ConnectError.
  */
 export async function call(service, method, request = {}, { signal } = {}) {
+  return (await callWithHeaders(service, method, request, { signal })).message;
+}
+
+/**
+ * callWithHeaders is call that also answers the response's headers, for
+ * what the manager says beside the message (e.g. a trigger's next firing,
+ * which the IDL has no field for): {message, headers}.
+ */
+export async function callWithHeaders(service, method, request = {}, { signal } = {}) {
   const resp = await post(service, method, "application/json", JSON.stringify(request), signal);
-  return resp.json();
+  return { message: await resp.json(), headers: resp.headers };
 }
 
 // post sends one Connect request to this origin (so never with credentials

@@ -57,6 +57,7 @@ function card(p, reload, status) {
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/runs` }, `${d.name || d.id}: runs`), " · ",
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/tasks` }, "tasks"), " · ",
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/triggers` }, "triggers"), " · ",
+      h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/apps` }, "apps"), " · ",
       h("a", { href: `/v2/domain/${encodeURIComponent(d.id)}/project/${encodeURIComponent(p.id)}/secrets` }, "secrets")))),
     toggle);
 }
