@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -208,13 +207,4 @@ func caConfig(file string) (*tls.Config, error) {
 		return nil, fmt.Errorf("caFile %s: no PEM certificate in it", file)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
-
-// EndAt ends span at t (the zero time: now).
-func EndAt(span trace.Span, t time.Time) {
-	if t.IsZero() {
-		span.End()
-		return
-	}
-	span.End(trace.WithTimestamp(t))
 }
