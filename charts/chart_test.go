@@ -25,6 +25,9 @@ import (
 
 const chart = "flyte-binary"
 
+// tracingHeader is the tracing variant's exporter header value: a secret.
+const tracingHeader = "s3cret-trace-key"
+
 // A fixed secrets key, so that renders compare (without one the chart
 // generates a key per render).
 const testKey = "8iNMBtE4k7/Vq3Ynh3ZeRYbHqkRJg7CqRS3FXexXG0A="
@@ -43,6 +46,8 @@ var variants = []variant{
 	{name: "production", values: "production"},
 	{name: "per-project", set: []string{"configuration.executor.namespacePerProject=true", "configuration.executor.serviceAccount=flyte-task"}},
 	{name: "external-secret", values: "production", set: []string{"configuration.externalSecretRef=my-flyte-secret", "configuration.database.postgres.password="}},
+	{name: "tracing", set: []string{"configuration.tracing.enabled=true", "configuration.tracing.endpoint=http://otel-collector.monitoring:4318",
+		"configuration.tracing.headers=x-api-key=" + tracingHeader, "configuration.tracing.sampleRatio=0.25", "configuration.tracing.resourceAttributes=deployment.environment=prod"}},
 	{name: "ingress-plain", set: []string{"ingress.create=true", "ingress.host=flyte.local", "service.type=NodePort", "service.nodePorts.http=30080"}},
 }
 
@@ -98,7 +103,7 @@ func TestChartConfigAccepted(t *testing.T) {
 			dir := t.TempDir()
 			for _, f := range writeData(t, dir, cm["data"]) {
 				b, _ := os.ReadFile(f)
-				for _, secret := range []string{"change-me", "miniostorage", testKey} {
+				for _, secret := range []string{"change-me", "miniostorage", testKey, tracingHeader} {
 					if strings.Contains(string(b), secret) {
 						t.Errorf("%s (in the ConfigMap) holds a secret: %s", filepath.Base(f), b)
 					}

@@ -83,6 +83,7 @@ type Core struct {
 	state *runstate.Service
 	opts  Options
 	runs  *runCache
+	spans *attemptSpans // trace.go
 
 	mu        sync.Mutex
 	notBefore map[store.ActionKey]time.Time // retries waiting for their backoff (Backoff)
@@ -106,7 +107,7 @@ func New(state *runstate.Service, opts Options) *Core {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Core{state: state, opts: opts, runs: newRunCache(), notBefore: map[store.ActionKey]time.Time{}, wakes: map[store.ActionKey]*wake{}}
+	return &Core{state: state, opts: opts, runs: newRunCache(), spans: newAttemptSpans(opts.Tracer), notBefore: map[store.ActionKey]time.Time{}, wakes: map[store.ActionKey]*wake{}}
 }
 
 // State is the run state the core records into.
@@ -195,6 +196,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 		return nil, nil, err
 	}
 	c.opts.Metrics.observe(a, ev, dec, u.At)
+	c.spans.record(a, updated, dec, u.At)
 	return updated, dec, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -18,6 +20,9 @@ type Hooks struct {
 	// Storage is how attempts reach the manager's blob store; nil: they
 	// need nothing beyond the paths (a local file store).
 	Storage *StorageAccess
+	// Tracer, when set, makes a span of every attempt (trace.go): nil
+	// when tracing is off, and then nothing is kept.
+	Tracer trace.Tracer
 }
 
 // StorageAccess is what every attempt is given to reach the blob store (an

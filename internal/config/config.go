@@ -44,6 +44,8 @@ type Config struct {
 	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
 	Apps     Apps     `mapstructure:"apps" yaml:"apps"`
 	Auth     Auth     `mapstructure:"auth" yaml:"auth"`
+	// Telemetry configures OpenTelemetry tracing (off by default).
+	Telemetry Telemetry `mapstructure:"telemetry" yaml:"telemetry"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`

@@ -194,7 +194,8 @@ func Default() Config {
 			MaxEventBytes:   64 << 10,
 			MaxAttemptBytes: 1 << 20,
 		},
-		Auth: defaultAuth(),
+		Auth:      defaultAuth(),
+		Telemetry: defaultTelemetry(),
 		Triggers: Triggers{
 			CheckInterval: time.Second,
 			CatchUp:       "all",

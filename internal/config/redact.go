@@ -13,7 +13,7 @@ import (
 const RedactedValue = dsn.Redacted
 
 // Redacted returns a copy safe to print or log: the signing key, the S3
-// secret access keys (of the store and of the S3 endpoint), the secrets key and any password in the database DSN
+// secret access keys (of the store and of the S3 endpoint), the secrets key, the tracing exporter's headers and any password in the database DSN
 // are replaced (a DSN
 // that cannot be taken apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
@@ -29,6 +29,9 @@ func (c Config) Redacted() Config {
 	}
 	if r.Storage.S3Endpoint.SecretAccessKey != "" {
 		r.Storage.S3Endpoint.SecretAccessKey = RedactedValue
+	}
+	if r.Telemetry.Tracing.Headers != "" {
+		r.Telemetry.Tracing.Headers = RedactedValue
 	}
 	if r.Secrets.Key != "" {
 		r.Secrets.Key = RedactedValue

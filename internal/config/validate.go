@@ -51,6 +51,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Auth.validate(bad)
+	c.Telemetry.Tracing.validate(bad)
 	if t := c.Server.TLS; (t.CertFile == "") != (t.KeyFile == "") {
 		bad("server.tls", "set both certFile and keyFile, or neither (to generate a self-signed certificate)")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"fmgr.dev/internal/errs"
 )
@@ -48,8 +49,9 @@ func newID() string {
 var errShuttingDown = errors.New("server is shutting down")
 
 // observeInterceptor is the outermost interceptor: it logs one line per
-// call, records metrics, tags the context with the request id, and ends
-// server streams when shutdown begins.
+// call, records metrics, makes its trace span (tracing.go), tags the
+// context with the request id, and ends server streams when shutdown
+// begins.
 type observeInterceptor struct{ s *Server }
 
 func (i *observeInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -59,8 +61,11 @@ func (i *observeInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc
 		}
 		start := time.Now()
 		ctx, id := withRequestID(ctx, req.Header())
+		ctx, span := i.s.startSpan(ctx, req.Spec(), req.Header(), id)
+		traceRequest(span, req.Any())
 		resp, err := next(ctx, req)
 		i.s.observe(ctx, req.Spec(), req.Peer(), id, start, err)
+		endSpan(span, err)
 		return resp, err
 	}
 }
@@ -74,6 +79,10 @@ func (i *observeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerF
 		start := time.Now()
 		spec := conn.Spec()
 		ctx, id := withRequestID(ctx, conn.RequestHeader())
+		ctx, span := i.s.startSpan(ctx, spec, conn.RequestHeader(), id)
+		if span.IsRecording() {
+			conn = &tracedConn{StreamingHandlerConn: conn, span: span}
+		}
 
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -91,6 +100,7 @@ func (i *observeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerF
 			}
 		}
 		i.s.observe(ctx, spec, conn.Peer(), id, start, err)
+		endSpan(span, err)
 		return err
 	}
 }
@@ -112,6 +122,9 @@ func (s *Server) observe(ctx context.Context, spec connect.Spec, peer connect.Pe
 		slog.String("code", code),
 		slog.Duration("duration", elapsed),
 		slog.String("request_id", id),
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
 	if spec.StreamType != connect.StreamTypeUnary {
 		attrs = append(attrs, slog.String("stream", kind))

@@ -92,6 +92,7 @@ type Server struct {
 	httpServer *http.Server
 	draining   atomic.Bool
 	auth       atomic.Pointer[Auth] // nil: auth.mode off
+	tracer     atomic.Value         // tracerBox once SetTracerProvider was called
 
 	// streams is cancelled when shutdown begins: server streams end then,
 	// while unary calls may run to completion.

@@ -23,6 +23,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/tracing"
 )
 
 // Deps is what Setup builds the services from.
@@ -33,6 +34,8 @@ type Deps struct {
 	Server *server.Server
 	// Version is the binary's version.
 	Version string
+	// Tracing is the tracer provider (nil or off: no spans).
+	Tracing *tracing.Provider
 	// KubeAPI is the Kubernetes-style API's handler, which Run serves on
 	// its own listener (nil when kubeAPI.enabled is false); Setup builds it.
 	KubeAPI http.Handler
@@ -64,6 +67,16 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return err
 	}
 	srv := server.New(cfg.Server, logger)
+	tp, err := tracing.New(ctx, cfg.Telemetry.Tracing, logger)
+	if err != nil {
+		return err
+	}
+	if tp.Enabled() {
+		// Registered first, so closed last: the spans of the shutdown
+		// itself are exported too.
+		srv.AddCloser("tracing", tp.Shutdown)
+		srv.SetTracerProvider(tp)
+	}
 
 	gdb, err := OpenDatabase(ctx, cfg)
 	if err != nil {
@@ -81,7 +94,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
 		return closeAfter(srv, err)
 	}
-	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version}
+	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version, Tracing: tp}
 	if err := Setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
 	}

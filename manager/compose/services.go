@@ -74,6 +74,9 @@ func Setup(ctx context.Context, d *Deps) error {
 	}
 	hooks.Secrets = secrets.Hook()
 	hooks.Storage = storageAccess(blobs, cfg.Storage, ep)
+	if d.Tracing.Enabled() {
+		hooks.Tracer = d.Tracing.Tracer("fmgr.dev/executor/attempt")
+	}
 	named := queues.New(cfg.Queues)
 	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
 		return err
