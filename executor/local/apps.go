@@ -14,12 +14,20 @@ import (
 // with a leading dot, so it never meets a run's directory).
 const appsDir = ".apps"
 
+// AppsOptions are what the apps' runtime needs besides the driver's own.
+type AppsOptions struct {
+	// RawDataPrefix is where apps write data.
+	RawDataPrefix string
+	// Network is apps.network (apps.NetworkAuto, ...).
+	Network string
+}
+
 // Apps returns the runtime that runs apps' replicas beside this driver's
 // attempts: in <workDir>/.apps, as users leased from the attempts' range,
 // confined like attempts, with the storage's variables attempts get, and
 // only while this manager holds the executor lease (a standby runs none).
-// rawDataPrefix is where apps write data. Call it before Start.
-func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) *apps.Runtime {
+// Call it before Start.
+func (d *Driver) Apps(rep appruntime.Reporter, o AppsOptions) *apps.Runtime {
 	var env []contract.KV
 	if sa := d.hooks.Storage; sa != nil {
 		env = append(env, sa.Env...)
@@ -36,7 +44,8 @@ func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) *apps.Runti
 		Endpoint:      d.endpoint,
 		Env:           env,
 		Host:          os.Environ(),
-		RawDataPrefix: rawDataPrefix,
+		RawDataPrefix: o.RawDataPrefix,
+		Network:       o.Network,
 		Holding:       func() bool { return d.lease.Fence() != 0 },
 		Reporter:      rep,
 		Log:           d.log.With("component", "apps"),

@@ -1,0 +1,135 @@
+package apps
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fmgr.dev/executor/local/netns"
+	pb "fmgr.dev/gen/go/flyteidl2/app"
+	"fmgr.dev/internal/appruntime"
+	"fmgr.dev/internal/testkit"
+)
+
+// portServer is an app that binds 127.0.0.1:8080 whatever PORT says (as
+// many apps do) and answers /reach?addr=host:port (or ?env=NAME, the
+// address in that variable) with whether it can connect there.
+const portServer = `
+import http.server, os, socket, urllib.parse
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(u.query)
+        body = "pid=%d" % os.getpid()
+        if u.path == "/reach":
+            addr = q["addr"][0] if "addr" in q else os.environ[q["env"][0]]
+            host, port = addr.rsplit(":", 1)
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+                body = "reached " + addr
+            except OSError as e:
+                body = "unreachable %s: %s" % (addr, e)
+        b = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+print("serving on 127.0.0.1:8080, PORT", os.environ["PORT"], flush=True)
+http.server.ThreadingHTTPServer(("127.0.0.1", 8080), H).serve_forever()
+`
+
+func needNamespaces(t *testing.T) {
+	t.Helper()
+	if err := netns.Supported(); err != nil {
+		t.Skipf("this host makes no network namespaces (run as root): %v", err)
+	}
+}
+
+// listen opens a listener on the host's loopback that accepts and closes.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return l
+}
+
+// Two replicas of an app that binds 127.0.0.1:8080 both serve: each has
+// a network of its own. From there a replica reaches the manager's
+// endpoint (through the forwarder into its namespace, at the address its
+// environment names) and nothing else on the host's loopback.
+func TestReplicasBindTheSamePortInNamespacesOfTheirOwn(t *testing.T) {
+	needNamespaces(t)
+	manager := listen(t)
+	h := newHarness(t, func(c *Config) { c.Endpoint = func() string { return manager.Addr().String() } })
+	h.rt.Apply(appruntime.Target{Key: key, Revision: 1, Spec: spec(2, 2, "python", "-c", portServer)})
+	h.waitStatus(t, pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	testkit.Eventually(t, "two ready replicas", time.Minute, func() bool { return h.rep.last().Replicas == 2 })
+	pids := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			code, body := h.get(t, "/")
+			if code != 200 || !strings.HasPrefix(body, "pid=") {
+				t.Errorf("got %d %q", code, body)
+				return
+			}
+			mu.Lock()
+			pids[body] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(pids) != 2 {
+		t.Fatalf("requests reached %d replicas, want 2: %v", len(pids), pids)
+	}
+
+	host := listen(t)
+	if code, body := h.get(t, "/reach?addr="+host.Addr().String()); code != 200 || !strings.HasPrefix(body, "unreachable") {
+		t.Errorf("a replica reached a listener on the host's loopback: %d %q", code, body)
+	}
+	_, port, _ := net.SplitHostPort(manager.Addr().String())
+	if code, body := h.get(t, "/reach?env=_U_EP_OVERRIDE"); code != 200 || body != "reached 127.0.0.1:"+port {
+		t.Errorf("a replica did not reach the manager's endpoint: %d %q", code, body)
+	}
+}
+
+// With apps.network: host, replicas share the manager's network: each is
+// given a free port in PORT (the harness's server binds it), and the
+// host's loopback is theirs to reach.
+func TestHostNetworkGivesAFreePort(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Network = NetworkHost })
+	h.rt.Apply(appruntime.Target{Key: key, Revision: 1, Spec: spec(2, 2, "python", "-c", server)})
+	testkit.Eventually(t, "two ready replicas", time.Minute, func() bool {
+		r := h.rep.last()
+		return r.Status == pb.Status_DEPLOYMENT_STATUS_ACTIVE && r.Replicas == 2
+	})
+	h.rt.mu.Lock()
+	for _, a := range h.rt.apps {
+		for _, rep := range a.replicas {
+			if rep.net.ns != nil || rep.net.port == DefaultAppPort {
+				t.Errorf("replica %s: namespace %v, port %d", rep.name, rep.net.ns != nil, rep.net.port)
+			}
+		}
+	}
+	h.rt.mu.Unlock()
+	if code, body := h.get(t, "/x"); code != 200 || !strings.Contains(body, "path=/x") {
+		t.Fatalf("got %d %q", code, body)
+	}
+}
