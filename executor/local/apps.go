@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 
@@ -8,6 +9,7 @@ import (
 	"fmgr.dev/executor/local/apps"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/internal/appruntime"
+	"fmgr.dev/internal/store"
 )
 
 // appsDir holds the apps' replicas in the work directory (no org is named
@@ -29,15 +31,32 @@ type AppsOptions struct {
 // Call it before Start.
 func (d *Driver) Apps(rep appruntime.Reporter, o AppsOptions) *apps.Runtime {
 	var env []contract.KV
+	var storageKey func(appruntime.Key, string) ([]contract.Secret, error)
 	if sa := d.hooks.Storage; sa != nil {
 		env = append(env, sa.Env...)
-		for _, s := range sa.Secrets {
-			if s.EnvVar != "" {
-				env = append(env, contract.KV{Key: s.EnvVar, Value: string(s.Value)})
+		if sa.Scoped != nil {
+			// A key of the replica's own, as an attempt gets: it reads the
+			// app's project and domain and writes only the app's prefix.
+			storageKey = func(k appruntime.Key, prefix string) ([]contract.Secret, error) {
+				return sa.Scoped(&store.Action{ActionKey: appAction(k), RunOutputBase: prefix}, 0)
+			}
+		} else {
+			for _, s := range sa.Secrets {
+				if s.EnvVar != "" {
+					env = append(env, contract.KV{Key: s.EnvVar, Value: string(s.Value)})
+				}
 			}
 		}
 	}
+	var secrets func(context.Context, appruntime.Key, []string) (map[string][]byte, error)
+	if h := d.hooks.Secrets; h != nil {
+		secrets = func(ctx context.Context, k appruntime.Key, names []string) (map[string][]byte, error) {
+			return h.Values(ctx, &store.Action{ActionKey: appAction(k)}, names)
+		}
+	}
 	return apps.New(apps.Config{
+		Secrets:       secrets,
+		StorageKey:    storageKey,
 		Dir:           filepath.Join(d.cfg.WorkDir, appsDir),
 		Runner:        d.startedRunner,
 		Users:         d.users,
@@ -59,4 +78,10 @@ func (d *Driver) startedRunner() *process.Runner {
 	d.life.Lock()
 	defer d.life.Unlock()
 	return d.runner
+}
+
+// appAction stands for an app where the attempts' hooks take an action:
+// its org, project and domain are what they look at.
+func appAction(k appruntime.Key) store.ActionKey {
+	return store.RunKey{Org: k.Org, Project: k.Project, Domain: k.Domain, RunName: "app:" + k.Name}.Action("app")
 }

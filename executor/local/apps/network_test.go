@@ -1,14 +1,23 @@
 package apps
 
 import (
+	"context"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	gproto "google.golang.org/protobuf/proto"
+
+	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/netns"
 	pb "fmgr.dev/gen/go/flyteidl2/app"
+	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/appruntime"
 	"fmgr.dev/internal/testkit"
 )
@@ -132,4 +141,83 @@ func TestHostNetworkGivesAFreePort(t *testing.T) {
 	if code, body := h.get(t, "/x"); code != 200 || !strings.Contains(body, "path=/x") {
 		t.Fatalf("got %d %q", code, body)
 	}
+}
+
+// secretServer answers with the secret it got in GREETING and in the file
+// FLYTE_SECRETS_DEFAULT_DIR/greeting, and the storage key it was given.
+const secretServer = `
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(os.path.join(os.environ["FLYTE_SECRETS_DEFAULT_DIR"], "greeting")) as f:
+            body = "env=%s file=%s key=%s" % (os.environ.get("GREETING"), f.read(), os.environ.get("FLYTE_AWS_ACCESS_KEY_ID"))
+        b = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+`
+
+// An app's secrets reach its replica as a task's reach its attempt (a
+// variable, a file of its user's alone), with a storage key of its own
+// minted for its prefix; the files go when the replica ends. A secret
+// that does not exist keeps the app from starting, saying which.
+func TestAppSecretsAndStorageKey(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	h := newHarness(t, func(c *Config) {
+		c.RawDataPrefix = "s3://flyte/apps"
+		c.Secrets = func(_ context.Context, k appruntime.Key, names []string) (map[string][]byte, error) {
+			mu.Lock()
+			asked = append(asked, k.Project+"/"+k.Domain+":"+strings.Join(names, ","))
+			mu.Unlock()
+			if k.Project == key.Project && slices.Contains(names, "greeting") {
+				return map[string][]byte{"greeting": []byte("s3cr3t")}, nil
+			}
+			return map[string][]byte{}, nil
+		}
+		c.StorageKey = func(k appruntime.Key, prefix string) ([]contract.Secret, error) {
+			return []contract.Secret{{Key: "storage:FLYTE_AWS_ACCESS_KEY_ID", EnvVar: "FLYTE_AWS_ACCESS_KEY_ID", Value: []byte("key-for-" + prefix)}}, nil
+		}
+	})
+	s := spec(1, 1, "python", "-c", secretServer)
+	s.SecurityContext = &pb.SecurityContext{Secrets: []*core.Secret{
+		{Key: "greeting", EnvVar: "GREETING"},
+		{Key: "greeting", MountRequirement: core.Secret_FILE},
+	}}
+	h.rt.Apply(appruntime.Target{Key: key, Revision: 1, Spec: s})
+	h.waitStatus(t, pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	code, body := h.get(t, "/")
+	if want := "env=s3cr3t file=s3cr3t key=key-for-s3://flyte/apps/flytesnacks/development/hello"; code != 200 || body != want {
+		t.Fatalf("got %d %q, want %q", code, body, want)
+	}
+	h.rt.mu.Lock()
+	rep := h.rt.apps[key].replicas[0]
+	h.rt.mu.Unlock()
+	sdir := filepath.Join(rep.root, "secrets")
+	fi, err := os.Stat(sdir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the replica's secrets directory: %v %v", fi, err)
+	}
+	if os.Geteuid() == 0 {
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != rep.user.UID {
+			t.Errorf("the secrets belong to uid %d, the replica runs as %d", st.Uid, rep.user.UID)
+		}
+	}
+
+	// A new revision asks for a secret that does not exist.
+	s2 := gproto.Clone(s).(*pb.Spec)
+	s2.SecurityContext.Secrets = append(s2.SecurityContext.Secrets, &core.Secret{Key: "missing"})
+	h.rt.Apply(appruntime.Target{Key: key, Revision: 2, Spec: s2})
+	failed := h.waitStatus(t, pb.Status_DEPLOYMENT_STATUS_FAILED, pb.Status_CRASH_LOOP)
+	if !strings.Contains(failed.Message, `secret missing not found in project flytesnacks, domain development`) || strings.Contains(failed.Message, "s3cr3t") {
+		t.Errorf("the failed app's message: %q", failed.Message)
+	}
+	testkit.Eventually(t, "the ended replica's secrets to be removed", 20*time.Second, func() bool {
+		_, err := os.Stat(sdir)
+		return os.IsNotExist(err)
+	})
 }

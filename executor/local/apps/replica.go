@@ -13,6 +13,7 @@ import (
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/local/runas"
+	"fmgr.dev/executor/local/secretfiles"
 )
 
 // replica is one process of an app.
@@ -86,16 +87,28 @@ func (r *Runtime) startReplica(a *appState) error {
 		rn.close()
 		return err
 	}
+	secrets, err := r.replicaSecrets(a.key, t.Spec, raw)
+	if err != nil {
+		rn.close()
+		return err
+	}
 	user, err := r.cfg.Users.Lease(fmt.Sprintf("app %s replica %s", a.key, name))
 	if err != nil {
 		rn.close()
 		return fmt.Errorf("no user to run the replica as: %w", err)
+	}
+	if env, err = secretfiles.Deliver(root, env, secrets, user); err != nil {
+		secretfiles.Remove(root)
+		rn.close()
+		r.cfg.Users.Release(user)
+		return err
 	}
 	rep := &replica{name: name, revision: t.Revision, net: rn, root: root, logPath: filepath.Join(root, "replica.log"),
 		user: user, started: time.Now()}
 	proc, err := r.cfg.Runner().Start(process.Spec{Args: argv, Env: env.Environ(), Dir: filepath.Join(root, "work"),
 		LogPath: rep.logPath, Limits: limits, Plain: true, User: user, NetNS: rn.ns})
 	if err != nil {
+		secretfiles.Remove(root)
 		rn.close()
 		r.cfg.Users.Release(user)
 		return err
@@ -129,6 +142,7 @@ func (r *Runtime) release(rep *replica) {
 	rep.released = true
 	<-rep.proc.Done()
 	rep.net.close()
+	secretfiles.Remove(rep.root) // before HandBack makes what is left the group's to read
 	if rep.user.Other() {
 		_ = process.HandBack(rep.root, rep.user, r.cfg.Users.Group())
 	}

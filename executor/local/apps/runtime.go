@@ -81,6 +81,15 @@ type Config struct {
 	Holding  func() bool
 	Reporter appruntime.Reporter
 	Log      *slog.Logger
+	// Secrets looks up the values of the secrets an app requests (its
+	// spec's security context) in its project and domain; a name missing
+	// from the map does not exist. nil: an app that requests secrets
+	// does not start.
+	Secrets func(ctx context.Context, k appruntime.Key, names []string) (map[string][]byte, error)
+	// StorageKey, when set, mints the storage credentials of one replica
+	// of k, whose data goes under prefix: a key that writes only there
+	// (secrets.go). Env then holds none.
+	StorageKey func(k appruntime.Key, prefix string) ([]contract.Secret, error)
 	// Network is how replicas are networked (network.go): NetworkAuto
 	// ("" too), NetworkHost or NetworkNamespace.
 	Network string
