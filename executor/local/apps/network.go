@@ -137,6 +137,9 @@ func nsNet(root string, port int, reach []string) (_ *replicaNet, err error) {
 	n.in = netns.Forward(l, func(ctx context.Context) (net.Conn, error) { return n.dialApp(ctx) })
 	for _, addr := range reach {
 		_, p, _ := net.SplitHostPort(addr)
+		if p == strconv.Itoa(port) {
+			return nil, fmt.Errorf("the app's port %d is where the replica reaches the manager (%s) in its network; give the app another port, or set apps.network: host", port, addr)
+		}
 		l, err := ns.Listen("tcp", net.JoinHostPort("127.0.0.1", p))
 		if err != nil {
 			return nil, fmt.Errorf("reaching %s from the replica's network: %w", addr, err)

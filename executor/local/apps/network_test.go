@@ -221,3 +221,30 @@ func TestAppSecretsAndStorageKey(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 }
+
+// What a replica in a namespace is let out to: the manager's endpoint and
+// the loopback URLs of the manager's own variables, once per port.
+func TestReachable(t *testing.T) {
+	env := []contract.KV{
+		{Key: "FLYTE_AWS_ENDPOINT", Value: "http://localhost:9000"},
+		{Key: "OTHER", Value: "http://127.0.0.1:8090/x"},
+		{Key: "REMOTE", Value: "https://s3.example.com:443"},
+		{Key: "SECRETISH", Value: "not a url"},
+	}
+	got := reachable("example.internal:8090", env)
+	want := []string{"example.internal:8090", "127.0.0.1:9000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reachable = %v, want %v", got, want)
+	}
+	if e := insideEndpoint("example.internal:8090"); e != "127.0.0.1:8090" {
+		t.Errorf("insideEndpoint = %q", e)
+	}
+	s := spec(1, 1, "x")
+	if p := appPort(s); p != DefaultAppPort {
+		t.Errorf("default port %d", p)
+	}
+	s.GetContainer().Ports = []*core.ContainerPort{{ContainerPort: 9000}}
+	if p := appPort(s); p != 9000 {
+		t.Errorf("the spec's port: %d", p)
+	}
+}
