@@ -109,6 +109,20 @@ func TestReplicasBindTheSamePortInNamespacesOfTheirOwn(t *testing.T) {
 		t.Fatalf("requests reached %d replicas, want 2: %v", len(pids), pids)
 	}
 
+	// The socket the proxy dials lies in a directory of the manager's
+	// alone.
+	h.rt.mu.Lock()
+	for _, rep := range h.rt.apps[key].replicas {
+		fi, err := os.Stat(filepath.Join(rep.root, "net"))
+		if err != nil || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+			t.Errorf("replica %s: its net/ directory: %v %v", rep.name, fi, err)
+		}
+		if _, err := os.Stat(filepath.Join(rep.root, "net", sockName)); err != nil {
+			t.Errorf("replica %s: no socket: %v", rep.name, err)
+		}
+	}
+	h.rt.mu.Unlock()
+
 	host := listen(t)
 	if code, body := h.get(t, "/reach?addr="+host.Addr().String()); code != 200 || !strings.HasPrefix(body, "unreachable") {
 		t.Errorf("a replica reached a listener on the host's loopback: %d %q", code, body)
