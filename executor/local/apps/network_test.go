@@ -208,6 +208,11 @@ func TestAppSecretsAndStorageKey(t *testing.T) {
 	if want := "env=s3cr3t file=s3cr3t key=key-for-s3://flyte/apps/flytesnacks/development/hello"; code != 200 || body != want {
 		t.Fatalf("got %d %q, want %q", code, body, want)
 	}
+	mu.Lock()
+	if len(asked) == 0 || asked[0] != "flytesnacks/development:greeting" {
+		t.Errorf("secrets looked up: %v", asked)
+	}
+	mu.Unlock()
 	h.rt.mu.Lock()
 	rep := h.rt.apps[key].replicas[0]
 	h.rt.mu.Unlock()
