@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"fmgr.dev/executor/local/netns"
 	pb "fmgr.dev/gen/go/flyteidl2/app"
 	"fmgr.dev/gen/go/flyteidl2/app/appconnect"
 	"fmgr.dev/internal/testkit"
@@ -214,6 +216,79 @@ func testApps(t *testing.T, m *manager) {
 		t.Errorf("e2e-web answered from %s, a replica of before the restart", pid)
 	}
 	c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+}
+
+// TestAppsIsolated deploys an app whose two replicas both bind
+// 127.0.0.1:8080 and read a secret, on each database: both serve (each
+// replica has a network namespace of its own, reached through the
+// manager's forwarders), neither reaches a listener on the host's
+// loopback, each has the app's secret, and its storage key writes the
+// app's own prefix and nothing else.
+func TestAppsIsolated(t *testing.T) {
+	if err := netns.Supported(); err != nil {
+		t.Skipf("this host makes no network namespaces (run as root): %v", err)
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testAppsIsolated(t, startSDKManager(t, b.dsn(t))) })
+	}
+}
+
+func testAppsIsolated(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 6*time.Minute)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("testdata", "apps"), dir)
+	c := appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL)}
+	mustFlyte(t, ctx, dir, "create", "secret", "e2e-app-secret", "--value", "app-s3cr3t")
+	mustFlyte(t, ctx, dir, "deploy", "apps.py", "iso")
+
+	iso := c.waitApp(ctx, "e2e-iso", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	testkit.Eventually(t, "both replicas of e2e-iso to serve", 2*time.Minute, func() bool {
+		iso = c.get(ctx, "e2e-iso")
+		return iso.GetStatus().GetCurrentReplicas() == 2
+	})
+	url := iso.GetStatus().GetIngress().GetPublicUrl()
+	pids := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			code, body := httpGet(t, url+"hi")
+			if code != http.StatusOK || !strings.HasPrefix(body, "iso pid=") {
+				t.Errorf("GET %shi: %d %q", url, code, body)
+				return
+			}
+			mu.Lock()
+			pids[strings.Fields(body)[1]] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(pids) != 2 {
+		t.Errorf("20 concurrent requests reached %d replicas of e2e-iso (both bind 127.0.0.1:8080), want 2: %v", len(pids), pids)
+	}
+
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	_, port, _ := net.SplitHostPort(host.Addr().String())
+	if code, body := httpGet(t, url+"reach?port="+port); code != http.StatusOK || !strings.HasPrefix(body, "unreachable") {
+		t.Errorf("a replica reached a listener on the host's loopback: %d %q", code, body)
+	}
+	if code, body := httpGet(t, url+"secret"); code != http.StatusOK || body != "secret=app-s3cr3t" {
+		t.Errorf("e2e-iso's secret: %d %q", code, body)
+	}
+	for key, want := range map[string]string{
+		"apps/" + testProject + "/" + testDomain + "/e2e-iso/written.txt": "put ok",
+		"apps/" + testProject + "/" + testDomain + "/e2e-web/written.txt": "put refused",
+		"runs/_/" + testProject + "/" + testDomain + "/somerun/x.txt":     "put refused",
+	} {
+		if code, body := httpGet(t, url+"put?key="+key); code != http.StatusOK || !strings.HasPrefix(body, want) {
+			t.Errorf("e2e-iso writing %s: %d %q, want %q", key, code, body, want)
+		}
+	}
 }
 
 // TestAppsOnS3 deploys examples/app.py on a manager whose storage is S3:

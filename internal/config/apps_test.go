@@ -14,7 +14,7 @@ func TestAppsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Apps.PathPrefix != "/apps" || c.Apps.PublicURL != "" {
+	if c.Apps.PathPrefix != "/apps" || c.Apps.PublicURL != "" || c.Apps.Network != "auto" {
 		t.Fatalf("defaults: %+v", c.Apps)
 	}
 	dir := t.TempDir()
@@ -26,6 +26,7 @@ func TestAppsConfig(t *testing.T) {
 		"apps.pathPrefix": "apps:\n  pathPrefix: apps/\n",
 		"console's path":  "apps:\n  pathPrefix: /v2\n",
 		"apps.publicURL":  "apps:\n  publicURL: https://apps.example.com/\n",
+		"apps.network":    "apps:\n  network: bridge\n",
 	} {
 		_, err := Load(Sources{Files: []string{writeFile(t, dir, "bad.yaml", yaml)}})
 		if err == nil || !strings.Contains(err.Error(), "apps.") {

@@ -98,6 +98,12 @@ type Apps struct {
 	// the API's port. A busy address is logged and skipped; "" (the
 	// default) opens none.
 	Listen string `mapstructure:"listen" yaml:"listen"`
+	// Network is how the local executor networks replicas: "auto" (the
+	// default) gives each a network namespace of its own where the host
+	// allows it (the manager runs as root), else the manager's network
+	// and a free port; "namespace" requires namespaces; "host" never
+	// uses them.
+	Network string `mapstructure:"network" yaml:"network"`
 }
 
 // KubeAPI configures the Kubernetes-style API (taskactions.flyte.org/v1

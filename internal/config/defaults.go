@@ -184,6 +184,7 @@ func Default() Config {
 		},
 		Apps: Apps{
 			PathPrefix: DefaultAppsPathPrefix,
+			Network:    "auto",
 		},
 		// Far above what an executor reports about an attempt (a few
 		// phases, a few dozen cluster events; the reference's executor

@@ -225,6 +225,11 @@ func (c *Config) Validate() error {
 			bad("apps.listen", "must be host:port (or \"\" for none), got %q", a)
 		}
 	}
+	switch c.Apps.Network {
+	case "", "auto", "namespace", "host":
+	default:
+		bad("apps.network", "must be auto, namespace or host, got %q", c.Apps.Network)
+	}
 	if u := c.Apps.PublicURL; u != "" {
 		parsed, err := url.Parse(u)
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, "{name}") {

@@ -39,8 +39,9 @@ func setupApps(d *Deps, exec executor, blobs *blob.Store) (appsFront, error) {
 		return appsFront{svc: svc}, app.Setup(srv, svc)
 	}
 	var svc *app.Service
-	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
 	cfg := d.Config.Apps
+	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }),
+		local.AppsOptions{RawDataPrefix: blobs.URI("apps"), Network: cfg.Network})
 	proxy := rt.Proxy(cfg.PathPrefix)
 	svc = app.NewService(app.NewStore(d.DB), app.Options{
 		Runtime: rt,

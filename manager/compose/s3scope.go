@@ -62,7 +62,10 @@ func (e *s3Endpoint) scopedSecrets(blobs *blob.Store, crossProject bool) func(*s
 		// A base outside the store (it cannot be: runs are created with one
 		// in it) would get no write at all.
 		base, _ := blobs.Key(a.RunOutputBase)
-		inputs, _ := blobs.Key(runlayout.InputFile(a.InputURI))
+		var inputs string
+		if a.InputURI != "" { // none for an app's replica
+			inputs, _ = blobs.Key(runlayout.InputFile(a.InputURI))
+		}
 		id, secret := s3serve.ScopedKey(e.secret, attemptGrant(a, base, inputs, valid, crossProject, time.Now()))
 		access := e.access()
 		access.AccessKeyID, access.SecretAccessKey = id, secret

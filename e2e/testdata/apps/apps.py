@@ -50,3 +50,78 @@ crashy = flyte.app.AppEnvironment(
     scaling=flyte.app.Scaling(replicas=1),
     requires_auth=False,
 )
+
+
+# Two replicas that both bind 127.0.0.1:8080 (the SDK's default port), with
+# a secret: each replica has a network of its own. It answers /secret with
+# its secret, /put?key=K with whether its storage key may write K in the
+# manager's bucket, and /reach?port=P with whether it reaches the host's
+# 127.0.0.1:P.
+iso = flyte.app.AppEnvironment(
+    name="e2e-iso",
+    scaling=flyte.app.Scaling(replicas=2),
+    secrets=flyte.Secret(key="e2e-app-secret", as_env_var="E2E_APP_SECRET"),
+    requires_auth=False,
+)
+
+
+def _iso_answer(path: str) -> str:
+    import datetime
+    import socket
+    import urllib.parse
+
+    u = urllib.parse.urlparse(path)
+    q = urllib.parse.parse_qs(u.query)
+    if u.path == "/secret":
+        return "secret=" + os.environ.get("E2E_APP_SECRET", "")
+    if u.path == "/reach":
+        try:
+            socket.create_connection(("127.0.0.1", int(q["port"][0])), timeout=2).close()
+            return "reached"
+        except OSError as e:
+            return f"unreachable: {e}"
+    if u.path == "/put":
+        import obstore
+        import obstore.store
+
+        store = obstore.store.S3Store(
+            "flyte",
+            endpoint=os.environ["FLYTE_AWS_ENDPOINT"],
+            access_key_id=os.environ["FLYTE_AWS_ACCESS_KEY_ID"],
+            secret_access_key=os.environ["FLYTE_AWS_SECRET_ACCESS_KEY"],
+            region=os.environ.get("AWS_REGION", "us-east-1"),
+            virtual_hosted_style_request=False,
+            client_options={"allow_http": True, "timeout": "10s"},
+            retry_config={
+                "max_retries": 0,
+                "backoff": {
+                    "init_backoff": datetime.timedelta(milliseconds=10),
+                    "max_backoff": datetime.timedelta(milliseconds=10),
+                    "base": 2,
+                },
+                "retry_timeout": datetime.timedelta(seconds=5),
+            },
+        )
+        try:
+            obstore.put(store, q["key"][0], b"from e2e-iso")
+            return "put ok"
+        except Exception as e:
+            return f"put refused: {str(e).splitlines()[0]}"
+    return f"iso pid={os.getpid()} path={path}"
+
+
+@iso.server
+def serve_iso():
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = _iso_answer(self.path).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    print("iso listening on 127.0.0.1:8080", flush=True)
+    ThreadingHTTPServer(("127.0.0.1", 8080), Handler).serve_forever()

@@ -83,6 +83,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 		},
 		FlushInterval: -1,
+		Transport:     rep.net.transport, // dials the replica, in its namespace or not
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, fmt.Sprintf("app %s: its replica %s did not answer", name, rep.name), http.StatusBadGateway)
 		},

@@ -13,14 +13,15 @@ import (
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
 	"fmgr.dev/executor/local/runas"
+	"fmgr.dev/executor/local/secretfiles"
 )
 
 // replica is one process of an app.
 type replica struct {
 	name     string
 	revision uint64
-	port     int
-	root     string // its directory: work/ and replica.log
+	net      *replicaNet // how the manager reaches it (network.go)
+	root     string      // its directory: work/ and replica.log
 	logPath  string
 	proc     *process.Process
 	user     runas.User
@@ -55,9 +56,9 @@ func (r *Runtime) startReplica(a *appState) error {
 	for i, arg := range argv {
 		argv[i] = strings.ReplaceAll(arg, rawPrefixTemplate, raw)
 	}
-	port, err := freePort()
+	useNS, err := r.useNamespaces()
 	if err != nil {
-		return fmt.Errorf("no free port for a replica: %w", err)
+		return err
 	}
 	name := fmt.Sprintf("%s-r%d-%d", a.key.Name, t.Revision, a.serial)
 	a.serial++
@@ -66,30 +67,56 @@ func (r *Runtime) startReplica(a *appState) error {
 	if err := r.makeDir(root); err != nil {
 		return err
 	}
-	env, err := contract.BuildAppEnv(contract.AppEnvSpec{Host: r.cfg.Host, PassThrough: r.cfg.PassThrough, Defaults: r.cfg.Env,
-		AppEnv: c.GetEnv(), Org: a.key.Org, Project: a.key.Project, Domain: a.key.Domain, Endpoint: endpoint, Port: port})
-	if err != nil {
-		return err
-	}
 	limits, err := process.LimitsOf(c.GetResources())
 	if err != nil {
 		return err
 	}
+	var rn *replicaNet
+	if useNS {
+		rn, err = nsNet(root, appPort(t.Spec), reachable(endpoint, r.cfg.Env))
+		endpoint = insideEndpoint(endpoint)
+	} else {
+		rn, err = hostNet()
+	}
+	if err != nil {
+		return err
+	}
+	env, err := contract.BuildAppEnv(contract.AppEnvSpec{Host: r.cfg.Host, PassThrough: r.cfg.PassThrough, Defaults: r.cfg.Env,
+		AppEnv: c.GetEnv(), Org: a.key.Org, Project: a.key.Project, Domain: a.key.Domain, Endpoint: endpoint, Port: rn.port})
+	if err != nil {
+		rn.close()
+		return err
+	}
+	secrets, err := r.replicaSecrets(a.key, t.Spec, raw)
+	if err != nil {
+		rn.close()
+		return err
+	}
 	user, err := r.cfg.Users.Lease(fmt.Sprintf("app %s replica %s", a.key, name))
 	if err != nil {
+		rn.close()
 		return fmt.Errorf("no user to run the replica as: %w", err)
 	}
-	rep := &replica{name: name, revision: t.Revision, port: port, root: root, logPath: filepath.Join(root, "replica.log"),
+	if env, err = secretfiles.Deliver(root, env, secrets, user); err != nil {
+		secretfiles.Remove(root)
+		rn.close()
+		r.cfg.Users.Release(user)
+		return err
+	}
+	rep := &replica{name: name, revision: t.Revision, net: rn, root: root, logPath: filepath.Join(root, "replica.log"),
 		user: user, started: time.Now()}
 	proc, err := r.cfg.Runner().Start(process.Spec{Args: argv, Env: env.Environ(), Dir: filepath.Join(root, "work"),
-		LogPath: rep.logPath, Limits: limits, Plain: true, User: user})
+		LogPath: rep.logPath, Limits: limits, Plain: true, User: user, NetNS: rn.ns})
 	if err != nil {
+		secretfiles.Remove(root)
+		rn.close()
 		r.cfg.Users.Release(user)
 		return err
 	}
 	rep.proc = proc
 	a.replicas = append(a.replicas, rep)
-	r.cfg.Log.Info("started an app replica", "app", a.key.String(), "replica", name, "revision", t.Revision, "port", port, "runAs", user.String())
+	r.cfg.Log.Info("started an app replica", "app", a.key.String(), "replica", name, "revision", t.Revision, "port", rn.port,
+		"ownNetwork", rn.ns != nil, "runAs", user.String())
 	return nil
 }
 
@@ -114,6 +141,8 @@ func (r *Runtime) release(rep *replica) {
 	}
 	rep.released = true
 	<-rep.proc.Done()
+	rep.net.close()
+	secretfiles.Remove(rep.root) // before HandBack makes what is left the group's to read
 	if rep.user.Other() {
 		_ = process.HandBack(rep.root, rep.user, r.cfg.Users.Group())
 	}
@@ -121,16 +150,11 @@ func (r *Runtime) release(rep *replica) {
 }
 
 // probe reports whether the replica accepts connections on its port.
-func (rep *replica) probe() bool {
-	c, err := net.DialTimeout("tcp", rep.addr(), 100*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
-}
+func (rep *replica) probe() bool { return rep.net.probe() }
 
-func (rep *replica) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(rep.port)) }
+// addr is the replica's address as the proxy names it (its transport
+// dials the replica whatever the address).
+func (rep *replica) addr() string { return rep.net.addr() }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,8 +5,10 @@
 // the app's command (the SDK's `fserve ...`, or the user's), in a
 // directory of its own, as a user leased like an attempt's (package runas:
 // a uid of its own and the attempts' mount namespace when the manager is
-// root), with the environment the SDK's serve runtime reads and a free
-// port in PORT. A replica is ready once its port accepts connections.
+// root), with the environment the SDK's serve runtime reads, and a network
+// of its own where the host allows it (network.go: the app binds its
+// spec's port; else a free port in PORT). A replica is ready once its port
+// accepts connections.
 //
 // One loop reconciles every app about five times a second: it stops what
 // a stopped app or an old revision still runs, restarts crashed replicas
@@ -79,6 +81,18 @@ type Config struct {
 	Holding  func() bool
 	Reporter appruntime.Reporter
 	Log      *slog.Logger
+	// Secrets looks up the values of the secrets an app requests (its
+	// spec's security context) in its project and domain; a name missing
+	// from the map does not exist. nil: an app that requests secrets
+	// does not start.
+	Secrets func(ctx context.Context, k appruntime.Key, names []string) (map[string][]byte, error)
+	// StorageKey, when set, mints the storage credentials of one replica
+	// of k, whose data goes under prefix: a key that writes only there
+	// (secrets.go). Env then holds none.
+	StorageKey func(k appruntime.Key, prefix string) ([]contract.Secret, error)
+	// Network is how replicas are networked (network.go): NetworkAuto
+	// ("" too), NetworkHost or NetworkNamespace.
+	Network string
 	// Backoff is the first restart delay of a crashed replica (doubling
 	// up to maxBackoff); 0 means a second.
 	Backoff time.Duration
@@ -91,6 +105,11 @@ type Runtime struct {
 
 	mu   sync.Mutex
 	apps map[appruntime.Key]*appState
+
+	// How replicas are networked, decided once (useNamespaces).
+	netOnce sync.Once
+	netNS   bool
+	netErr  error
 }
 
 var _ appruntime.Runtime = (*Runtime)(nil)

@@ -74,7 +74,7 @@ type harness struct {
 	url   string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	t.Helper()
 	dir := testkit.TaskDir(t)
 	rep := &reports{}
@@ -90,7 +90,7 @@ func newHarness(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 	}
-	rt := New(Config{
+	cfg := Config{
 		Dir:      dir + "/apps",
 		Runner:   func() *process.Runner { return runner },
 		Users:    users,
@@ -98,7 +98,11 @@ func newHarness(t *testing.T) *harness {
 		Host:     os.Environ(),
 		Reporter: rep,
 		Backoff:  50 * time.Millisecond,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rt := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

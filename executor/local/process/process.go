@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"fmgr.dev/executor/contract"
+	"fmgr.dev/executor/local/netns"
 	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
@@ -166,6 +167,10 @@ type Spec struct {
 	// User is who the process runs as (runas.go); the zero User is the
 	// manager's own.
 	User runas.User
+	// NetNS, when set, is the network namespace the process starts in
+	// (package netns; the caller holds and closes it). Such a process
+	// always starts plainly.
+	NetNS *netns.NS
 }
 
 // ExitStatus is how the process ended.
@@ -315,7 +320,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
 	p.pipes = []*os.File{outR, errR}
-	if r.warm != nil && !spec.Plain && (spec.BinDir == "" || spec.BinDir == r.cfg.BinDir) {
+	if r.warm != nil && !spec.Plain && spec.NetNS == nil && (spec.BinDir == "" || spec.BinDir == r.cfg.BinDir) {
 		if id, ok := p.startWarm(r.warm, path, spec, r.confine, env, outW, errW); ok {
 			outW.Close()
 			errW.Close()
@@ -357,6 +362,9 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		err := noNewPrivsThread(spec.User)
 		if err == nil && spec.User.Other() {
 			err = enterConfinement(r.confine)
+		}
+		if err == nil && spec.NetNS != nil {
+			err = spec.NetNS.Join()
 		}
 		if err == nil {
 			err = p.cg.enterThread()

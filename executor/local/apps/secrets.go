@@ -1,0 +1,82 @@
+package apps
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"fmgr.dev/executor/contract"
+	pb "fmgr.dev/gen/go/flyteidl2/app"
+	"fmgr.dev/internal/appruntime"
+)
+
+// A replica's secrets: the app's own (AppEnvironment(secrets=...), in its
+// spec's security context), resolved in its project and domain as a
+// task's are, and its storage key, scoped to the app's data when the
+// manager mints keys (Config.StorageKey). Both are delivered as an
+// attempt's are (package secretfiles): variables in its environment only,
+// files in <replica>/secrets of its user's alone, removed when it ends;
+// never in a log or a report.
+
+// secretsTimeout bounds the lookup of an app's secrets.
+const secretsTimeout = 10 * time.Second
+
+// replicaSecrets returns what the replica of a must be given, or why it
+// cannot start (naming secrets, never a value).
+func (r *Runtime) replicaSecrets(k appruntime.Key, spec *pb.Spec, prefix string) ([]contract.Secret, error) {
+	var out []contract.Secret
+	if r.cfg.StorageKey != nil {
+		own, err := r.cfg.StorageKey(k, prefix)
+		if err != nil {
+			return nil, fmt.Errorf("could not make the replica's storage key: %w", err)
+		}
+		out = append(out, own...)
+	}
+	reqs := spec.GetSecurityContext().GetSecrets()
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	var want []contract.Secret
+	var names []string
+	for _, req := range reqs {
+		s, err := contract.SecretDelivery(req)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, s)
+		if !slices.Contains(names, s.Key) {
+			names = append(names, s.Key)
+		}
+	}
+	if r.cfg.Secrets == nil {
+		return nil, fmt.Errorf("the app requests secrets (%s) but this manager has no secret service", strings.Join(names, ", "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	values, err := r.cfg.Secrets(ctx, k, names)
+	if err != nil {
+		r.cfg.Log.Warn("looking up an app's secrets", "app", k.String(), "err", err)
+		return nil, fmt.Errorf("could not look up the app's secrets")
+	}
+	var missing []string
+	for _, n := range names {
+		if _, ok := values[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("secret %s not found in project %s, domain %s or org-wide; create it with `flyte create secret %s`",
+			strings.Join(missing, ", "), k.Project, k.Domain, missing[0])
+	}
+	for i := range want {
+		want[i].Value = values[want[i].Key]
+		if want[i].EnvVar != "" && slices.Contains(want[i].Value, 0) {
+			return nil, fmt.Errorf("secret %q holds a NUL byte, which an environment variable cannot carry; request it as a file", want[i].Key)
+		}
+	}
+	// After the storage key, so that a secret of the app's under the same
+	// name wins (as for tasks).
+	return append(out, want...), nil
+}
