@@ -43,6 +43,8 @@ type Config struct {
 	Triggers Triggers `mapstructure:"triggers" yaml:"triggers"`
 	Apps     Apps     `mapstructure:"apps" yaml:"apps"`
 	Auth     Auth     `mapstructure:"auth" yaml:"auth"`
+	// Retention: how long ended runs are kept, and the collector.
+	Retention Retention `mapstructure:"retention" yaml:"retention"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`

@@ -195,6 +195,14 @@ func Default() Config {
 			MaxAttemptBytes: 1 << 20,
 		},
 		Auth: defaultAuth(),
+		Retention: Retention{
+			Default:    "720h",
+			Rules:      []RetentionRule{},
+			InputGrace: 24 * time.Hour,
+			Interval:   time.Hour,
+			BatchSize:  100,
+			BatchPause: time.Second,
+		},
 		Triggers: Triggers{
 			CheckInterval: time.Second,
 			CatchUp:       "all",

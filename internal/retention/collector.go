@@ -1,0 +1,412 @@
+// Package retention collects what a manager no longer needs to keep: ended
+// runs older than their project/domain's retention (config retention:),
+// with every row and byte they own, and content-addressed run inputs that
+// nothing references after a grace period.
+//
+// A run is collected when its root ended longer ago than its retention, no
+// action of it is still going, and it is not pinned. It goes in this order:
+//
+//  1. its rows, in one transaction (store.Retention.DeleteRun): actions,
+//     attempts, events, change log entries, its trigger record, and the
+//     task specs no other action or task version uses. From then on every
+//     API answers NotFound for it.
+//  2. its objects: everything under its run base in storage (inputs of its
+//     children, outputs, errors, reports, and the attempt logs shipped
+//     there), except the attempt directories a cache entry points at, which
+//     stay for as long as the entry does (the cache's own TTL and purge
+//     decide that).
+//  3. its attempt directories in the local executor's work dir (the working
+//     directory and attempt.log of each attempt), with the same exception.
+//  4. the code bundles its deleted specs named that no remaining spec, app
+//     or trigger names.
+//
+// Then the content-addressed inputs (offloaded-inputs/) that no run or
+// trigger references and that were last written longer ago than
+// retention.inputGrace go: those of the runs just deleted, those of a
+// CreateRun that lost its insert race, an UploadInputs whose run never
+// came. Every CreateRun writes its inputs again, also when they exist, so
+// inputs a new run is about to use are never past the grace period.
+//
+// A crash between 1 and 4 leaves bytes that nothing references; it never
+// removes bytes of a run that still exists.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"fmgr.dev/internal/blob"
+	"fmgr.dev/internal/config"
+	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/runlayout"
+	"fmgr.dev/internal/store"
+)
+
+// Collector deletes what retention no longer keeps.
+type Collector struct {
+	rows   *store.Retention
+	blobs  *blob.Store
+	cfg    config.Retention
+	runDir func(store.RunKey) (string, error)
+	now    func() time.Time
+	log    *slog.Logger
+	m      *metrics
+}
+
+// New returns a collector over the database's rows and the blob store.
+// runDir locates a run's attempt directories on this host (nil: the
+// executor keeps none, e.g. kubernetes).
+func New(st *store.Store, blobs *blob.Store, cfg config.Retention, runDir func(store.RunKey) (string, error), log *slog.Logger) *Collector {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Collector{rows: st.Retention, blobs: blobs, cfg: cfg, runDir: runDir, now: time.Now, log: log, m: newMetrics()}
+}
+
+// SetClock replaces the clock the collector ages runs and inputs by.
+func (c *Collector) SetClock(now func() time.Time) { c.now = now }
+
+// Report is what a pass freed (or, dry, would free).
+type Report struct {
+	Runs    int64 // runs deleted
+	Actions int64 // their actions
+	// Objects and Bytes: objects deleted from storage (run data, bundles,
+	// inputs) and their size.
+	Objects, Bytes int64
+	// Dirs and DirBytes: attempt directories removed from the work dir.
+	Dirs, DirBytes int64
+	Bundles        int64 // code bundles deleted (counted in Objects too)
+	Inputs         int64 // content-addressed input directories deleted
+	// Kept: objects kept because a cache entry points at them.
+	Kept    int64
+	Deleted []store.RunKey
+}
+
+// Collect makes one pass: every run past its retention, then the
+// unreferenced inputs past the grace period. dryRun deletes nothing and
+// reports what would go (code bundles, which only become unreferenced once
+// runs are deleted, are not counted then).
+func (c *Collector) Collect(ctx context.Context, dryRun bool) (Report, error) {
+	var rep Report
+	err := c.collectRuns(ctx, dryRun, &rep)
+	if err == nil {
+		err = c.collectInputs(ctx, dryRun, &rep)
+	}
+	if !dryRun {
+		c.m.record(rep, err)
+	}
+	return rep, err
+}
+
+// shortest is the shortest finite retention configured; forever is true
+// when every retention is forever.
+func (c *Collector) shortest() (d time.Duration, forever bool) {
+	d, forever, _ = config.ParseKeep(c.cfg.Default)
+	for _, r := range c.cfg.Rules {
+		rd, rf, _ := config.ParseKeep(r.Keep)
+		if rf {
+			continue
+		}
+		if forever || rd < d {
+			d, forever = rd, false
+		}
+	}
+	return d, forever
+}
+
+func (c *Collector) collectRuns(ctx context.Context, dryRun bool, rep *Report) error {
+	shortest, forever := c.shortest()
+	if forever {
+		return nil
+	}
+	now := c.now()
+	var cursor *store.EndedCursor
+	for {
+		runs, err := c.rows.EndedRuns(ctx, now.Add(-shortest), cursor, c.batch())
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			keep, forever := c.cfg.Keep(r.Project, r.Domain)
+			if forever || now.Sub(r.EndedAt) < keep {
+				continue
+			}
+			if err := c.collectRun(ctx, r, dryRun, rep); err != nil {
+				if errors.Is(err, errs.ErrPrecondition) || errors.Is(err, errs.ErrNotFound) {
+					c.log.Info("retention: run skipped", "run", r.RunKey.String(), "why", err)
+					continue
+				}
+				return err
+			}
+		}
+		if len(runs) < c.batch() {
+			return nil
+		}
+		last := runs[len(runs)-1]
+		cursor = &store.EndedCursor{EndedAt: last.EndedAt, ID: last.ID}
+		if err := c.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Collector) batch() int {
+	if c.cfg.BatchSize < 1 {
+		return 100
+	}
+	return c.cfg.BatchSize
+}
+
+// pause waits between batches, so that a pass never holds the database
+// (SQLite has one writer) for long.
+func (c *Collector) pause(ctx context.Context) error {
+	if c.cfg.BatchPause <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(c.cfg.BatchPause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// collectRun deletes one run (see the package comment for the order).
+func (c *Collector) collectRun(ctx context.Context, r store.EndedRun, dryRun bool, rep *Report) error {
+	base := strings.TrimRight(r.RunOutputBase, "/")
+	baseKey, err := c.blobs.Key(base)
+	if base == "" || err != nil {
+		baseKey = "" // outside this store: nothing of it to delete here
+	}
+	cached, err := c.rows.CachedOutputsUnder(ctx, base)
+	if err != nil {
+		return err
+	}
+	// keep: attempt directories (relative to the run base) a cache entry
+	// points at.
+	var keep []string
+	for _, uri := range cached {
+		if rel := strings.Trim(strings.TrimPrefix(uri, base), "/"); rel != "" {
+			keep = append(keep, rel)
+		}
+	}
+	if !dryRun {
+		gone, err := c.rows.DeleteRun(ctx, r.RunKey)
+		if err != nil {
+			return err
+		}
+		rep.Actions += gone.Actions
+		defer func() { c.collectBundles(ctx, gone.Specs, rep) }()
+	}
+	rep.Runs++
+	rep.Deleted = append(rep.Deleted, r.RunKey)
+	if baseKey != "" {
+		if err := c.deletePrefix(ctx, baseKey+"/", keep, dryRun, rep); err != nil {
+			return err
+		}
+		if !dryRun {
+			if err := c.blobs.PruneDirs(baseKey); err != nil {
+				c.log.Warn("retention: empty directories of a run stay", "run", r.RunKey.String(), "err", err)
+			}
+		}
+	}
+	if err := c.removeRunDir(r.RunKey, keep, dryRun, rep); err != nil {
+		return err
+	}
+	return nil
+}
+
+// under reports whether rel (a path relative to a run's base) lies in one
+// of the kept attempt directories.
+func under(rel string, keep []string) bool {
+	for _, k := range keep {
+		if rel == k || strings.HasPrefix(rel, k+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// deletePrefix deletes the objects under prefix but those under keep
+// (relative to prefix).
+func (c *Collector) deletePrefix(ctx context.Context, prefix string, keep []string, dryRun bool, rep *Report) error {
+	var doomed []blob.Object
+	for o, err := range c.blobs.List(ctx, prefix) {
+		if err != nil {
+			return err
+		}
+		if under(strings.TrimPrefix(o.Key, prefix), keep) {
+			rep.Kept++
+			continue
+		}
+		doomed = append(doomed, o)
+	}
+	for _, o := range doomed {
+		if !dryRun {
+			if err := c.blobs.Delete(ctx, o.Key); err != nil && !errors.Is(err, errs.ErrNotFound) {
+				return err
+			}
+		}
+		rep.Objects++
+		rep.Bytes += o.Size
+	}
+	return nil
+}
+
+// removeRunDir removes a run's attempt directories from the work dir, but
+// those under keep (<action>/<attempt>, relative to the run).
+func (c *Collector) removeRunDir(key store.RunKey, keep []string, dryRun bool, rep *Report) error {
+	if c.runDir == nil {
+		return nil
+	}
+	dir, err := c.runDir(key)
+	if err != nil {
+		return nil // a name that cannot be a directory has none
+	}
+	actions, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, a := range actions {
+		attempts, err := os.ReadDir(filepath.Join(dir, a.Name()))
+		if err != nil {
+			continue
+		}
+		for _, at := range attempts {
+			if under(a.Name()+"/"+at.Name(), keep) {
+				continue
+			}
+			p := filepath.Join(dir, a.Name(), at.Name())
+			rep.Dirs++
+			rep.DirBytes += DirSize(p)
+			if !dryRun {
+				if err := os.RemoveAll(p); err != nil {
+					return fmt.Errorf("remove attempt directory %s: %w", p, err)
+				}
+			}
+		}
+		if !dryRun {
+			_ = os.Remove(filepath.Join(dir, a.Name())) // when empty
+		}
+	}
+	if !dryRun {
+		_ = os.Remove(dir) // when empty
+	}
+	return nil
+}
+
+// DirSize is the size of the regular files under dir (0 for none).
+func DirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// collectBundles deletes the code bundles that specs name and nothing
+// else references any more.
+func (c *Collector) collectBundles(ctx context.Context, specs [][]byte, rep *Report) {
+	for _, uri := range bundleURIs(specs) {
+		key, err := c.blobs.Key(uri)
+		if err != nil {
+			continue // not in this store
+		}
+		used, err := c.rows.Referenced(ctx, uri)
+		if err != nil || used {
+			continue
+		}
+		st, err := c.blobs.Stat(ctx, key)
+		if err != nil {
+			continue
+		}
+		if err := c.blobs.Delete(ctx, key); err != nil {
+			continue
+		}
+		_ = c.blobs.PruneDirs(path.Dir(key))
+		rep.Bundles++
+		rep.Objects++
+		rep.Bytes += st.Size
+	}
+}
+
+// collectInputDir deletes content-addressed inputs (a directory URI under
+// offloaded-inputs/) that no run or trigger references.
+func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool, rep *Report) error {
+	key, err := c.blobs.Key(uri)
+	if err != nil || !strings.HasPrefix(key, runlayout.OffloadedInputsRoot+"/") {
+		return nil // a child's inputs (under the run) or elsewhere
+	}
+	used, err := c.rows.Referenced(ctx, uri)
+	if err != nil || used {
+		return err
+	}
+	before := rep.Objects
+	if err := c.deletePrefix(ctx, key+"/", nil, dryRun, rep); err != nil {
+		return err
+	}
+	if rep.Objects > before {
+		rep.Inputs++
+	}
+	if !dryRun {
+		return c.blobs.PruneDirs(key)
+	}
+	return nil
+}
+
+// collectInputs deletes content-addressed input directories whose every
+// object is older than the grace period and that no run or trigger
+// references (a CreateRun that lost its insert race, an UploadInputs whose
+// run never came).
+func (c *Collector) collectInputs(ctx context.Context, dryRun bool, rep *Report) error {
+	cutoff := c.now().Add(-c.cfg.InputGrace)
+	type dir struct {
+		key   string
+		young bool
+	}
+	var dirs []dir
+	for o, err := range c.blobs.List(ctx, runlayout.OffloadedInputsRoot+"/") {
+		if err != nil {
+			return err
+		}
+		d := path.Dir(o.Key)
+		if len(dirs) == 0 || dirs[len(dirs)-1].key != d {
+			dirs = append(dirs, dir{key: d})
+		}
+		if o.ModTime.After(cutoff) {
+			dirs[len(dirs)-1].young = true
+		}
+	}
+	for i, d := range dirs {
+		if d.young {
+			continue
+		}
+		if err := c.collectInputDir(ctx, c.blobs.URI(d.key), dryRun, rep); err != nil {
+			return err
+		}
+		if (i+1)%c.batch() == 0 {
+			if err := c.pause(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/errs"
+)
+
+// Retention is what the collector of ended runs (internal/retention) asks
+// of the database: which runs ended when, deleting a run with every row it
+// owns, pins, and whether stored data is still referenced.
+type Retention struct {
+	db *gorm.DB
+	w  writes
+}
+
+// EndedRun is a run the collector may consider: its root ended.
+type EndedRun struct {
+	ID            int64
+	RunKey        `gorm:"embedded"`
+	EndedAt       time.Time
+	RunOutputBase string
+	InputURI      string `gorm:"column:input_uri"`
+}
+
+// EndedCursor continues EndedRuns after the last run it returned.
+type EndedCursor struct {
+	EndedAt time.Time
+	ID      int64
+}
+
+// EndedRuns returns up to limit unpinned runs whose root ended before
+// before, oldest end first, after the cursor (nil: from the start).
+func (r *Retention) EndedRuns(ctx context.Context, before time.Time, after *EndedCursor, limit int) ([]EndedRun, error) {
+	q := `SELECT a.id, a.org, a.project, a.domain, a.run_name, a.ended_at, a.run_output_base, a.input_uri
+FROM actions a
+WHERE a.parent_name IS NULL AND a.ended_at IS NOT NULL AND a.ended_at < ?`
+	args := []any{db.Time(before)}
+	if after != nil {
+		q += ` AND (a.ended_at > ? OR (a.ended_at = ? AND a.id > ?))`
+		args = append(args, db.Time(after.EndedAt), db.Time(after.EndedAt), after.ID)
+	}
+	q += ` AND NOT EXISTS (SELECT 1 FROM run_pins p
+ WHERE p.org = a.org AND p.project = a.project AND p.domain = a.domain AND p.run_name = a.run_name)
+ORDER BY a.ended_at, a.id LIMIT ?`
+	args = append(args, limit)
+	var out []EndedRun
+	if err := r.db.WithContext(ctx).Raw(q, args...).Scan(&out).Error; err != nil {
+		return nil, fmt.Errorf("list ended runs: %w", db.Translate(err))
+	}
+	return out, nil
+}
+
+// CachedOutputsUnder returns the output URIs of cache entries that lie
+// under prefix (a run's base URI): the outputs the cache keeps alive.
+func (r *Retention) CachedOutputsUnder(ctx context.Context, prefix string) ([]string, error) {
+	// '0' follows '/': the range is every URI that starts with prefix/.
+	var out []string
+	err := r.db.WithContext(ctx).Raw(`SELECT output_uri FROM cache_outputs WHERE output_uri >= ? AND output_uri < ?`,
+		prefix+"/", prefix+"0").Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("cache entries under %s: %w", prefix, db.Translate(err))
+	}
+	return out, nil
+}
+
+// DeletedRun is what DeleteRun removed.
+type DeletedRun struct {
+	Actions int64
+	// Specs are the task specs no action or task version uses any more,
+	// deleted with the run: the code bundles they name may be unreferenced.
+	Specs [][]byte
+}
+
+// DeleteRun deletes a run that has ended and is not pinned, with its
+// actions, attempts, events, change log entries and trigger record, and
+// the task specs nothing uses any more. A run that is pinned, or has an
+// action that has not ended, is an errs.ErrFailedPrecondition; a run that
+// is gone is an errs.ErrNotFound.
+func (r *Retention) DeleteRun(ctx context.Context, key RunKey) (DeletedRun, error) {
+	var out DeletedRun
+	err := r.w.run(ctx, func(w *writeTx) error {
+		out = DeletedRun{}
+		tx := w.tx
+		run := []any{key.Org, key.Project, key.Domain, key.RunName}
+		const where = "org = ? AND project = ? AND domain = ? AND run_name = ?"
+		var n struct{ Total, Active, Pinned int64 }
+		err := tx.Raw(`SELECT
+ (SELECT COUNT(*) FROM actions WHERE `+where+`) AS total,
+ (SELECT COUNT(*) FROM actions WHERE `+where+` AND `+activePredicate+`) AS active,
+ (SELECT COUNT(*) FROM run_pins WHERE `+where+`) AS pinned`, append(append(append([]any{}, run...), run...), run...)...).Scan(&n).Error
+		if err != nil {
+			return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+		}
+		switch {
+		case n.Total == 0:
+			return errs.NotFoundf("run %s", key)
+		case n.Pinned > 0:
+			return fmt.Errorf("run %s is pinned: %w", key, errs.ErrPrecondition)
+		case n.Active > 0:
+			return fmt.Errorf("run %s has %d actions that have not ended: %w", key, n.Active, errs.ErrPrecondition)
+		}
+		var digests []string
+		if err := tx.Raw(`SELECT DISTINCT spec_digest FROM actions WHERE `+where+` AND spec_digest IS NOT NULL`, run...).Scan(&digests).Error; err != nil {
+			return fmt.Errorf("delete run %s: specs: %w", key, db.Translate(err))
+		}
+		// Attempts and events go with their actions (ON DELETE CASCADE).
+		res := tx.Exec(`DELETE FROM actions WHERE `+where, run...)
+		if res.Error != nil {
+			return fmt.Errorf("delete run %s: %w", key, db.Translate(res.Error))
+		}
+		out.Actions = res.RowsAffected
+		for _, stmt := range []string{`DELETE FROM change_log WHERE `, `DELETE FROM trigger_runs WHERE `} {
+			if err := tx.Exec(stmt+where, run...).Error; err != nil {
+				return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+			}
+		}
+		for _, d := range digests {
+			var spec []byte
+			err := tx.Raw(`SELECT spec FROM task_specs s WHERE digest = ?
+ AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.spec_digest = s.digest)
+ AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.spec_digest = s.digest)`, d).Row().Scan(&spec)
+			if err != nil {
+				continue // still used (no row), or unreadable: kept either way
+			}
+			if err := tx.Exec(`DELETE FROM task_specs WHERE digest = ?`, d).Error; err != nil {
+				return fmt.Errorf("delete run %s: spec %s: %w", key, d, db.Translate(err))
+			}
+			out.Specs = append(out.Specs, spec)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Referenced reports whether uri (a code bundle or content-addressed
+// inputs) is still used: named in a stored task spec, an app's spec or a
+// trigger's spec, or the inputs of a run.
+func (r *Retention) Referenced(ctx context.Context, uri string) (bool, error) {
+	contains := "instr(%s, CAST(? AS BLOB)) > 0"
+	if db.Dialect(r.db) == db.Postgres {
+		contains = "position(convert_to(?, 'UTF8') in %s) > 0"
+	}
+	var found int64
+	err := r.db.WithContext(ctx).Raw(`SELECT
+ (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?))
+ + (SELECT COUNT(*) FROM task_specs WHERE `+fmt.Sprintf(contains, "spec")+`)
+ + (SELECT COUNT(*) FROM apps WHERE `+fmt.Sprintf(contains, "spec")+`)
+ + (SELECT COUNT(*) FROM triggers WHERE `+fmt.Sprintf(contains, "spec")+`)`,
+		uri, uri+"/inputs.pb", uri, uri, uri).Scan(&found).Error
+	if err != nil {
+		return false, fmt.Errorf("references of %s: %w", uri, db.Translate(err))
+	}
+	return found > 0, nil
+}
+
+// Pin keeps a run from being collected, whatever its age.
+func (r *Retention) Pin(ctx context.Context, key RunKey, by, reason string) error {
+	g := r.db.WithContext(ctx)
+	var n int64
+	if err := g.Raw(`SELECT COUNT(*) FROM actions WHERE org = ? AND project = ? AND domain = ? AND run_name = ? AND parent_name IS NULL`,
+		key.Org, key.Project, key.Domain, key.RunName).Scan(&n).Error; err != nil {
+		return fmt.Errorf("pin run %s: %w", key, db.Translate(err))
+	}
+	if n == 0 {
+		return errs.NotFoundf("run %s", key)
+	}
+	err := g.Exec(`INSERT INTO run_pins (org, project, domain, run_name, pinned_by, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (org, project, domain, run_name) DO UPDATE SET reason = excluded.reason`,
+		key.Org, key.Project, key.Domain, key.RunName, by, reason, db.Now()).Error
+	if err != nil {
+		return fmt.Errorf("pin run %s: %w", key, db.Translate(err))
+	}
+	return nil
+}
+
+// Unpin lets a pinned run be collected again; a run that is not pinned is
+// an errs.ErrNotFound.
+func (r *Retention) Unpin(ctx context.Context, key RunKey) error {
+	res := r.db.WithContext(ctx).Exec(`DELETE FROM run_pins WHERE org = ? AND project = ? AND domain = ? AND run_name = ?`,
+		key.Org, key.Project, key.Domain, key.RunName)
+	if res.Error != nil {
+		return fmt.Errorf("unpin run %s: %w", key, db.Translate(res.Error))
+	}
+	if res.RowsAffected == 0 {
+		return errs.NotFoundf("no pin on run %s", key)
+	}
+	return nil
+}
+
+// Pin is a pinned run.
+type Pin struct {
+	RunKey    `gorm:"embedded"`
+	PinnedBy  string
+	Reason    string
+	CreatedAt time.Time
+}
+
+// Pins lists the pinned runs, oldest pin first.
+func (r *Retention) Pins(ctx context.Context) ([]Pin, error) {
+	var out []Pin
+	err := r.db.WithContext(ctx).Raw(`SELECT org, project, domain, run_name, pinned_by, reason, created_at FROM run_pins ORDER BY created_at, org, project, domain, run_name`).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("list pins: %w", db.Translate(err))
+	}
+	return out, nil
+}
