@@ -188,16 +188,20 @@ func (c *Collector) collectRun(ctx context.Context, r store.EndedRun, dryRun boo
 	if base == "" || err != nil {
 		baseKey = "" // outside this store: nothing of it to delete here
 	}
-	cached, err := c.rows.CachedOutputsUnder(ctx, base)
-	if err != nil {
-		return err
-	}
 	// keep: attempt directories (relative to the run base) a cache entry
 	// points at.
 	var keep []string
-	for _, uri := range cached {
-		if rel := strings.Trim(strings.TrimPrefix(uri, base), "/"); rel != "" {
-			keep = append(keep, rel)
+	if baseKey != "" {
+		cached, err := c.rows.CachedOutputsUnder(ctx, c.blobs.URIs(baseKey))
+		if err != nil {
+			return err
+		}
+		for _, uri := range cached {
+			if k, err := c.blobs.Key(uri); err == nil {
+				if rel, ok := strings.CutPrefix(k, baseKey+"/"); ok && rel != "" {
+					keep = append(keep, strings.Trim(rel, "/"))
+				}
+			}
 		}
 	}
 	if !dryRun {
@@ -330,7 +334,7 @@ func (c *Collector) collectBundles(ctx context.Context, specs [][]byte, rep *Rep
 		if err != nil {
 			continue // not in this store
 		}
-		used, err := c.rows.Referenced(ctx, uri)
+		used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
 		if err != nil || used {
 			continue
 		}
@@ -355,7 +359,7 @@ func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool
 	if err != nil || !strings.HasPrefix(key, runlayout.OffloadedInputsRoot+"/") {
 		return nil // a child's inputs (under the run) or elsewhere
 	}
-	used, err := c.rows.Referenced(ctx, uri)
+	used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
 	if err != nil || used {
 		return err
 	}

@@ -183,7 +183,9 @@ func TestCollectRuns(t *testing.T) {
 		if err := w.st.Retention.Pin(ctx, key("nope"), "test", ""); !errors.Is(err, errs.ErrNotFound) {
 			t.Fatalf("pin of a missing run: %v, want NotFound", err)
 		}
-		cachedDir := w.blobs.URI(baseD + "/a0/1")
+		// The entry names the directory by its file:// URL, the run by its
+		// path: a reference in any of a location's forms counts.
+		cachedDir := "file://" + w.blobs.URI(baseD+"/a0/1")
 		if err := g.Exec(`INSERT INTO cache_outputs (org, project, domain, cache_key, output_uri, task_name, created_at, updated_at) VALUES ('', 'p', 'development', 'k1', ?, 'env.d', ?, ?)`,
 			cachedDir, db.Now(), db.Now()).Error; err != nil {
 			t.Fatal(err)

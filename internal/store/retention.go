@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -57,14 +58,20 @@ ORDER BY a.ended_at, a.id LIMIT ?`
 }
 
 // CachedOutputsUnder returns the output URIs of cache entries that lie
-// under prefix (a run's base URI): the outputs the cache keeps alive.
-func (r *Retention) CachedOutputsUnder(ctx context.Context, prefix string) ([]string, error) {
-	// '0' follows '/': the range is every URI that starts with prefix/.
+// under one of prefixes (the forms of a run's base URI): the outputs the
+// cache keeps alive.
+func (r *Retention) CachedOutputsUnder(ctx context.Context, prefixes []string) ([]string, error) {
 	var out []string
-	err := r.db.WithContext(ctx).Raw(`SELECT output_uri FROM cache_outputs WHERE output_uri >= ? AND output_uri < ?`,
-		prefix+"/", prefix+"0").Scan(&out).Error
-	if err != nil {
-		return nil, fmt.Errorf("cache entries under %s: %w", prefix, db.Translate(err))
+	for _, prefix := range prefixes {
+		prefix = strings.TrimRight(prefix, "/")
+		// '0' follows '/': the range is every URI that starts with prefix/.
+		var uris []string
+		err := r.db.WithContext(ctx).Raw(`SELECT output_uri FROM cache_outputs WHERE output_uri >= ? AND output_uri < ?`,
+			prefix+"/", prefix+"0").Scan(&uris).Error
+		if err != nil {
+			return nil, fmt.Errorf("cache entries under %s: %w", prefix, db.Translate(err))
+		}
+		out = append(out, uris...)
 	}
 	return out, nil
 }
@@ -138,25 +145,31 @@ func (r *Retention) DeleteRun(ctx context.Context, key RunKey) (DeletedRun, erro
 	return out, err
 }
 
-// Referenced reports whether uri (a code bundle or content-addressed
-// inputs) is still used: named in a stored task spec, an app's spec or a
-// trigger's spec, or the inputs of a run.
-func (r *Retention) Referenced(ctx context.Context, uri string) (bool, error) {
+// Referenced reports whether any of uris (the forms of one code bundle's
+// or content-addressed inputs' location) is still used: named in a stored
+// task spec, an app's spec or a trigger's spec, or the inputs of a run.
+func (r *Retention) Referenced(ctx context.Context, uris []string) (bool, error) {
 	contains := "instr(%s, CAST(? AS BLOB)) > 0"
 	if db.Dialect(r.db) == db.Postgres {
 		contains = "position(convert_to(?, 'UTF8') in %s) > 0"
 	}
-	var found int64
-	err := r.db.WithContext(ctx).Raw(`SELECT
- (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?))
- + (SELECT COUNT(*) FROM task_specs WHERE `+fmt.Sprintf(contains, "spec")+`)
- + (SELECT COUNT(*) FROM apps WHERE `+fmt.Sprintf(contains, "spec")+`)
- + (SELECT COUNT(*) FROM triggers WHERE `+fmt.Sprintf(contains, "spec")+`)`,
-		uri, uri+"/inputs.pb", uri, uri, uri).Scan(&found).Error
-	if err != nil {
-		return false, fmt.Errorf("references of %s: %w", uri, db.Translate(err))
+	q := `SELECT
+ (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?, ?))
+ + (SELECT COUNT(*) FROM task_specs WHERE ` + fmt.Sprintf(contains, "spec") + `)
+ + (SELECT COUNT(*) FROM apps WHERE ` + fmt.Sprintf(contains, "spec") + `)
+ + (SELECT COUNT(*) FROM triggers WHERE ` + fmt.Sprintf(contains, "spec") + `)`
+	for _, uri := range uris {
+		uri = strings.TrimRight(uri, "/")
+		var found int64
+		err := r.db.WithContext(ctx).Raw(q, uri, uri+"/", uri+"/inputs.pb", uri, uri, uri).Scan(&found).Error
+		if err != nil {
+			return false, fmt.Errorf("references of %s: %w", uri, db.Translate(err))
+		}
+		if found > 0 {
+			return true, nil
+		}
 	}
-	return found > 0, nil
+	return false, nil
 }
 
 // Pin keeps a run from being collected, whatever its age.

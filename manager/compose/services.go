@@ -113,6 +113,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return secret.Setup(srv, secrets) },
 		func() error { return setupApps(d, exec, blobs) },
 		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
+		func() error { return setupRetention(srv, cfg, st, blobs, exec, d.Log) },
 		func() error { return imagebuilder.Setup(srv, envs) },
 		func() error {
 			if !cfg.Console.Enabled {
