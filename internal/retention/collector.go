@@ -18,7 +18,9 @@
 //  3. its attempt directories in the local executor's work dir (the working
 //     directory and attempt.log of each attempt), with the same exception.
 //  4. the code bundles its deleted specs named that no remaining spec, app
-//     or trigger names.
+//     or trigger names, once they are older than retention.inputGrace (the
+//     SDK reuses an upload for a day without asking): recorded in
+//     gc_pending, deleted by a later pass when nothing names them then.
 //
 // Then the content-addressed inputs (offloaded-inputs/) that no run or
 // trigger references and that were last written longer ago than
@@ -97,6 +99,9 @@ type Report struct {
 func (c *Collector) Collect(ctx context.Context, dryRun bool) (Report, error) {
 	var rep Report
 	err := c.collectRuns(ctx, dryRun, &rep)
+	if err == nil {
+		err = c.collectDeferred(ctx, dryRun, &rep)
+	}
 	if err == nil {
 		err = c.collectInputs(ctx, dryRun, &rep)
 	}
@@ -210,7 +215,7 @@ func (c *Collector) collectRun(ctx context.Context, r store.EndedRun, dryRun boo
 			return err
 		}
 		rep.Actions += gone.Actions
-		defer func() { c.collectBundles(ctx, gone.Specs, rep) }()
+		defer c.deferBundles(ctx, gone.Specs)
 	}
 	rep.Runs++
 	rep.Deleted = append(rep.Deleted, r.RunKey)
@@ -326,30 +331,81 @@ func DirSize(dir string) int64 {
 	return n
 }
 
-// collectBundles deletes the code bundles that specs name and nothing
-// else references any more.
-func (c *Collector) collectBundles(ctx context.Context, specs [][]byte, rep *Report) {
+// deferBundles records the code bundles that specs (deleted with a run)
+// name, to be deleted by collectDeferred once they are older than the
+// grace period, if nothing references them by then: the SDK reuses a
+// bundle it uploaded for a day without asking the manager, so a bundle
+// younger than that may be named by the next run.
+func (c *Collector) deferBundles(ctx context.Context, specs [][]byte) {
 	for _, uri := range bundleURIs(specs) {
 		key, err := c.blobs.Key(uri)
 		if err != nil {
 			continue // not in this store
 		}
-		used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
-		if err != nil || used {
-			continue
-		}
 		st, err := c.blobs.Stat(ctx, key)
 		if err != nil {
-			continue
+			continue // gone already
 		}
-		if err := c.blobs.Delete(ctx, key); err != nil {
-			continue
+		if err := c.rows.Defer(ctx, uri, st.ModTime.Add(c.cfg.InputGrace)); err != nil {
+			c.log.Warn("retention: a code bundle stays", "uri", uri, "err", err)
 		}
-		_ = c.blobs.PruneDirs(path.Dir(key))
-		rep.Bundles++
-		rep.Objects++
-		rep.Bytes += st.Size
 	}
+}
+
+// collectDeferred deletes the deferred code bundles whose time came and
+// that nothing references.
+func (c *Collector) collectDeferred(ctx context.Context, dryRun bool, rep *Report) error {
+	if dryRun {
+		return nil
+	}
+	for {
+		due, err := c.rows.Due(ctx, c.now(), c.batch())
+		if err != nil {
+			return err
+		}
+		for _, uri := range due {
+			if err := c.collectBundle(ctx, uri, rep); err != nil {
+				return err
+			}
+			if err := c.rows.Done(ctx, uri); err != nil {
+				return err
+			}
+		}
+		if len(due) < c.batch() {
+			return nil
+		}
+		if err := c.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Collector) collectBundle(ctx context.Context, uri string, rep *Report) error {
+	key, err := c.blobs.Key(uri)
+	if err != nil {
+		return nil
+	}
+	used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
+	if err != nil || used {
+		return err
+	}
+	st, err := c.blobs.Stat(ctx, key)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.blobs.Delete(ctx, key); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	if err := c.blobs.PruneDirs(path.Dir(key)); err != nil {
+		c.log.Warn("retention: an empty directory of a code bundle stays", "key", key, "err", err)
+	}
+	rep.Bundles++
+	rep.Objects++
+	rep.Bytes += st.Size
+	return nil
 }
 
 // collectInputDir deletes content-addressed inputs (a directory URI under

@@ -223,3 +223,32 @@ func (r *Retention) Pins(ctx context.Context) ([]Pin, error) {
 	}
 	return out, nil
 }
+
+// Defer records that uri may be deleted once notBefore passed, if nothing
+// references it then (code bundles: see migration 0015).
+func (r *Retention) Defer(ctx context.Context, uri string, notBefore time.Time) error {
+	err := r.db.WithContext(ctx).Exec(`INSERT INTO gc_pending (uri, not_before) VALUES (?, ?)
+ON CONFLICT (uri) DO UPDATE SET not_before = excluded.not_before`, uri, db.Time(notBefore)).Error
+	if err != nil {
+		return fmt.Errorf("defer deleting %s: %w", uri, db.Translate(err))
+	}
+	return nil
+}
+
+// Due returns up to limit deferred URIs whose time came by now.
+func (r *Retention) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var out []string
+	err := r.db.WithContext(ctx).Raw(`SELECT uri FROM gc_pending WHERE not_before <= ? ORDER BY not_before, uri LIMIT ?`, db.Time(now), limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("deferred deletions: %w", db.Translate(err))
+	}
+	return out, nil
+}
+
+// Done forgets a deferred URI (deleted, or found referenced again).
+func (r *Retention) Done(ctx context.Context, uri string) error {
+	if err := r.db.WithContext(ctx).Exec(`DELETE FROM gc_pending WHERE uri = ?`, uri).Error; err != nil {
+		return fmt.Errorf("forget %s: %w", uri, db.Translate(err))
+	}
+	return nil
+}

@@ -23,3 +23,14 @@ CREATE INDEX tasks_spec_digest_idx ON tasks (spec_digest);
 CREATE INDEX actions_runs_input_idx ON actions (input_uri) WHERE parent_name IS NULL;
 -- Which outputs of a run a cache entry keeps alive.
 CREATE INDEX cache_outputs_output_idx ON cache_outputs (output_uri);
+
+-- Code bundles the collector found unreferenced when it deleted the last
+-- spec naming them, deleted once not_before passed (their upload plus
+-- retention.inputGrace: the SDK reuses an upload it made for a day without
+-- asking) if nothing references them by then.
+CREATE TABLE gc_pending (
+    uri        TEXT PRIMARY KEY,
+    not_before {{.Time}} NOT NULL
+);
+
+CREATE INDEX gc_pending_due_idx ON gc_pending (not_before);
