@@ -7,9 +7,10 @@
 // action of it is still going, and it is not pinned. It goes in this order:
 //
 //  1. its rows, in one transaction (store.Retention.DeleteRun): actions,
-//     attempts, events, change log entries, its trigger record, and the
-//     task specs no other action or task version uses. From then on every
-//     API answers NotFound for it.
+//     attempts, events, its trigger record, and the task specs no other
+//     action or task version uses. From then on every API answers NotFound
+//     for it. Its change log rows go at the end of the pass, a span of
+//     versions at a time (compactChanges).
 //  2. its objects: everything under its run base in storage (inputs of its
 //     children, outputs, errors, reports, and the attempt logs shipped
 //     there), except the attempt directories a cache entry points at, which
@@ -99,6 +100,9 @@ type Report struct {
 func (c *Collector) Collect(ctx context.Context, dryRun bool) (Report, error) {
 	var rep Report
 	err := c.collectRuns(ctx, dryRun, &rep)
+	if err == nil && rep.Runs > 0 && !dryRun {
+		err = c.compactChanges(ctx)
+	}
 	if err == nil {
 		err = c.collectDeferred(ctx, dryRun, &rep)
 	}
@@ -184,6 +188,35 @@ func (c *Collector) pause(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// changeSpan is how many resource versions one statement of compactChanges
+// covers.
+const changeSpan = 10000
+
+// compactChanges deletes the change log rows of collected runs' actions,
+// a span of versions at a time with pauses between, up to the current
+// version.
+func (c *Collector) compactChanges(ctx context.Context) error {
+	lo, err := c.rows.OldestChange(ctx)
+	if err != nil {
+		return err
+	}
+	current, err := c.rows.CurrentVersion(ctx)
+	if err != nil {
+		return err
+	}
+	for after := lo - 1; after < current; after += changeSpan {
+		if _, err := c.rows.CompactDeleted(ctx, after, changeSpan); err != nil {
+			return err
+		}
+		if after+changeSpan < current {
+			if err := c.pause(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // collectRun deletes one run (see the package comment for the order).

@@ -85,8 +85,8 @@ type DeletedRun struct {
 }
 
 // DeleteRun deletes a run that has ended and is not pinned, with its
-// actions, attempts, events, change log entries and trigger record, and
-// the task specs nothing uses any more. A run that is pinned, or has an
+// actions, attempts, events and trigger record, and the task specs nothing
+// uses any more (its change log rows: CompactDeleted). A run that is pinned, or has an
 // action that has not ended, is an errs.ErrFailedPrecondition; a run that
 // is gone is an errs.ErrNotFound.
 func (r *Retention) DeleteRun(ctx context.Context, key RunKey) (DeletedRun, error) {
@@ -122,10 +122,10 @@ func (r *Retention) DeleteRun(ctx context.Context, key RunKey) (DeletedRun, erro
 			return fmt.Errorf("delete run %s: %w", key, db.Translate(res.Error))
 		}
 		out.Actions = res.RowsAffected
-		for _, stmt := range []string{`DELETE FROM change_log WHERE `, `DELETE FROM trigger_runs WHERE `} {
-			if err := tx.Exec(stmt+where, run...).Error; err != nil {
-				return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
-			}
+		// Its change log rows go with the next CompactDeleted: change_log has
+		// no index by run, and one scan per pass beats one per run.
+		if err := tx.Exec(`DELETE FROM trigger_runs WHERE `+where, run...).Error; err != nil {
+			return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
 		}
 		for _, d := range digests {
 			var spec []byte
@@ -251,4 +251,30 @@ func (r *Retention) Done(ctx context.Context, uri string) error {
 		return fmt.Errorf("forget %s: %w", uri, db.Translate(err))
 	}
 	return nil
+}
+
+// CompactDeleted deletes the change log rows with a resource version in
+// (after, after+span] whose action no longer exists (a collected run's),
+// and returns how many it deleted. The range walks the primary key, so
+// each call is one bounded statement. Watches that replay the log skip
+// such rows anyway (store.Change.Action is nil).
+func (r *Retention) CompactDeleted(ctx context.Context, after, span int64) (int64, error) {
+	res := r.db.WithContext(ctx).Exec(`DELETE FROM change_log WHERE resource_version > ? AND resource_version <= ?
+ AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.org = change_log.org AND a.project = change_log.project
+ AND a.domain = change_log.domain AND a.run_name = change_log.run_name AND a.name = change_log.name)`, after, after+span)
+	if res.Error != nil {
+		return 0, fmt.Errorf("compact the change log: %w", db.Translate(res.Error))
+	}
+	return res.RowsAffected, nil
+}
+
+// OldestChange is the lowest resource version in the change log (the
+// current one plus one when it is empty).
+func (r *Retention) OldestChange(ctx context.Context) (int64, error) {
+	return (&Actions{db: r.db}).OldestChange(ctx)
+}
+
+// CurrentVersion is the latest committed resource version.
+func (r *Retention) CurrentVersion(ctx context.Context) (int64, error) {
+	return (&Actions{db: r.db}).CurrentVersion(ctx)
 }
