@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,65 +87,128 @@ type DeletedRun struct {
 	Specs [][]byte
 }
 
+// deleteChunk bounds the actions one transaction of DeleteRun deletes, so
+// that deleting a run of a hundred thousand actions never holds the
+// database (SQLite's one writer, a group commit batch) for long.
+var deleteChunk = 500
+
 // DeleteRun deletes a run that has ended and is not pinned, with its
 // actions, attempts, events and trigger record, and the task specs nothing
-// uses any more (its change log rows: CompactDeleted). A run that is pinned, or has an
-// action that has not ended, is an errs.ErrFailedPrecondition; a run that
-// is gone is an errs.ErrNotFound.
+// uses any more (its change log rows: CompactDeleted). A run that is
+// pinned, or has an action that has not ended, is an
+// errs.ErrPrecondition; a run that is gone is an errs.ErrNotFound.
+//
+// Its actions go deleteChunk at a time, newest first (children before
+// their parents), each chunk in a transaction of its own that checks the
+// run again; the root goes last, with the rest, so the run is listed until
+// it is gone whole.
 func (r *Retention) DeleteRun(ctx context.Context, key RunKey) (DeletedRun, error) {
 	var out DeletedRun
-	err := r.w.run(ctx, func(w *writeTx) error {
-		out = DeletedRun{}
-		tx := w.tx
-		run := []any{key.Org, key.Project, key.Domain, key.RunName}
-		const where = "org = ? AND project = ? AND domain = ? AND run_name = ?"
-		var n struct{ Total, Active, Pinned int64 }
-		err := tx.Raw(`SELECT
+	digests := map[string]bool{}
+	for last := false; !last; {
+		err := r.w.run(ctx, func(w *writeTx) error {
+			n, ds, final, err := deleteRunChunk(w.tx, key, deleteChunk)
+			if err != nil {
+				return err
+			}
+			out.Actions += n
+			for _, d := range ds {
+				digests[d] = true
+			}
+			if final {
+				specs, err := deleteUnusedSpecs(w.tx, digests)
+				if err != nil {
+					return fmt.Errorf("delete run %s: %w", key, err)
+				}
+				out.Specs = specs
+			}
+			last = final
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// deleteRunChunk checks that the run may go and deletes up to limit of its
+// actions but the root, or, when no more than limit are left, all of them
+// with its trigger record (final). It returns how many actions it deleted
+// and their spec digests.
+func deleteRunChunk(tx *gorm.DB, key RunKey, limit int) (deleted int64, digests []string, final bool, err error) {
+	run := []any{key.Org, key.Project, key.Domain, key.RunName}
+	const where = "org = ? AND project = ? AND domain = ? AND run_name = ?"
+	var n struct{ Total, Active, Pinned int64 }
+	err = tx.Raw(`SELECT
  (SELECT COUNT(*) FROM actions WHERE `+where+`) AS total,
  (SELECT COUNT(*) FROM actions WHERE `+where+` AND `+activePredicate+`) AS active,
  (SELECT COUNT(*) FROM run_pins WHERE `+where+`) AS pinned`, append(append(append([]any{}, run...), run...), run...)...).Scan(&n).Error
-		if err != nil {
-			return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+	}
+	switch {
+	case n.Total == 0:
+		return 0, nil, false, errs.NotFoundf("run %s", key)
+	case n.Pinned > 0:
+		return 0, nil, false, fmt.Errorf("run %s is pinned: %w", key, errs.ErrPrecondition)
+	case n.Active > 0:
+		return 0, nil, false, fmt.Errorf("run %s has %d actions that have not ended: %w", key, n.Active, errs.ErrPrecondition)
+	}
+	final = n.Total <= int64(limit)
+	var rows []struct {
+		ID         int64
+		SpecDigest *string
+	}
+	q := `SELECT id, spec_digest FROM actions WHERE ` + where
+	if !final {
+		q += ` AND parent_name IS NOT NULL ORDER BY id DESC LIMIT ` + strconv.Itoa(limit)
+	}
+	if err := tx.Raw(q, run...).Scan(&rows).Error; err != nil {
+		return 0, nil, false, fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+	}
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+		if row.SpecDigest != nil {
+			digests = append(digests, *row.SpecDigest)
 		}
-		switch {
-		case n.Total == 0:
-			return errs.NotFoundf("run %s", key)
-		case n.Pinned > 0:
-			return fmt.Errorf("run %s is pinned: %w", key, errs.ErrPrecondition)
-		case n.Active > 0:
-			return fmt.Errorf("run %s has %d actions that have not ended: %w", key, n.Active, errs.ErrPrecondition)
-		}
-		var digests []string
-		if err := tx.Raw(`SELECT DISTINCT spec_digest FROM actions WHERE `+where+` AND spec_digest IS NOT NULL`, run...).Scan(&digests).Error; err != nil {
-			return fmt.Errorf("delete run %s: specs: %w", key, db.Translate(err))
-		}
-		// Attempts and events go with their actions (ON DELETE CASCADE).
-		res := tx.Exec(`DELETE FROM actions WHERE `+where, run...)
-		if res.Error != nil {
-			return fmt.Errorf("delete run %s: %w", key, db.Translate(res.Error))
-		}
-		out.Actions = res.RowsAffected
-		// Its change log rows go with the next CompactDeleted: change_log has
-		// no index by run, and one scan per pass beats one per run.
+	}
+	// Attempts and events go with their actions (ON DELETE CASCADE), and
+	// so do children of a deleted parent.
+	res := tx.Exec(`DELETE FROM actions WHERE id IN ?`, ids)
+	if res.Error != nil {
+		return 0, nil, false, fmt.Errorf("delete run %s: %w", key, db.Translate(res.Error))
+	}
+	if final {
 		if err := tx.Exec(`DELETE FROM trigger_runs WHERE `+where, run...).Error; err != nil {
-			return fmt.Errorf("delete run %s: %w", key, db.Translate(err))
+			return 0, nil, false, fmt.Errorf("delete run %s: %w", key, db.Translate(err))
 		}
-		for _, d := range digests {
-			var spec []byte
-			err := tx.Raw(`SELECT spec FROM task_specs s WHERE digest = ?
+	}
+	return res.RowsAffected, digests, final, nil
+}
+
+// deleteUnusedSpecs deletes the specs among digests that no action and no
+// task version uses, and returns them.
+func deleteUnusedSpecs(tx *gorm.DB, digests map[string]bool) ([][]byte, error) {
+	var out [][]byte
+	for d := range digests {
+		var spec []byte
+		err := tx.Raw(`SELECT spec FROM task_specs s WHERE digest = ?
  AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.spec_digest = s.digest)
  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.spec_digest = s.digest)`, d).Row().Scan(&spec)
-			if err != nil {
-				continue // still used (no row), or unreadable: kept either way
-			}
-			if err := tx.Exec(`DELETE FROM task_specs WHERE digest = ?`, d).Error; err != nil {
-				return fmt.Errorf("delete run %s: spec %s: %w", key, d, db.Translate(err))
-			}
-			out.Specs = append(out.Specs, spec)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // still used
 		}
-		return nil
-	})
-	return out, err
+		if err != nil {
+			return nil, fmt.Errorf("spec %s: %w", d, db.Translate(err))
+		}
+		if err := tx.Exec(`DELETE FROM task_specs WHERE digest = ?`, d).Error; err != nil {
+			return nil, fmt.Errorf("spec %s: %w", d, db.Translate(err))
+		}
+		out = append(out, spec)
+	}
+	return out, nil
 }
 
 // Referenced reports whether any of uris (the forms of one code bundle's
