@@ -418,7 +418,7 @@ func (c *Collector) collectBundle(ctx context.Context, uri string, rep *Report) 
 	if err != nil {
 		return nil
 	}
-	used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
+	used, err := c.rows.BundleReferenced(ctx, c.blobs.URIs(key))
 	if err != nil || used {
 		return err
 	}
@@ -448,7 +448,7 @@ func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool
 	if err != nil || !strings.HasPrefix(key, runlayout.OffloadedInputsRoot+"/") {
 		return nil // a child's inputs (under the run) or elsewhere
 	}
-	used, err := c.rows.Referenced(ctx, c.blobs.URIs(key))
+	used, err := c.rows.InputsReferenced(ctx, c.blobs.URIs(key))
 	if err != nil || used {
 		return err
 	}

@@ -211,24 +211,43 @@ func deleteUnusedSpecs(tx *gorm.DB, digests map[string]bool) ([][]byte, error) {
 	return out, nil
 }
 
-// Referenced reports whether any of uris (the forms of one code bundle's
-// or content-addressed inputs' location) is still used: named in a stored
-// task spec, an app's spec or a trigger's spec, or the inputs of a run.
-func (r *Retention) Referenced(ctx context.Context, uris []string) (bool, error) {
+// BundleReferenced reports whether any of uris (the forms of one code
+// bundle's location) is named in a stored task spec, an app's spec or a
+// trigger's spec. It reads every spec: it is asked once per bundle that
+// lost its last run.
+func (r *Retention) BundleReferenced(ctx context.Context, uris []string) (bool, error) {
 	contains := "instr(%s, CAST(? AS BLOB)) > 0"
 	if db.Dialect(r.db) == db.Postgres {
 		contains = "position(convert_to(?, 'UTF8') in %s) > 0"
 	}
 	q := `SELECT
- (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?, ?))
- + (SELECT COUNT(*) FROM task_specs WHERE ` + fmt.Sprintf(contains, "spec") + `)
+ (SELECT COUNT(*) FROM task_specs WHERE ` + fmt.Sprintf(contains, "spec") + `)
  + (SELECT COUNT(*) FROM apps WHERE ` + fmt.Sprintf(contains, "spec") + `)
  + (SELECT COUNT(*) FROM triggers WHERE ` + fmt.Sprintf(contains, "spec") + `)`
+	return r.anyFound(ctx, q, uris, func(uri string) []any { return []any{uri, uri, uri} })
+}
+
+// InputsReferenced reports whether any of uris (the forms of one
+// content-addressed inputs directory) is the inputs of a run or named in a
+// trigger's spec (its offloaded inputs).
+func (r *Retention) InputsReferenced(ctx context.Context, uris []string) (bool, error) {
+	contains := "instr(spec, CAST(? AS BLOB)) > 0"
+	if db.Dialect(r.db) == db.Postgres {
+		contains = "position(convert_to(?, 'UTF8') in spec) > 0"
+	}
+	q := `SELECT
+ (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?, ?))
+ + (SELECT COUNT(*) FROM triggers WHERE ` + contains + `)`
+	return r.anyFound(ctx, q, uris, func(uri string) []any { return []any{uri, uri + "/", uri + "/inputs.pb", uri} })
+}
+
+// anyFound runs the counting query q with the arguments args gives for
+// each of uris, and reports whether one counted anything.
+func (r *Retention) anyFound(ctx context.Context, q string, uris []string, args func(string) []any) (bool, error) {
 	for _, uri := range uris {
 		uri = strings.TrimRight(uri, "/")
 		var found int64
-		err := r.db.WithContext(ctx).Raw(q, uri, uri+"/", uri+"/inputs.pb", uri, uri, uri).Scan(&found).Error
-		if err != nil {
+		if err := r.db.WithContext(ctx).Raw(q, args(uri)...).Scan(&found).Error; err != nil {
 			return false, fmt.Errorf("references of %s: %w", uri, db.Translate(err))
 		}
 		if found > 0 {
