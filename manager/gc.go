@@ -66,6 +66,9 @@ func printReport(w io.Writer, rep retention.Report, dryRun bool) {
 	for _, k := range rep.Deleted {
 		fmt.Fprintf(w, "%s run %s\n", verb, k)
 	}
+	if more := rep.Runs - int64(len(rep.Deleted)); more > 0 {
+		fmt.Fprintf(w, "%s %d more runs, not listed\n", verb, more)
+	}
 	fmt.Fprintf(w, "%s %d runs (%d actions), %d objects (%d bytes, %d code bundles, %d input directories), %d attempt directories (%d bytes); kept %d objects cached outputs point at\n",
 		verb, rep.Runs, rep.Actions, rep.Objects, rep.Bytes, rep.Bundles, rep.Inputs, rep.Dirs, rep.DirBytes, rep.Kept)
 	if dryRun {

@@ -89,9 +89,14 @@ type Report struct {
 	Bundles        int64 // code bundles deleted (counted in Objects too)
 	Inputs         int64 // content-addressed input directories deleted
 	// Kept: objects kept because a cache entry points at them.
-	Kept    int64
+	Kept int64
+	// Deleted names the runs deleted, the first MaxListed of them.
 	Deleted []store.RunKey
 }
+
+// MaxListed bounds Report.Deleted, so that a pass over a million runs does
+// not hold all their names.
+const MaxListed = 10000
 
 // Collect makes one pass: every run past its retention, then the
 // unreferenced inputs past the grace period. dryRun deletes nothing and
@@ -251,7 +256,9 @@ func (c *Collector) collectRun(ctx context.Context, r store.EndedRun, dryRun boo
 		defer c.deferBundles(ctx, gone.Specs)
 	}
 	rep.Runs++
-	rep.Deleted = append(rep.Deleted, r.RunKey)
+	if len(rep.Deleted) < MaxListed {
+		rep.Deleted = append(rep.Deleted, r.RunKey)
+	}
 	if baseKey != "" {
 		if err := c.deletePrefix(ctx, baseKey+"/", keep, dryRun, rep); err != nil {
 			return err
