@@ -478,35 +478,36 @@ func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool
 // run never came).
 func (c *Collector) collectInputs(ctx context.Context, dryRun bool, rep *Report) error {
 	cutoff := c.now().Add(-c.cfg.InputGrace)
-	type dir struct {
-		key   string
-		young bool
+	// The listing is in key order, so a directory's objects come together:
+	// each is judged once the listing has moved past it, and only one is
+	// held at a time.
+	var cur string
+	young, seen := false, 0
+	flush := func() error {
+		if cur == "" || young {
+			return nil
+		}
+		if err := c.collectInputDir(ctx, c.blobs.URI(cur), dryRun, rep); err != nil {
+			return err
+		}
+		if seen++; seen%c.batch() == 0 {
+			return c.pause(ctx)
+		}
+		return nil
 	}
-	var dirs []dir
 	for o, err := range c.blobs.List(ctx, runlayout.OffloadedInputsRoot+"/") {
 		if err != nil {
 			return err
 		}
-		d := path.Dir(o.Key)
-		if len(dirs) == 0 || dirs[len(dirs)-1].key != d {
-			dirs = append(dirs, dir{key: d})
-		}
-		if o.ModTime.After(cutoff) {
-			dirs[len(dirs)-1].young = true
-		}
-	}
-	for i, d := range dirs {
-		if d.young {
-			continue
-		}
-		if err := c.collectInputDir(ctx, c.blobs.URI(d.key), dryRun, rep); err != nil {
-			return err
-		}
-		if (i+1)%c.batch() == 0 {
-			if err := c.pause(ctx); err != nil {
+		if d := path.Dir(o.Key); d != cur {
+			if err := flush(); err != nil {
 				return err
 			}
+			cur, young = d, false
+		}
+		if o.ModTime.After(cutoff) {
+			young = true
 		}
 	}
-	return nil
+	return flush()
 }
