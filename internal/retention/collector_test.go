@@ -325,3 +325,41 @@ func TestCollectRuns(t *testing.T) {
 		}
 	})
 }
+
+// CreateRun writes content-addressed inputs again when they exist, so
+// their age is their last use: the input sweep, which spares inputs
+// younger than the grace period, never takes inputs a new run is about to
+// reference.
+func TestReusedInputsAreYoung(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx := context.Background()
+		w := newWorld(t, g)
+		w.create("rx", "env.a", "uploads/_/p/development/AAAA/fastA.tar.gz", 42)
+		root, err := w.st.Actions.Get(ctx, key("rx").Action(store.RootName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(w.blobs.URI(""), mustKey(t, w.blobs, root.InputURI), "inputs.pb")
+		old := time.Now().Add(-48 * time.Hour)
+		if err := os.Chtimes(file, old, old); err != nil {
+			t.Fatal(err)
+		}
+		w.create("ry", "env.a", "uploads/_/p/development/AAAA/fastA.tar.gz", 42)
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(fi.ModTime()) > time.Hour {
+			t.Errorf("the inputs a new run reuses are %s old", time.Since(fi.ModTime()).Round(time.Hour))
+		}
+	})
+}
+
+func mustKey(t *testing.T, b *blob.Store, uri string) string {
+	t.Helper()
+	k, err := b.Key(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
