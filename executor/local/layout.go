@@ -32,8 +32,9 @@ import (
 // File.from_local and Dir.from_local return the absolute local path of what
 // the task wrote instead of uploading it, so a returned File or Dir, also
 // one inside a dataclass, points into this directory: downstream tasks and
-// the user read it there for as long as the run's data lives. The manager
-// collects no run data, so it collects none of these directories either.
+// the user read it there for as long as the run's data lives: the run's
+// directory goes when retention collects the run (RunDir,
+// internal/retention), except the attempts a cache entry still points at.
 // The code bundle the runtime extracts here stays too: a task may return one
 // of its files, and the manager cannot tell where outputs point (a
 // dataclass's fields are opaque to it). Only secrets/, which the manager
@@ -55,21 +56,34 @@ func segment(what, s string) error {
 
 // attemptDir is the directory of attempt n of key.
 func attemptDir(workDir string, key store.ActionKey, n int32) (string, error) {
+	run, err := RunDir(workDir, key.RunKey)
+	if err != nil {
+		return "", err
+	}
+	if err := segment("action", key.Name); err != nil {
+		return "", err
+	}
+	if n < 1 {
+		return "", errs.Invalidf("attempt %d: attempts are 1-based", n)
+	}
+	return filepath.Join(run, key.Name, strconv.Itoa(int(n))), nil
+}
+
+// RunDir is the directory that holds the attempt directories of every
+// action of a run: <workDir>/<org|_>/<project>/<domain>/<run>.
+func RunDir(workDir string, key store.RunKey) (string, error) {
 	org := key.Org
 	if org == "" {
 		org = "_"
 	}
 	for _, p := range []struct{ what, v string }{
-		{"org", org}, {"project", key.Project}, {"domain", key.Domain}, {"run", key.RunName}, {"action", key.Name},
+		{"org", org}, {"project", key.Project}, {"domain", key.Domain}, {"run", key.RunName},
 	} {
 		if err := segment(p.what, p.v); err != nil {
 			return "", err
 		}
 	}
-	if n < 1 {
-		return "", errs.Invalidf("attempt %d: attempts are 1-based", n)
-	}
-	return filepath.Join(workDir, org, key.Project, key.Domain, key.RunName, key.Name, strconv.Itoa(int(n))), nil
+	return filepath.Join(workDir, org, key.Project, key.Domain, key.RunName), nil
 }
 
 // identityRecord is process.json: enough to find and stop the attempt's

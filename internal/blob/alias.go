@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"fmgr.dev/internal/errs"
@@ -66,4 +67,25 @@ func (s *Store) CheckNoLinks(key string) error {
 		}
 	}
 	return nil
+}
+
+// URIs are every location under which something stored may name key: what
+// URI returns now and, for file stores, the path (also under the
+// symlink-resolved root), its file:// URL and the S3 alias's name, since a
+// manager restarted with or without its S3 endpoint names objects one way
+// or the other. Whoever asks whether anything still references key asks
+// for each.
+func (s *Store) URIs(key string) []string {
+	out := []string{s.URI(key)}
+	if s.kind == KindFile {
+		for _, root := range []string{s.root, s.realRoot} {
+			p := filepath.Join(root, filepath.FromSlash(key))
+			out = append(out, p, "file://"+filepath.ToSlash(p))
+		}
+		if s.uriPrefix != "" {
+			out = append(out, s.uriPrefix+key)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

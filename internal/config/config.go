@@ -46,6 +46,8 @@ type Config struct {
 	Auth     Auth     `mapstructure:"auth" yaml:"auth"`
 	// Telemetry configures OpenTelemetry tracing (off by default).
 	Telemetry Telemetry `mapstructure:"telemetry" yaml:"telemetry"`
+	// Retention: how long ended runs are kept, and the collector.
+	Retention Retention `mapstructure:"retention" yaml:"retention"`
 	// Queues are the named queues that tasks and runs may route to with
 	// queue= (none by default; see Queue).
 	Queues []Queue `mapstructure:"queues" yaml:"queues"`

@@ -197,6 +197,14 @@ func Default() Config {
 		},
 		Auth:      defaultAuth(),
 		Telemetry: defaultTelemetry(),
+		Retention: Retention{
+			Default:    "720h",
+			Rules:      []RetentionRule{},
+			InputGrace: 24 * time.Hour,
+			Interval:   time.Hour,
+			BatchSize:  100,
+			BatchPause: time.Second,
+		},
 		Triggers: Triggers{
 			CheckInterval: time.Second,
 			CatchUp:       "all",

@@ -204,6 +204,7 @@ func (c *Config) Validate() error {
 	c.validateCache(bad)
 	c.validateEvents(bad)
 	c.validateTriggers(bad)
+	c.validateRetention(bad)
 	c.validateQueues(bad)
 	if a := c.Console.LocalListen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {

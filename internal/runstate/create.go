@@ -346,20 +346,19 @@ func (s *Service) admit(ctx context.Context, org, project, domainField, domain s
 
 // putInputs stores encoded inputs at parent/<sha256 of raw>/inputs.pb and
 // returns that directory's URI and the hash. An object already there holds
-// these very bytes (its name is their hash), so it is left as it is.
+// these very bytes (its name is their hash); writing them again only
+// renews its age.
 func (s *Service) putInputs(ctx context.Context, parent string, raw []byte) (uri, hash string, err error) {
 	sum := sha256.Sum256(raw)
 	hash = hex.EncodeToString(sum[:])
 	dir := path.Join(parent, hash)
 	key := path.Join(dir, runlayout.InputsFile)
-	ok, err := s.blobs.Exists(ctx, key)
-	if err != nil {
+	// Written again when it exists (the same bytes): its age is the last
+	// use, and the retention collector leaves inputs younger than its
+	// grace period alone, so it never takes inputs a new run is about to
+	// reference (internal/retention).
+	if err := s.blobs.Put(ctx, key, raw, nil); err != nil {
 		return "", "", err
-	}
-	if !ok {
-		if err := s.blobs.Put(ctx, key, raw, nil); err != nil {
-			return "", "", err
-		}
 	}
 	return s.blobs.URI(dir), hash, nil
 }

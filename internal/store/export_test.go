@@ -12,3 +12,11 @@ func QueuedWrites(s *Store) int {
 // ExecIn runs a statement in the transaction of tx (a Store InTx hands
 // out), for tests that need a write the repositories do not make.
 func ExecIn(tx *Store, sql string, args ...any) error { return tx.db.Exec(sql, args...).Error }
+
+// SetDeleteChunk makes DeleteRun delete n actions per transaction until
+// the test ends.
+func SetDeleteChunk(t interface{ Cleanup(func()) }, n int) {
+	old := deleteChunk
+	deleteChunk = n
+	t.Cleanup(func() { deleteChunk = old })
+}

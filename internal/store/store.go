@@ -22,6 +22,8 @@ type Store struct {
 	Actions  *Actions
 	Leases   *Leases
 	Triggers *Triggers
+	// Retention is the collector's view (internal/retention).
+	Retention *Retention
 }
 
 // New returns repositories over gdb. Over a pool, concurrent action writes
@@ -36,13 +38,14 @@ func New(gdb *gorm.DB) *Store {
 
 func build(gdb *gorm.DB, w writes) *Store {
 	return &Store{
-		db:       gdb,
-		w:        w,
-		Projects: &Projects{db: gdb},
-		Tasks:    &Tasks{db: gdb},
-		Actions:  &Actions{db: gdb, w: w},
-		Leases:   &Leases{db: gdb},
-		Triggers: &Triggers{db: gdb},
+		db:        gdb,
+		w:         w,
+		Projects:  &Projects{db: gdb},
+		Tasks:     &Tasks{db: gdb},
+		Actions:   &Actions{db: gdb, w: w},
+		Leases:    &Leases{db: gdb},
+		Triggers:  &Triggers{db: gdb},
+		Retention: &Retention{db: gdb, w: w},
 	}
 }
 

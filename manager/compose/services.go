@@ -117,6 +117,7 @@ func Setup(ctx context.Context, d *Deps) error {
 		func() error { return secret.Setup(srv, secrets) },
 		func() (err error) { apps, err = setupApps(d, exec, blobs); return err },
 		func() error { return setupTriggers(srv, cfg.Triggers, triggers, st, state, exec, d.Log) },
+		func() error { return setupRetention(srv, cfg, st, blobs, exec, d.Log) },
 		func() error { return imagebuilder.Setup(srv, envs) },
 		func() error {
 			if !cfg.Console.Enabled {

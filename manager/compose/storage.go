@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
@@ -85,4 +86,21 @@ func storageSecrets(secret map[string]string) []contract.Secret {
 		out = append(out, contract.Secret{Key: attempt.StorageSecretPrefix + k, EnvVar: k, Value: []byte(secret[k])})
 	}
 	return out
+}
+
+// OpenStorage opens the configured store for a command beside a manager
+// (or instead of one), naming objects as the manager does: through the S3
+// endpoint's bucket when tasks get its locations. It serves nothing and
+// checks nothing; the caller closes it.
+func OpenStorage(ctx context.Context, cfg *config.Config) (*blob.Store, error) {
+	o := blob.Options{S3: S3Options(cfg.Storage.S3)}
+	e := cfg.Storage.S3Endpoint
+	if e.Listen != "" && strings.HasPrefix(cfg.Storage.URL, "file://") && e.TaskLocations == config.TaskLocationsS3 && cfg.Executor.Type == config.ExecutorLocal {
+		o.FileAlias = "s3://" + e.Bucket
+	}
+	blobs, err := blob.OpenWith(ctx, cfg.Storage.URL, o)
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	return blobs, nil
 }
