@@ -204,9 +204,10 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	}
 	ev := res.Event(uint32(n))
 	st := taskStatus(pod)
-	if a.Phase == phase.Initializing && st != nil && st.State.Terminated != nil {
-		// The task's container ran and ended before a reconcile saw it
-		// running: its log exists, record the links now.
+	if st != nil && st.State.Terminated != nil && (a.Phase == phase.Initializing || len(d.logTemplates) > 0) {
+		// The task's container ran and ended: its log exists (it may have
+		// ended before a reconcile saw it running), and the links are
+		// recorded again with the Pod's finish time.
 		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod)
 	}
 	switch {

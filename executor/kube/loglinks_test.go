@@ -39,7 +39,7 @@ func TestLogLinksRenderThePodsValues(t *testing.T) {
 	links := d.logLinks(key, 2, pod)
 	want := []string{
 		"logs " + loglink.Path(runstate.LogAttempt(key, 2)),
-		"dashboard https://dash.example.com/flyte/r1-a0-2?uid=0b6c-uid&c=task&id=fake:%2F%2Fabc&node=node-1&from=2026-01-02T03:04:05Z&unix=1767323045&a=2",
+		"dashboard https://dash.example.com/flyte/r1-a0-2?uid=0b6c-uid&c=task&id=abc&node=node-1&from=2026-01-02T03:04:05Z&unix=1767323045&a=2",
 	}
 	if len(links) != len(want) {
 		t.Fatalf("links %v, want %v", links, want)
