@@ -185,7 +185,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		return a, ctrl.Result{}, err
 	case podRunning:
 		if a.Phase == phase.Initializing {
-			rec := attempt.Record{Logs: true, LogLinks: d.logLinks(a.ActionKey, n, pod)}
+			rec := attempt.Record{Logs: true, LogLinks: d.logLinks(a.ActionKey, n, pod, spec)}
 			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, rec); err != nil {
 				return a, ctrl.Result{}, err
 			}
@@ -208,7 +208,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		// The task's container ran and ended: its log exists (it may have
 		// ended before a reconcile saw it running), and the links are
 		// recorded again with the Pod's finish time.
-		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod)
+		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod, spec)
 	}
 	switch {
 	case res.Outcome == contract.Succeeded:

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/runstate"
@@ -30,16 +31,14 @@ func parseLogLinks(links []config.LogLink, warn func(msg string, args ...any)) [
 	return out
 }
 
-// logLinks renders the configured links for attempt n of key, which runs
-// in pod: its identity and the Pod's own values, the finish times once the
-// task's container ended. Links on the manager stay rooted paths until a
-// client reads them (loglink.Resolve). No links configured: the core
-// records the manager's log endpoint.
-func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod) []*core.TaskLog {
-	if len(d.logTemplates) == 0 {
-		return nil
-	}
-	v := loglink.IdentityValues(runstate.LogAttempt(key, n))
+// logLinks renders the links of attempt n of key, which runs in pod: the
+// configured ones (else the manager's log endpoint) and the task's own
+// (spec's log_links), with its identity and the Pod's own values, the
+// finish times once the task's container ended. Links on the manager stay
+// rooted paths until a client reads them (loglink.Resolve).
+func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod, spec *task.TaskSpec) []*core.TaskLog {
+	att := runstate.LogAttempt(key, n)
+	v := loglink.IdentityValues(att)
 	v[loglink.Namespace] = pod.Namespace
 	v[loglink.PodName] = pod.Name
 	v[loglink.PodUID] = string(pod.UID)
@@ -71,9 +70,5 @@ func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod) []*core
 	}
 	v[loglink.PodRFC3339StartTime] = started.UTC().Format(time.RFC3339)
 	v[loglink.PodUnixStartTime] = strconv.FormatInt(started.Unix(), 10)
-	out := make([]*core.TaskLog, len(d.logTemplates))
-	for i, t := range d.logTemplates {
-		out[i] = t.TaskLog(v)
-	}
-	return out
+	return loglink.ForAttempt(att, d.logTemplates, spec.GetTaskTemplate().GetMetadata().GetLogLinks(), v)
 }

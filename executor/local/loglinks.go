@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/runstate"
@@ -35,19 +36,13 @@ func newLogLinker(links []config.LogLink, log *slog.Logger) logLinker {
 	return l
 }
 
-// links renders the links of attempt n of key: its identity and the
-// manager's host. Links on the manager stay rooted paths until a client
-// reads them (loglink.Resolve). No links configured: the core records the
-// manager's log endpoint.
-func (l logLinker) links(key store.ActionKey, n int32) []*core.TaskLog {
-	if len(l.templates) == 0 {
-		return nil
-	}
-	v := loglink.IdentityValues(runstate.LogAttempt(key, n))
+// links renders the links of attempt n of key, of task spec: the
+// configured ones (else the manager's log endpoint) and the task's own
+// (log_links), with its identity and the manager's host. Links on the
+// manager stay rooted paths until a client reads them (loglink.Resolve).
+func (l logLinker) links(key store.ActionKey, n int32, spec *task.TaskSpec) []*core.TaskLog {
+	att := runstate.LogAttempt(key, n)
+	v := loglink.IdentityValues(att)
 	v[loglink.Hostname] = l.hostname
-	out := make([]*core.TaskLog, len(l.templates))
-	for i, t := range l.templates {
-		out[i] = t.TaskLog(v)
-	}
-	return out
+	return loglink.ForAttempt(att, l.templates, spec.GetTaskTemplate().GetMetadata().GetLogLinks(), v)
 }

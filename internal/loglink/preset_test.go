@@ -102,6 +102,7 @@ func TestLinkErrors(t *testing.T) {
 		want string
 	}{
 		{Link{Name: "x"}, Kubernetes, "url: must not be empty"},
+		{Link{Name: "Logs {{ .podName }}", URL: "https://e.com/"}, Kubernetes, "must be plain text"},
 		{Link{Name: "x", URL: "https://e.com/a", TemplateURIs: []string{"https://e.com/b"}}, Kubernetes, "give one"},
 		{Link{Name: "x", DisplayName: "y", URL: "https://e.com/a"}, Kubernetes, "displayName"},
 		{Link{Name: "x", URL: "https://e.com/a", Region: "us-east-1"}, Kubernetes, "region: is not a setting of kind template"},

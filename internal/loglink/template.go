@@ -137,6 +137,9 @@ func (s Scope) Parse(name, raw string) (Template, error) {
 	if t.Name == "" {
 		return Template{}, errors.New("name: must not be empty (it labels the link)")
 	}
+	if strings.Contains(t.Name, "{{") || strings.Contains(t.Name, "}}") {
+		return Template{}, fmt.Errorf("name: %q must be plain text (placeholders are rendered in the url only)", t.Name)
+	}
 	rest := raw
 	for {
 		loc := token.FindStringSubmatchIndex(rest)
