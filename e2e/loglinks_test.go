@@ -61,6 +61,11 @@ func testLogLinks(t *testing.T, m *manager) {
 			LogsAvailable bool `json:"logs_available"`
 			Links         []logLink
 		}
+		LinkedRun   string `json:"linked_run"`
+		LinkedPhase string `json:"linked_phase"`
+		ChildLinks  []struct {
+			Name, URI, Action string
+		} `json:"child_links"`
 	}
 	driver(t, ctx, &res, "drive_loglinks.py", sdkEndpoint(m), marker)
 	if res.Phase != "SUCCEEDED" || len(res.Attempts) != 2 {
@@ -94,6 +99,25 @@ func testLogLinks(t *testing.T, m *manager) {
 				}
 			}
 		}
+	}
+
+	// A task's own links (links=) come after the configured ones, their
+	// placeholders filled in: the action, and its Pod on kubernetes.
+	if res.LinkedPhase != "SUCCEEDED" || len(res.ChildLinks) == 0 {
+		t.Fatalf("linked run %s is %s, child links %v", res.LinkedRun, res.LinkedPhase, res.ChildLinks)
+	}
+	last := res.ChildLinks[len(res.ChildLinks)-1]
+	pod := ""
+	if m.Kubernetes {
+		pod = ".+"
+	}
+	wantLink := regexp.MustCompile("^" + regexp.QuoteMeta(fmt.Sprintf("https://links.example.com/%s/%s/%s/%s?pod=", testProject, testDomain, res.LinkedRun, last.Action)) +
+		pod + regexp.QuoteMeta("&parent=a0") + "$")
+	if len(res.ChildLinks) != len(logLinkNames(m))+1 || last.Name != "run link" || !wantLink.MatchString(last.URI) {
+		t.Errorf("the child's links %+v; want %v then %q matching %s", res.ChildLinks, logLinkNames(m), "run link", wantLink)
+	}
+	for _, l := range res.ChildLinks {
+		checkLinkURL(t, 1, logLink{l.Name, l.URI})
 	}
 
 	// A client that reached the manager by another address gets links on
