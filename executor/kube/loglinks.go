@@ -70,5 +70,5 @@ func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod, spec *t
 	}
 	v[loglink.PodRFC3339StartTime] = started.UTC().Format(time.RFC3339)
 	v[loglink.PodUnixStartTime] = strconv.FormatInt(started.Unix(), 10)
-	return loglink.ForAttempt(att, d.logTemplates, spec.GetTaskTemplate().GetMetadata().GetLogLinks(), v)
+	return loglink.ForAttempt(att, d.logTemplates, spec, v)
 }

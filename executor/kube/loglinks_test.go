@@ -39,8 +39,8 @@ func TestLogLinksRenderThePodsValues(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{{Name: containerName, ContainerID: "fake://abc"}}},
 	}
 	// The task's own links, as the SDK writes them (links= of a task).
-	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{Metadata: &core.TaskMetadata{LogLinks: []*core.TaskLog{
-		{Name: "wandb", Uri: "https://wandb.ai/p/runs/{{.runName}}-{{.actionName}}?pod={{.podName}}&x={{ .nope }}"},
+	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{Id: &core.Identifier{Name: "wf.train", Version: "v1"}, Metadata: &core.TaskMetadata{LogLinks: []*core.TaskLog{
+		{Name: "wandb", Uri: "https://wandb.ai/p/runs/{{.runName}}-{{.actionName}}?pod={{.podName}}&x={{ .nope }}&t={{ .taskID }}@{{ .taskVersion }}"},
 		{Name: "logs", Uri: "https://shadowed.example.com/"},
 		{Name: "script", Uri: "javascript:alert(1)"},
 	}}}}
@@ -48,7 +48,7 @@ func TestLogLinksRenderThePodsValues(t *testing.T) {
 	want := []string{
 		"logs " + loglink.Path(runstate.LogAttempt(key, 2)),
 		"dashboard https://dash.example.com/flyte/r1-a0-2?uid=0b6c-uid&c=task&id=abc&node=node-1&from=2026-01-02T03:04:05Z&unix=1767323045&a=2",
-		"wandb https://wandb.ai/p/runs/r1-a0?pod=r1-a0-2&x=",
+		"wandb https://wandb.ai/p/runs/r1-a0?pod=r1-a0-2&x=&t=wf.train@v1",
 	}
 	if len(links) != len(want) {
 		t.Fatalf("links %v, want %v", links, want)

@@ -44,5 +44,5 @@ func (l logLinker) links(key store.ActionKey, n int32, spec *task.TaskSpec) []*c
 	att := runstate.LogAttempt(key, n)
 	v := loglink.IdentityValues(att)
 	v[loglink.Hostname] = l.hostname
-	return loglink.ForAttempt(att, l.templates, spec.GetTaskTemplate().GetMetadata().GetLogLinks(), v)
+	return loglink.ForAttempt(att, l.templates, spec, v)
 }

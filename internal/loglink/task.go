@@ -7,15 +7,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 )
 
-// ForAttempt is every link an attempt reports: the configured templates ts
-// rendered with v (the manager's log endpoint of a when there are none),
-// then the task's own links (TaskMetadata.log_links, which the SDK writes
-// with placeholders such as {{.podName}} for the executor to fill in)
-// rendered with v. A task's link named as one before it is left out.
-func ForAttempt(a Attempt, ts []Template, task []*core.TaskLog, v Values) []*core.TaskLog {
-	out := make([]*core.TaskLog, 0, len(ts)+len(task)+1)
+// ForAttempt is every link attempt a of spec reports: the configured
+// templates ts rendered with v and the task's name and version (the
+// manager's log endpoint of a when there are none), then the task's own
+// links (TaskMetadata.log_links, which the SDK writes with placeholders
+// such as {{.podName}} for the executor to fill in) rendered alike. A
+// task's link named as one before it is left out.
+func ForAttempt(a Attempt, ts []Template, spec *task.TaskSpec, v Values) []*core.TaskLog {
+	tmpl := spec.GetTaskTemplate()
+	v[TaskID], v[TaskVersion] = tmpl.GetId().GetName(), tmpl.GetId().GetVersion()
+	out := make([]*core.TaskLog, 0, len(ts)+len(tmpl.GetMetadata().GetLogLinks())+1)
 	for _, t := range ts {
 		out = append(out, t.TaskLog(v))
 	}
@@ -26,7 +30,7 @@ func ForAttempt(a Attempt, ts []Template, task []*core.TaskLog, v Values) []*cor
 	for _, l := range out {
 		seen[l.GetName()] = true
 	}
-	for _, l := range task {
+	for _, l := range tmpl.GetMetadata().GetLogLinks() {
 		r := renderTaskLink(l, v)
 		if r == nil || seen[r.GetName()] {
 			continue

@@ -28,6 +28,10 @@ const (
 	AttemptNum = "attempt" // from 1
 	// TaskRetryAttempt counts from 0, as Flyte's log templates do.
 	TaskRetryAttempt = "taskRetryAttempt"
+	// TaskID and TaskVersion are the task's name and version, as in
+	// Flyte's log templates.
+	TaskID      = "taskID"
+	TaskVersion = "taskVersion"
 	// Hostname is the host the attempt runs on: the Pod's host name on
 	// Kubernetes, the manager's host locally.
 	Hostname = "hostname"
@@ -47,7 +51,7 @@ const (
 )
 
 // Placeholders lists every placeholder, for messages and documentation.
-var Placeholders = []string{ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, Hostname,
+var Placeholders = []string{ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, TaskID, TaskVersion, Hostname,
 	Namespace, PodName, PodUID, ContainerName, ContainerID, NodeName, PodRFC3339StartTime, PodUnixStartTime,
 	PodRFC3339FinishTime, PodUnixFinishTime}
 
@@ -80,7 +84,7 @@ func (s Scope) has(p string) bool {
 		return true
 	}
 	switch p {
-	case ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, Hostname:
+	case ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, TaskID, TaskVersion, Hostname:
 		return true
 	}
 	return false
