@@ -67,6 +67,16 @@ func TestConsoleRun(t *testing.T) {
 		}
 		b.waitText("#log-lines", "after the gate")
 		b.waitJS("the root succeeds on the page", `!!document.querySelector('#tree [data-action="a0"][data-phase="ACTION_PHASE_SUCCEEDED"]')`)
+		// Every log link of the attempt, each opening its URL in a new tab.
+		want := logLinkNames(m)
+		b.waitJS("the attempt's log links", fmt.Sprintf(`document.querySelectorAll("#log-links a").length === %d`, len(want)))
+		type shown struct{ Name, Href, Target string }
+		links := eval[[]shown](b, `[...document.querySelectorAll("#log-links a")].map((a) => ({name: a.textContent, href: a.href, target: a.target}))`)
+		for i, l := range links {
+			if l.Name != want[i] || !strings.HasPrefix(l.Href, "http") || strings.Contains(l.Href, "{{") || l.Target != "_blank" {
+				t.Errorf("log link %d shown as %+v, want %q opening an http(s) URL in a new tab", i, l, want[i])
+			}
+		}
 		b.waitJS("the header follows", `document.querySelector("header.run-header")?.dataset.phase === "ACTION_PHASE_SUCCEEDED"`)
 		if !eval[bool](b, `window.noReload === true`) {
 			t.Fatal("the page was reloaded")

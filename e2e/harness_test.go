@@ -102,7 +102,7 @@ func startManagerWith(t *testing.T, o mgrproc.Options) *manager {
 		// must pass through the home to their directories under it.
 		o.Home = testkit.TaskDir(t)
 	}
-	o.Config = append(o.Config, queuesConfigFile(t)) // the queues scenario's
+	o.Config = append(o.Config, queuesConfigFile(t), localLogLinksConfig(t)) // the queues and loglinks scenarios'
 	loadTestImages(t, o.Home)
 	m := &manager{Home: o.Home, DSN: o.DSN, t: t}
 	p, err := mgrproc.Start(context.Background(), o)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,12 +27,22 @@ import (
 // the test from the node agent's log files (logServer).
 const kubeLogLink = "node"
 
+// kubePresetLinks are the links of the preset kinds every kubernetes
+// manager of the tests also reports (kubeLogLinksConfig), and the Flyte
+// shaped template using the Pod's finish time; localLinks are the links
+// every local manager reports besides "logs" (localLogLinksConfig). None
+// is opened: they are checked to be complete URLs.
+var (
+	kubePresetLinks = []string{"Kubernetes Logs", "Cloudwatch Logs", "Google Cloud Logs", "Grafana Loki", "Flyte"}
+	localLinks      = []string{"host", "Grafana Loki"}
+)
+
 // logLinkNames are the log links every attempt reports on m, in order.
 func logLinkNames(m *manager) []string {
 	if m.Kubernetes {
-		return []string{"logs", kubeLogLink}
+		return append([]string{"logs", kubeLogLink}, kubePresetLinks...)
 	}
-	return []string{"logs"}
+	return append([]string{"logs"}, localLinks...)
 }
 
 type logLink struct{ Name, URI string }
@@ -50,6 +61,11 @@ func testLogLinks(t *testing.T, m *manager) {
 			LogsAvailable bool `json:"logs_available"`
 			Links         []logLink
 		}
+		LinkedRun   string `json:"linked_run"`
+		LinkedPhase string `json:"linked_phase"`
+		ChildLinks  []struct {
+			Name, URI, Action string
+		} `json:"child_links"`
 	}
 	driver(t, ctx, &res, "drive_loglinks.py", sdkEndpoint(m), marker)
 	if res.Phase != "SUCCEEDED" || len(res.Attempts) != 2 {
@@ -69,7 +85,13 @@ func testLogLinks(t *testing.T, m *manager) {
 			t.Errorf("attempt %d: log links %v, want %v", n, names, logLinkNames(m))
 		}
 		for _, l := range at.Links {
-			checkLogLink(t, m, res.Run, n, l, marker)
+			if !checkLinkURL(t, n, l) {
+				continue
+			}
+			if l.Name == "logs" || l.Name == kubeLogLink {
+				checkLogLink(t, m, res.Run, n, l, marker)
+			}
+			checkPresetLink(t, m, res.Run, n, l)
 			if l.Name == "logs" {
 				// On the manager: at the address the SDK used.
 				if want := fmt.Sprintf("%s/logs/local/%s/%s/%s/a0/%d", sdkBase, testProject, testDomain, res.Run, n); l.URI != want {
@@ -77,6 +99,25 @@ func testLogLinks(t *testing.T, m *manager) {
 				}
 			}
 		}
+	}
+
+	// A task's own links (links=) come after the configured ones, their
+	// placeholders filled in: the action, and its Pod on kubernetes.
+	if res.LinkedPhase != "SUCCEEDED" || len(res.ChildLinks) == 0 {
+		t.Fatalf("linked run %s is %s, child links %v", res.LinkedRun, res.LinkedPhase, res.ChildLinks)
+	}
+	last := res.ChildLinks[len(res.ChildLinks)-1]
+	pod := ""
+	if m.Kubernetes {
+		pod = ".+"
+	}
+	wantLink := regexp.MustCompile("^" + regexp.QuoteMeta(fmt.Sprintf("https://links.example.com/%s/%s/%s/%s?pod=", testProject, testDomain, res.LinkedRun, last.Action)) +
+		pod + regexp.QuoteMeta("&parent=a0") + "$")
+	if len(res.ChildLinks) != len(logLinkNames(m))+1 || last.Name != "run link" || !wantLink.MatchString(last.URI) {
+		t.Errorf("the child's links %+v; want %v then %q matching %s", res.ChildLinks, logLinkNames(m), "run link", wantLink)
+	}
+	for _, l := range res.ChildLinks {
+		checkLinkURL(t, 1, logLink{l.Name, l.URI})
 	}
 
 	// A client that reached the manager by another address gets links on
@@ -123,16 +164,48 @@ func testLogLinks(t *testing.T, m *manager) {
 	}
 }
 
-// checkLogLink opens one link of attempt n of run and checks it answers
-// that attempt's log (and not the other attempt's).
-func checkLogLink(t *testing.T, m *manager, run string, n int, l logLink, marker string) {
+// checkLinkURL checks that link l of attempt n is named and rendered
+// completely: an absolute http(s) URL with no {{ or }} left.
+func checkLinkURL(t *testing.T, n int, l logLink) bool {
 	t.Helper()
 	u, err := url.Parse(l.URI)
 	if l.Name == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		strings.Contains(l.URI, "{{") || strings.Contains(l.URI, "}}") {
 		t.Errorf("attempt %d: link %q → %q is not a named absolute http(s) URL", n, l.Name, l.URI)
-		return
+		return false
 	}
+	return true
+}
+
+// checkPresetLink checks what the configured links not opened say about
+// attempt n of run: its identity, and on kubernetes its Pod's times, the
+// finish time too (the attempts ended).
+func checkPresetLink(t *testing.T, m *manager, run string, n int, l logLink) {
+	t.Helper()
+	host, _ := os.Hostname()
+	var want *regexp.Regexp
+	switch {
+	case !m.Kubernetes && l.Name == "host":
+		want = regexp.MustCompile("^" + regexp.QuoteMeta(fmt.Sprintf("https://logs.example.com/%s/%s/%s/%s/a0/%d", url.PathEscape(host), testProject, testDomain, run, n-1)) + "$")
+	case !m.Kubernetes && l.Name == "Grafana Loki":
+		want = regexp.MustCompile(regexp.QuoteMeta(url.QueryEscape(fmt.Sprintf(`{run=\"%s\", action=\"a0\"}`, run))))
+	case m.Kubernetes && l.Name == "Flyte":
+		want = regexp.MustCompile(fmt.Sprintf(`^https://logs\.example\.com/%s/a0/%d/\?start=\d{4}-\d\d-\d\dT[^&]+Z&end=(\d+)$`, run, n-1))
+		if g := want.FindStringSubmatch(l.URI); g == nil || g[1] == "0" {
+			t.Errorf("attempt %d: %s %q has no finish time", n, l.Name, l.URI)
+		}
+	case m.Kubernetes && l.Name == "Cloudwatch Logs":
+		want = regexp.MustCompile(`;stream=var\.log\.containers\.[a-z0-9-]+_[a-z0-9-]+_task-[0-9a-f]+\.log$`)
+	}
+	if want != nil && !want.MatchString(l.URI) {
+		t.Errorf("attempt %d: %s is %q, want it to match %s", n, l.Name, l.URI, want)
+	}
+}
+
+// checkLogLink opens one link of attempt n of run and checks it answers
+// that attempt's log (and not the other attempt's).
+func checkLogLink(t *testing.T, m *manager, run string, n int, l logLink, marker string) {
+	t.Helper()
 	resp, err := mgrproc.HTTPClient.Get(l.URI)
 	if err != nil {
 		t.Errorf("attempt %d: GET %s: %v", n, l.URI, err)
@@ -169,7 +242,46 @@ func kubeLogLinksConfig(t *testing.T, clusterDir string) string {
         url: "{{ .managerURL }}/logs/{{ .org }}/{{ .project }}/{{ .domain }}/{{ .runName }}/{{ .actionName }}/{{ .attempt }}"
       - name: %s
         url: "%s/pods/{{ .namespace }}/{{ .podName }}_{{ .podUID }}/{{ .containerName }}.log"
+      - kind: kubernetes
+        baseURL: http://localhost:30082
+      - kind: cloudwatch
+        region: us-east-1
+        logGroup: /aws/containerinsights/test/application
+      - kind: stackdriver
+        gcpProject: flyte-test-1
+        resourceName: k8s_container
+      - kind: grafana-loki
+        baseURL: https://grafana.example.com
+        dataSource: loki-test
+      - displayName: Flyte
+        messageFormat: json
+        templateUris:
+          - "https://logs.example.com/{{ .executionName }}/{{ .nodeID }}/{{ .taskRetryAttempt }}/?start={{ .podRFC3339StartTime }}&end={{ $podUnixFinishTime }}"
 `, kubeLogLink, srv)
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// localLogLinksConfig writes executor.local.logLinks for every manager of
+// the tests: the default link to the manager, a template with Flyte's
+// names and the host, and a Loki preset selecting the run's labels.
+func localLogLinksConfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "local-loglinks.yaml")
+	yaml := `executor:
+  local:
+    logLinks:
+      - name: logs
+        url: "{{ .managerURL }}/logs/{{ .org }}/{{ .project }}/{{ .domain }}/{{ .runName }}/{{ .actionName }}/{{ .attempt }}"
+      - name: host
+        url: "https://logs.example.com/{{ .hostname }}/{{ .executionProject }}/{{ .executionDomain }}/{{ .executionName }}/{{ .nodeID }}/{{ .taskRetryAttempt }}"
+      - kind: grafana-loki
+        baseURL: https://grafana.example.com/
+        dataSource: loki-test
+        selector: '{run="{{ .runName }}", action="{{ .actionName }}"}'
+`
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}

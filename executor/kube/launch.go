@@ -185,7 +185,7 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 		return a, ctrl.Result{}, err
 	case podRunning:
 		if a.Phase == phase.Initializing {
-			rec := attempt.Record{Logs: true, LogLinks: d.logLinks(a.ActionKey, n, pod)}
+			rec := attempt.Record{Logs: true, LogLinks: d.logLinks(a.ActionKey, n, pod, spec)}
 			if a, err = d.apply(ctx, ta, a, spec, machine.Running{Attempt: uint32(n)}, rec); err != nil {
 				return a, ctrl.Result{}, err
 			}
@@ -204,10 +204,11 @@ func (d *Driver) watch(ctx context.Context, ta *v1.TaskAction, a *store.Action) 
 	}
 	ev := res.Event(uint32(n))
 	st := taskStatus(pod)
-	if a.Phase == phase.Initializing && st != nil && st.State.Terminated != nil {
-		// The task's container ran and ended before a reconcile saw it
-		// running: its log exists, record the links now.
-		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod)
+	if st != nil && st.State.Terminated != nil && (a.Phase == phase.Initializing || len(d.logTemplates) > 0) {
+		// The task's container ran and ended: its log exists (it may have
+		// ended before a reconcile saw it running), and the links are
+		// recorded again with the Pod's finish time.
+		rec.Logs, rec.LogLinks = true, d.logLinks(a.ActionKey, n, pod, spec)
 	}
 	switch {
 	case res.Outcome == contract.Succeeded:

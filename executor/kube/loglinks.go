@@ -2,11 +2,13 @@ package kube
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/loglink"
 	"fmgr.dev/internal/runstate"
@@ -19,40 +21,54 @@ import (
 func parseLogLinks(links []config.LogLink, warn func(msg string, args ...any)) []loglink.Template {
 	var out []loglink.Template
 	for i, l := range links {
-		t, err := loglink.Parse(l.Name, l.URL)
+		ts, err := l.Templates(loglink.Kubernetes)
 		if err != nil {
 			warn("ignoring a log link", "key", "executor.kubernetes.logLinks["+strconv.Itoa(i)+"]", "error", err)
 			continue
 		}
-		out = append(out, t)
+		out = append(out, ts...)
 	}
 	return out
 }
 
-// logLinks renders the configured links for attempt n of key, which runs
-// in pod: its identity and the Pod's own values. Links on the manager stay
-// rooted paths until a client reads them (loglink.Resolve). No links
-// configured: the core records the manager's log endpoint.
-func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod) []*core.TaskLog {
-	if len(d.logTemplates) == 0 {
-		return nil
-	}
-	v := loglink.IdentityValues(runstate.LogAttempt(key, n))
+// logLinks renders the links of attempt n of key, which runs in pod: the
+// configured ones (else the manager's log endpoint) and the task's own
+// (spec's log_links), with its identity and the Pod's own values, the
+// finish times once the task's container ended. Links on the manager stay
+// rooted paths until a client reads them (loglink.Resolve).
+func (d *Driver) logLinks(key store.ActionKey, n int32, pod *corev1.Pod, spec *task.TaskSpec) []*core.TaskLog {
+	att := runstate.LogAttempt(key, n)
+	v := loglink.IdentityValues(att)
 	v[loglink.Namespace] = pod.Namespace
 	v[loglink.PodName] = pod.Name
 	v[loglink.PodUID] = string(pod.UID)
 	v[loglink.ContainerName] = containerName
 	v[loglink.NodeName] = pod.Spec.NodeName
-	if st := taskStatus(pod); st != nil {
-		v[loglink.ContainerID] = st.ContainerID
+	// The Pod's host name: its own when set, else its name (as the
+	// container sees it).
+	v[loglink.Hostname] = pod.Name
+	if pod.Spec.Hostname != "" {
+		v[loglink.Hostname] = pod.Spec.Hostname
 	}
 	started := startedAt(pod)
+	if st := taskStatus(pod); st != nil {
+		// Without the runtime's scheme ("containerd://"), as log shippers
+		// name the container's log stream.
+		id := st.ContainerID
+		if _, after, ok := strings.Cut(id, "://"); ok {
+			id = after
+		}
+		v[loglink.ContainerID] = id
+		if t := st.State.Terminated; t != nil {
+			finished := t.FinishedAt.Time
+			if finished.IsZero() {
+				finished = started
+			}
+			v[loglink.PodRFC3339FinishTime] = finished.UTC().Format(time.RFC3339)
+			v[loglink.PodUnixFinishTime] = strconv.FormatInt(finished.Unix(), 10)
+		}
+	}
 	v[loglink.PodRFC3339StartTime] = started.UTC().Format(time.RFC3339)
 	v[loglink.PodUnixStartTime] = strconv.FormatInt(started.Unix(), 10)
-	out := make([]*core.TaskLog, len(d.logTemplates))
-	for i, t := range d.logTemplates {
-		name, uri := t.Render(v)
-		out[i] = &core.TaskLog{Name: name, Uri: uri}
-	}
-	return out
+	return loglink.ForAttempt(att, d.logTemplates, spec, v)
 }

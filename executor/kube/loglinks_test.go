@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fmgr.dev/gen/go/flyteidl2/core"
+	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/loglink"
@@ -36,10 +38,17 @@ func TestLogLinksRenderThePodsValues(t *testing.T) {
 		Status: corev1.PodStatus{StartTime: &metav1.Time{Time: start},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: containerName, ContainerID: "fake://abc"}}},
 	}
-	links := d.logLinks(key, 2, pod)
+	// The task's own links, as the SDK writes them (links= of a task).
+	spec := &task.TaskSpec{TaskTemplate: &core.TaskTemplate{Id: &core.Identifier{Name: "wf.train", Version: "v1"}, Metadata: &core.TaskMetadata{LogLinks: []*core.TaskLog{
+		{Name: "wandb", Uri: "https://wandb.ai/p/runs/{{.runName}}-{{.actionName}}?pod={{.podName}}&x={{ .nope }}&t={{ .taskID }}@{{ .taskVersion }}"},
+		{Name: "logs", Uri: "https://shadowed.example.com/"},
+		{Name: "script", Uri: "javascript:alert(1)"},
+	}}}}
+	links := d.logLinks(key, 2, pod, spec)
 	want := []string{
 		"logs " + loglink.Path(runstate.LogAttempt(key, 2)),
-		"dashboard https://dash.example.com/flyte/r1-a0-2?uid=0b6c-uid&c=task&id=fake:%2F%2Fabc&node=node-1&from=2026-01-02T03:04:05Z&unix=1767323045&a=2",
+		"dashboard https://dash.example.com/flyte/r1-a0-2?uid=0b6c-uid&c=task&id=abc&node=node-1&from=2026-01-02T03:04:05Z&unix=1767323045&a=2",
+		"wandb https://wandb.ai/p/runs/r1-a0?pod=r1-a0-2&x=&t=wf.train@v1",
 	}
 	if len(links) != len(want) {
 		t.Fatalf("links %v, want %v", links, want)
@@ -49,8 +58,9 @@ func TestLogLinksRenderThePodsValues(t *testing.T) {
 			t.Errorf("link %d = %q, want %q", i, got, want[i])
 		}
 	}
-	// No links configured: the core records the manager's log endpoint.
-	if links := (&Driver{}).logLinks(key, 2, pod); links != nil {
+	// No links configured: the manager's log endpoint, and the task's.
+	links = (&Driver{}).logLinks(key, 2, pod, spec)
+	if len(links) != 2 || links[0].GetUri() != loglink.Path(runstate.LogAttempt(key, 2)) || links[1].GetName() != "wandb" {
 		t.Errorf("without templates: %v", links)
 	}
 }

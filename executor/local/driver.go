@@ -91,6 +91,7 @@ type Driver struct {
 	cfg      config.LocalExecutor
 	endpoint func() string
 	log      *slog.Logger
+	logLinks logLinker // executor.local.logLinks
 
 	// Tunables, fixed before Start (tests shorten them).
 	resyncInterval time.Duration
@@ -186,6 +187,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		cfg:            local,
 		endpoint:       endpoint,
 		log:            log.With("component", "executor"),
+		logLinks:       newLogLinker(local.LogLinks, log),
 		resyncInterval: DefaultResyncInterval,
 		killGrace:      DefaultKillGrace,
 		stopTimeout:    DefaultStopTimeout,

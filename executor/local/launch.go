@@ -324,7 +324,8 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 		if a.Attempts != e.n || a.Phase != phase.Initializing {
 			return
 		}
-		_, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)}, attempt.Record{Logs: true})
+		_, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)},
+			attempt.Record{Logs: true, LogLinks: d.logLinks.links(key, e.n, e.spec)})
 		if !errors.Is(err, errs.ErrConflict) {
 			if err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)

@@ -126,6 +126,7 @@ func Default() Config {
 				SystemRetries:  3,
 				LeaseTTL:       15 * time.Second,
 				MaxLogBytes:    DefaultMaxLogBytes,
+				LogLinks:       []LogLink{DefaultLogLink},
 				// Warm start: a0 attempts fork from an interpreter that has
 				// imported the SDK's dependencies (Python start-up and those
 				// imports cost more than a small task); off falls back to a

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"fmgr.dev/internal/loglink"
+)
 
 // The executor: section, local and kubernetes (see config.go for the rest).
 
@@ -71,18 +75,20 @@ type KubernetesExecutor struct {
 	LogLinks []LogLink `mapstructure:"logLinks" yaml:"logLinks"`
 }
 
-// LogLink is a named URL template. Placeholders such as {{ .podName }} are
-// filled in per Pod (the list is loglink.Placeholders); a URL is absolute
-// http(s), or starts with {{ .managerURL }}, the address the reading client
-// uses for the manager.
-type LogLink struct {
-	Name string `mapstructure:"name" yaml:"name"`
-	URL  string `mapstructure:"url" yaml:"url"`
-}
+// LogLink is one log link: a named URL template (placeholders such as
+// {{ .podName }} filled in per attempt, loglink.Placeholders) or a preset
+// kind (kubernetes, cloudwatch, stackdriver, grafana-loki) with its
+// settings; see loglink.Link. A URL is absolute http(s), or starts with
+// {{ .managerURL }}, the address the reading client uses for the manager.
+type LogLink = loglink.Link
 
 // DefaultKubernetesLogLink links an attempt's Pod to the manager's own log
 // endpoint, which streams the Pod's log from the API server.
-var DefaultKubernetesLogLink = LogLink{
+var DefaultKubernetesLogLink = DefaultLogLink
+
+// DefaultLogLink links an attempt to the manager's own log endpoint, in
+// either executor.
+var DefaultLogLink = LogLink{
 	Name: "logs",
 	URL:  "{{ .managerURL }}/logs/{{ .org }}/{{ .project }}/{{ .domain }}/{{ .runName }}/{{ .actionName }}/{{ .attempt }}",
 }
@@ -118,6 +124,11 @@ type LocalExecutor struct {
 	// MaxLogBytes caps each attempt's log: past it the log keeps its head
 	// and a rolling tail with a marker saying how much was dropped.
 	MaxLogBytes int64 `mapstructure:"maxLogBytes" yaml:"maxLogBytes"`
+	// LogLinks are the links to its log that every attempt reports,
+	// rendered per attempt with the placeholders a host process has (its
+	// identity, hostname, managerURL). The default links to the manager's
+	// own log endpoint; setting the list replaces it.
+	LogLinks []LogLink `mapstructure:"logLinks" yaml:"logLinks"`
 	// WarmStart starts attempts of the SDK's a0 runtime by forking a
 	// pre-started interpreter that has imported the SDK's dependencies,
 	// instead of starting Python afresh for each; attempts it cannot serve

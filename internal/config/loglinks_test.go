@@ -62,3 +62,62 @@ func TestLogLinksSection(t *testing.T) {
 		}
 	}
 }
+
+// Presets and Flyte's template entries load beside URL templates, for each
+// executor with the placeholders its attempts have; errors name the entry.
+func TestLogLinkKindsPerExecutor(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Executor.Local.LogLinks; len(got) != 1 || got[0].URL != DefaultLogLink.URL || got[0].Name != "logs" {
+		t.Errorf("executor.local.logLinks default = %v", got)
+	}
+	good := writeFile(t, dir, "good.yaml", `executor:
+  local:
+    logLinks:
+      - name: host
+        url: "https://logs.example.com/{{ .hostname }}/{{ .executionName }}/{{ .taskRetryAttempt }}"
+  type: kubernetes
+  kubernetes:
+    sharedFileStorage: true
+    logLinks:
+      - kind: cloudwatch
+        region: us-east-1
+        logGroup: /aws/containerinsights/prod/application
+      - kind: grafana-loki
+        baseURL: https://grafana.example.com
+        dataSource: loki-1
+      - displayName: Flyte
+        messageFormat: json
+        templateUris:
+          - "https://logs.example.com/{{ $podName }}/{{ .podUnixFinishTime }}"
+`)
+	c, err = Load(Sources{Files: []string{good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Executor.Kubernetes.LogLinks; len(k) != 3 || k[0].Kind != loglink.KindCloudWatch || k[0].LogGroup == "" || len(k[2].TemplateURIs) != 1 {
+		t.Errorf("kubernetes logLinks = %+v", k)
+	}
+	if l := c.Executor.Local.LogLinks; len(l) != 1 || l[0].Name != "host" {
+		t.Errorf("local logLinks = %+v", l)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"executor:\n  local:\n    logLinks:\n      - name: x\n        url: https://e.com/{{ .podName }}\n",
+			`executor.local.logLinks[0]: url: placeholder "{{ .podName }}" has no value for local attempts`},
+		{"executor:\n  local:\n    logLinks:\n      - kind: stackdriver\n        gcpProject: my-project\n        resourceName: k8s_container\n",
+			"executor.local.logLinks[0]: kind: stackdriver links a Pod's log"},
+		{"executor:\n  type: kubernetes\n  kubernetes:\n    sharedFileStorage: true\n    logLinks:\n      - kind: cloudwatch\n        region: us-east-1\n",
+			"executor.kubernetes.logLinks[0]: logGroup:"},
+		{"executor:\n  type: kubernetes\n  kubernetes:\n    sharedFileStorage: true\n    logLinks:\n      - kind: stackdriver\n        gcpProject: my-project\n        resourceName: k8s_container\n      - name: Google Cloud Logs\n        url: https://e.com/\n",
+			`executor.kubernetes.logLinks[1].name: link "Google Cloud Logs" is declared twice`},
+	} {
+		f := writeFile(t, dir, "bad.yaml", c.yaml)
+		if _, err := Load(Sources{Files: []string{f}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v; want an error with %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -156,7 +156,7 @@ func (c *Config) Validate() error {
 		if k.CopilotImage == "" || strings.ContainsFunc(k.CopilotImage, unicode.IsSpace) {
 			bad("executor.kubernetes.copilotImage", "must name the manager's image (no spaces), got %q", k.CopilotImage)
 		}
-		validateLogLinks(k.LogLinks, bad)
+		validateLogLinks("executor.kubernetes.logLinks", loglink.Kubernetes, k.LogLinks, bad)
 	default:
 		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)
 	}
@@ -166,6 +166,7 @@ func (c *Config) Validate() error {
 	if c.Executor.Local.LeaseTTL < MinLeaseTTL {
 		bad("executor.local.leaseTTL", "must be at least %s, got %s", MinLeaseTTL, c.Executor.Local.LeaseTTL)
 	}
+	validateLogLinks("executor.local.logLinks", loglink.Local, c.Executor.Local.LogLinks, bad)
 	if c.Executor.Local.SystemRetries < 0 {
 		bad("executor.local.systemRetries", "must not be negative, got %d", c.Executor.Local.SystemRetries)
 	}
@@ -333,22 +334,25 @@ func (c *Config) validateQueues(bad func(key, format string, args ...any)) {
 	}
 }
 
-// validateLogLinks checks executor.kubernetes.logLinks: each a named
-// template the executor can render (known placeholders, a usable URL), no
-// name twice (a client lists links by name).
-func validateLogLinks(links []LogLink, bad func(key, format string, args ...any)) {
+// validateLogLinks checks an executor's logLinks (at key): each a named
+// template or preset its attempts can render (known placeholders with a
+// value in scope, a usable URL), no name twice (a client lists links by
+// name).
+func validateLogLinks(key string, scope loglink.Scope, links []LogLink, bad func(key, format string, args ...any)) {
 	seen := map[string]bool{}
 	for i, l := range links {
-		key := fmt.Sprintf("executor.kubernetes.logLinks[%d]", i)
-		t, err := loglink.Parse(l.Name, l.URL)
+		key := fmt.Sprintf("%s[%d]", key, i)
+		ts, err := l.Templates(scope)
 		if err != nil {
 			bad(key, "%v", err)
 			continue
 		}
-		if seen[t.Name] {
-			bad(key+".name", "link %q is declared twice", t.Name)
+		for _, t := range ts {
+			if seen[t.Name] {
+				bad(key+".name", "link %q is declared twice", t.Name)
+			}
+			seen[t.Name] = true
 		}
-		seen[t.Name] = true
 	}
 }
 

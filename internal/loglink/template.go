@@ -7,12 +7,14 @@ import (
 	"regexp"
 	"strings"
 
+	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/internal/ident"
 )
 
-// Placeholders a log link template may use, as {{ .name }} (spaces
-// optional, names case-insensitive). Pod placeholders are the names Flyte's
-// log templates use, so an operator's existing URLs carry over.
+// Placeholders a log link template may use, as {{ .name }} or {{ $name }}
+// (spaces optional, names case-insensitive). Pod placeholders are the names
+// Flyte's log templates use, and Flyte's other names are accepted as
+// aliases (Aliases), so an operator's existing URLs carry over.
 const (
 	// ManagerURL is the base URL the reading client used (or
 	// server.externalURL); only at the start of a template.
@@ -24,6 +26,15 @@ const (
 	RunName    = "runName"
 	ActionName = "actionName"
 	AttemptNum = "attempt" // from 1
+	// TaskRetryAttempt counts from 0, as Flyte's log templates do.
+	TaskRetryAttempt = "taskRetryAttempt"
+	// TaskID and TaskVersion are the task's name and version, as in
+	// Flyte's log templates.
+	TaskID      = "taskID"
+	TaskVersion = "taskVersion"
+	// Hostname is the host the attempt runs on: the Pod's host name on
+	// Kubernetes, the manager's host locally.
+	Hostname = "hostname"
 
 	Namespace           = "namespace"
 	PodName             = "podName"
@@ -33,11 +44,59 @@ const (
 	NodeName            = "nodeName"
 	PodRFC3339StartTime = "podRFC3339StartTime"
 	PodUnixStartTime    = "podUnixStartTime"
+	// The finish times are rendered once the Pod's task container ended;
+	// the links an attempt reports while it runs have them empty.
+	PodRFC3339FinishTime = "podRFC3339FinishTime"
+	PodUnixFinishTime    = "podUnixFinishTime"
 )
 
 // Placeholders lists every placeholder, for messages and documentation.
-var Placeholders = []string{ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum,
-	Namespace, PodName, PodUID, ContainerName, ContainerID, NodeName, PodRFC3339StartTime, PodUnixStartTime}
+var Placeholders = []string{ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, TaskID, TaskVersion, Hostname,
+	Namespace, PodName, PodUID, ContainerName, ContainerID, NodeName, PodRFC3339StartTime, PodUnixStartTime,
+	PodRFC3339FinishTime, PodUnixFinishTime}
+
+// Aliases are Flyte's names for placeholders, each standing for ours.
+var Aliases = map[string]string{
+	"executionName":    RunName,
+	"executionProject": Project,
+	"executionDomain":  Domain,
+	"executionOrg":     Org,
+	"taskOrg":          Org,
+	"taskProject":      Project,
+	"taskDomain":       Domain,
+	"nodeID":           ActionName,
+}
+
+// Scope is where an attempt runs, which decides the placeholders that have
+// a value.
+type Scope int
+
+const (
+	// Kubernetes attempts run in Pods: every placeholder.
+	Kubernetes Scope = iota
+	// Local attempts run as processes of the manager's host: no Pod
+	// placeholders.
+	Local
+)
+
+func (s Scope) has(p string) bool {
+	if s == Kubernetes {
+		return true
+	}
+	switch p {
+	case ManagerURL, Org, Project, Domain, RunName, ActionName, AttemptNum, TaskRetryAttempt, TaskID, TaskVersion, Hostname:
+		return true
+	}
+	return false
+}
+
+// String names the scope as its executor type.
+func (s Scope) String() string {
+	if s == Local {
+		return "local"
+	}
+	return "kubernetes"
+}
 
 // Values are what placeholders stand for, by name as in Placeholders.
 type Values map[string]string
@@ -49,12 +108,15 @@ func IdentityValues(a Attempt) Values {
 		org = ident.LocalOrg
 	}
 	return Values{Org: org, Project: a.Project, Domain: a.Domain, RunName: a.Run, ActionName: a.Action,
-		AttemptNum: fmt.Sprint(a.Number)}
+		AttemptNum: fmt.Sprint(a.Number), TaskRetryAttempt: fmt.Sprint(max(a.Number-1, 0))}
 }
 
 // Template is one configured log link: a name and a URL template.
 type Template struct {
 	Name string
+	// Format is how the linked log's lines are written, as Flyte's
+	// messageFormat (unknown when not said).
+	Format core.TaskLog_MessageFormat
 	// parts alternate literal text (even indexes) and placeholder names
 	// (odd indexes).
 	parts []string
@@ -65,16 +127,22 @@ type Template struct {
 
 var (
 	token       = regexp.MustCompile(`\{\{(.*?)\}\}`)
-	placeholder = regexp.MustCompile(`^\s*\.([A-Za-z][A-Za-z0-9]*)\s*$`)
+	placeholder = regexp.MustCompile(`^\s*[.$]([A-Za-z][A-Za-z0-9]*)\s*$`)
 )
 
+// Parse checks a template for Kubernetes attempts (see Scope.Parse).
+func Parse(name, raw string) (Template, error) { return Kubernetes.Parse(name, raw) }
+
 // Parse checks a template: a name, and a URL that is either absolute
-// http(s) or starts with {{ .managerURL }}/..., using only known
-// placeholders. Errors say what to change.
-func Parse(name, raw string) (Template, error) {
+// http(s) or starts with {{ .managerURL }}/..., using only placeholders
+// known in s. Errors say what to change.
+func (s Scope) Parse(name, raw string) (Template, error) {
 	t := Template{Name: strings.TrimSpace(name)}
 	if t.Name == "" {
 		return Template{}, errors.New("name: must not be empty (it labels the link)")
+	}
+	if strings.Contains(t.Name, "{{") || strings.Contains(t.Name, "}}") {
+		return Template{}, fmt.Errorf("name: %q must be plain text (placeholders are rendered in the url only)", t.Name)
 	}
 	rest := raw
 	for {
@@ -89,7 +157,10 @@ func Parse(name, raw string) (Template, error) {
 			key = canonical(m[1])
 		}
 		if key == "" {
-			return Template{}, fmt.Errorf("url: unknown placeholder %q; known are %s", rest[loc[0]:loc[1]], known())
+			return Template{}, fmt.Errorf("url: unknown placeholder %q; known are %s", rest[loc[0]:loc[1]], s.known())
+		}
+		if !s.has(key) {
+			return Template{}, fmt.Errorf("url: placeholder %q has no value for %s attempts; known are %s", rest[loc[0]:loc[1]], s, s.known())
 		}
 		t.parts = append(t.parts, lit, key)
 		rest = rest[loc[1]:]
@@ -123,6 +194,12 @@ func Parse(name, raw string) (Template, error) {
 	return t, nil
 }
 
+// TaskLog is the link t renders with v, as an attempt reports it.
+func (t Template) TaskLog(v Values) *core.TaskLog {
+	name, uri := t.Render(v)
+	return &core.TaskLog{Name: name, Uri: uri, MessageFormat: t.Format}
+}
+
 // Render fills the template in with v (missing values are empty, each
 // value escaped as one path segment): an absolute URL, or for a template on
 // the manager a rooted path for Resolve.
@@ -145,20 +222,28 @@ func (t Template) render(v Values) string {
 	return b.String()
 }
 
-// canonical is the placeholder named s (any case), "" when there is none.
+// canonical is the placeholder named s (any case, or one of its Aliases),
+// "" when there is none.
 func canonical(s string) string {
 	for _, p := range Placeholders {
 		if strings.EqualFold(p, s) {
 			return p
 		}
 	}
+	for a, p := range Aliases {
+		if strings.EqualFold(a, s) {
+			return p
+		}
+	}
 	return ""
 }
 
-func known() string {
-	names := make([]string, len(Placeholders))
-	for i, p := range Placeholders {
-		names[i] = "{{ ." + p + " }}"
+func (s Scope) known() string {
+	var names []string
+	for _, p := range Placeholders {
+		if s.has(p) {
+			names = append(names, "{{ ."+p+" }}")
+		}
 	}
 	return strings.Join(names, ", ")
 }

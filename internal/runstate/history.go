@@ -74,7 +74,7 @@ func eventInfo(e *store.Event) *workflow.ActionEvent {
 
 // attemptOf merges an attempt row with its events (in the order they
 // happened): a new phase transition wherever the phase changes, every
-// cluster event once, each log link once by name.
+// cluster event once, each log link once by name (the latest report).
 func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt {
 	out := &workflow.ActionAttempt{
 		Phase:     at.Phase.Proto(),
@@ -87,12 +87,22 @@ func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt 
 	if at.OutputURI != "" {
 		out.Outputs = &task.OutputReferences{OutputUri: at.OutputURI}
 	}
-	logs := map[string]bool{}
-	addLog := func(tl *core.TaskLog) {
-		if tl != nil && !logs[tl.GetName()] {
-			logs[tl.GetName()] = true
-			out.LogInfo = append(out.LogInfo, tl)
+	// Each log link once by name, where it was first reported; a link
+	// reported again (rendered once more, when the attempt ended) is the
+	// later one.
+	logs := map[string]int{}
+	addLog := func(tl *core.TaskLog, replace bool) {
+		if tl == nil {
+			return
 		}
+		if i, ok := logs[tl.GetName()]; ok {
+			if replace {
+				out.LogInfo[i] = tl
+			}
+			return
+		}
+		logs[tl.GetName()] = len(out.LogInfo)
+		out.LogInfo = append(out.LogInfo, tl)
 	}
 	var last *workflow.PhaseTransition
 	for i := range events {
@@ -107,7 +117,7 @@ func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt 
 		info := eventInfo(e)
 		out.ClusterEvents = append(out.ClusterEvents, info.GetClusterEvents()...)
 		for _, tl := range info.GetLogInfo() {
-			addLog(tl)
+			addLog(tl, true)
 		}
 		if info.GetLogContext() != nil {
 			out.LogContext = info.GetLogContext()
@@ -128,7 +138,7 @@ func attemptOf(at *store.Attempt, events []store.Event) *workflow.ActionAttempt 
 		out.LogsAvailable = true
 		tl := &core.TaskLog{}
 		if proto.Unmarshal(at.LogInfo, tl) == nil {
-			addLog(tl)
+			addLog(tl, false)
 		}
 	}
 	return out

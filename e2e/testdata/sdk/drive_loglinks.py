@@ -26,7 +26,24 @@ async def scenario(endpoint: str, marker: str) -> dict:
         }
         for att in details.pb2.attempts
     ]
-    return {"run": run.name, "phase": phase, "attempts": attempts}
+    # A task's own links (links=), on the child that declares them.
+    linked = await _drive.runner().run.aio(wf_loglinks.linked_parent)
+    linked_phase = await _drive.wait(linked, 300)
+    child_links = []
+    for a in await _drive.actions(linked.name):
+        if a["parent"]:
+            child = await flyte.remote.ActionDetails.get.aio(run_name=linked.name, name=a["name"])
+            child_links = [
+                {"name": log.name, "uri": log.uri, "action": a["name"]} for log in child.pb2.attempts[-1].log_info
+            ]
+    return {
+        "run": run.name,
+        "phase": phase,
+        "attempts": attempts,
+        "linked_run": linked.name,
+        "linked_phase": linked_phase,
+        "child_links": child_links,
+    }
 
 
 if __name__ == "__main__":

@@ -18,11 +18,29 @@ export function logsView(actionId, attempts, signal) {
     ctrl?.abort();
     ctrl = new AbortController();
     signal.addEventListener("abort", () => ctrl.abort(), { once: true });
-    replace(body, attemptLog(actionId, Number(picker.value), ctrl.signal));
+    const n = Number(picker.value);
+    replace(body, logLinks(attempts.find((a) => a.attempt === n)), attemptLog(actionId, n, ctrl.signal));
   };
   picker.addEventListener("change", show);
   show();
   return h("div", { id: "logs" }, numbers.length > 1 ? h("label", null, "Attempt ", picker) : null, body);
+}
+
+// logLinks lists every log link the attempt reports (log_info: the
+// manager's own and the configured log systems'), each opening in a new tab.
+// Only http(s) URLs are links: a reporter's other schemes are shown as text.
+function logLinks(attempt) {
+  const links = attempt?.logInfo || [];
+  if (!links.length) return null;
+  return h("ul", { class: "log-links", id: "log-links", "aria-label": "Log links" }, links.map((l) => {
+    let href = null;
+    try {
+      const u = new URL(l.uri || "", location.href);
+      if (u.protocol === "http:" || u.protocol === "https:") href = u.href;
+    } catch { /* not a URL: shown as text */ }
+    const name = l.name || l.uri || "log";
+    return h("li", null, href ? h("a", { href, target: "_blank", rel: "noopener noreferrer", dataset: { name } }, name) : `${name}: ${l.uri || ""}`);
+  }));
 }
 
 function attemptLog(actionId, attempt, signal) {

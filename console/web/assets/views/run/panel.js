@@ -69,9 +69,11 @@ export function actionPanel(actionId, tab, signal, onDetails) {
     if (!details) return;
     const st = details.status || {};
     // Summary and Task redraw on every change; the others only when what
-    // they show could have changed (an attempt started, the action ended).
+    // they show could have changed (an attempt started, the action ended,
+    // for Logs an attempt reported its log links).
+    const links = current === "logs" ? (details.attempts || []).map((a) => (a.logInfo || []).length).join(",") : "";
     const key = current === "summary" || current === "task" ? JSON.stringify(details)
-      : `${current}/${(details.attempts || []).length}/${isTerminal(st.phase)}`;
+      : `${current}/${(details.attempts || []).length}/${isTerminal(st.phase)}/${links}`;
     if (!force && key === shownKey) return;
     shownKey = key;
     tabCtrl?.abort();
