@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/dataproxy"
@@ -116,4 +118,44 @@ func TestLogsOutliveTheirAttempt(t *testing.T) {
 			waitLogShows(t, ctx, other, run, printed, "from the other manager after the one that ran it stopped")
 		})
 	}
+}
+
+// With the kubernetes executor an attempt's log is its Pod's: shipped to
+// storage, it is read after the Pod was deleted. Before shipping, TailLogs
+// answered NotFound once the Pod was gone.
+func TestKubernetesLogOutlivesItsPod(t *testing.T) {
+	c, clusterDir := startKubeCluster(t)
+	m := startKubeManager(t, c, clusterDir, c.Kubeconfig, kubeSharedFiles)
+	ctx := scenarioContext(t, 10*time.Minute)
+	dir := t.TempDir()
+	cliConfig(t, ctx, m, dir)
+	copyTree(t, filepath.Join("testdata", "cli"), dir)
+	run := cliRun(t, ctx, dir, "cli_tasks.py", "double", "--x", "1")
+	if phase := waitRun(t, ctx, m, run); phase != "SUCCEEDED" {
+		t.Fatalf("run %s is %s", run, phase)
+	}
+	const printed = "double got x=1"
+	waitLogShows(t, ctx, m, run, printed, "from the Pod")
+
+	// The Pod goes once its log is stored, as garbage collection takes it.
+	stored := filepath.Join(m.Home, "blobs", "runs", "*", testProject, testDomain, run, "a0", "1", "_logs", "log.pb")
+	testkit.Eventually(t, "the attempt's log stored", 2*time.Minute, func() bool {
+		found, _ := filepath.Glob(stored)
+		return len(found) == 1
+	})
+	pods := kubePods.ofRun(run)
+	if len(pods) == 0 {
+		t.Fatalf("run %s had no Pod", run)
+	}
+	for _, p := range pods {
+		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the Pod deleted", 2*time.Minute, func() bool {
+			_, err := c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
+	waitLogShows(t, ctx, m, run, printed, "after its Pod was deleted")
+	checkLogs(t, ctx, m, dir, run, printed)
 }

@@ -21,6 +21,10 @@ import (
 const (
 	DefaultChunkBytes = 256 << 10
 	DefaultFlushEvery = 5 * time.Second
+	// retryEvery is how soon a source that returned (its Pod's container
+	// had not started, or the stream broke) is read again while the
+	// attempt has not ended.
+	retryEvery = time.Second
 )
 
 // Metrics count what shippers did; an executor makes them under its own
@@ -144,7 +148,7 @@ func (s *Shipper) Run(ctx context.Context, src Source, ended func(context.Contex
 		case <-ctx.Done():
 			s.flushDetached(ctx)
 			return ctx.Err()
-		case <-time.After(s.flushEvery()):
+		case <-time.After(retryEvery):
 		}
 	}
 	// Lines added as the attempt was recorded.
