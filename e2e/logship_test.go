@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,10 @@ func TestLogsOutliveTheirAttempt(t *testing.T) {
 			removeRunDirs(t, a, run)
 			waitLogShows(t, ctx, a, run, printed, "after the attempt directory was removed")
 			checkLogs(t, ctx, a, dir, run, printed) // and as flyte get logs shows it
+			if m := a.metrics(); !regexp.MustCompile(`(?m)^flyte_manager_executor_log_bytes_shipped_total [1-9]`).MatchString(m) ||
+				!strings.Contains(m, "flyte_manager_executor_log_ship_failures_total 0") {
+				t.Errorf("metrics do not count the shipped log:\n%s", linesMentioning(m, "log_"))
+			}
 
 			if b.name != "postgres" {
 				a.Restart()

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"time"
 
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/internal/logship"
@@ -51,6 +52,9 @@ func (d *Driver) recorded(e *ownAttempt) func() bool {
 	}
 }
 
+// finalShipWait bounds how long a graceful stop waits for final logs.
+const finalShipWait = 30 * time.Second
+
 // stopShipping lets the shippers of ended attempts finish their final
 // objects (graceful: every attempt has ended by now) until ctx ends, then
 // stops the rest, which store what they hold as a last chunk.
@@ -61,6 +65,7 @@ func (d *Driver) stopShipping(ctx context.Context, graceful bool) {
 		select {
 		case <-done:
 		case <-ctx.Done():
+		case <-time.After(finalShipWait):
 		}
 	}
 	d.stopWork()
