@@ -31,6 +31,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -176,9 +177,11 @@ func ReadStored(ctx context.Context, st *blob.Store, dir string, emit func([]*da
 }
 
 // Serve sends an attempt's log, from the one place that has it:
-//   - a running attempt (running true): its live source, followed; where
-//     the source does not have it (errs.ErrNotFound: another replica runs
-//     it, or its process has not started), what is stored so far;
+//   - a running attempt (running reports true): its live source,
+//     followed; where the source does not have it (errs.ErrNotFound:
+//     another replica runs it, or its process has not started), the
+//     stored parts, followed as they come until the attempt ended, then
+//     the rest from the final object;
 //   - an ended one: the stored log; where nothing is stored yet (its
 //     shipper is still writing the final object, or the attempt predates
 //     shipping), the live source, and then the stored parts.
@@ -186,20 +189,20 @@ func ReadStored(ctx context.Context, st *blob.Store, dir string, emit func([]*da
 // st may be nil (a run whose base lies outside storage): only the live
 // source then. live's errs.ErrNotFound is what Serve returns when no
 // source has the log.
-func Serve(ctx context.Context, st *blob.Store, dir string, running bool, live func(emit func([]*dataplane.LogLine) error) error, emit func([]*dataplane.LogLine) error) error {
+func Serve(ctx context.Context, st *blob.Store, dir string, running func(context.Context) bool, live func(emit func([]*dataplane.LogLine) error) error, emit func([]*dataplane.LogLine) error) error {
 	stored := func() error {
 		if st == nil {
 			return errs.NotFoundf("no stored log")
 		}
 		return ReadStored(ctx, st, dir, emit)
 	}
-	if running {
+	if running(ctx) {
 		err := live(emit)
-		if !errors.Is(err, errs.ErrNotFound) {
+		if !errors.Is(err, errs.ErrNotFound) || st == nil {
 			return err
 		}
-		if serr := stored(); !errors.Is(serr, errs.ErrNotFound) {
-			return serr
+		if ferr := followStored(ctx, st, dir, running, emit); !errors.Is(ferr, errs.ErrNotFound) {
+			return ferr
 		}
 		return err
 	}
@@ -219,6 +222,72 @@ func Serve(ctx context.Context, st *blob.Store, dir string, running bool, live f
 		return serr
 	}
 	return err
+}
+
+// FollowPoll is how often a follower of stored parts looks for new ones.
+var FollowPoll = time.Second
+
+// followStored sends the parts in dir as they are written while running
+// reports true, then what the final object holds beyond them (or the
+// parts written meanwhile, when there is none). errs.ErrNotFound: nothing
+// is stored yet.
+func followStored(ctx context.Context, st *blob.Store, dir string, running func(context.Context) bool, emit func([]*dataplane.LogLine) error) error {
+	sent, next, first := 0, 1, true
+	sendParts := func() error {
+		keys, err := parts(ctx, st, dir)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if p, _ := partNumber(k); p < next {
+				continue
+			}
+			n, err := readObject(ctx, st, k, emit)
+			if errors.Is(err, errs.ErrNotFound) {
+				return nil // replaced by the final object meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			sent += n
+			next, _ = partNumber(k)
+			next++
+		}
+		return nil
+	}
+	for {
+		ended := !running(ctx)
+		if ended || !first {
+			// The final object holds every part: skip what was sent.
+			seen := 0
+			_, err := readObject(ctx, st, FinalKey(dir), func(lines []*dataplane.LogLine) error {
+				from := min(max(sent-seen, 0), len(lines))
+				seen += len(lines)
+				if from == len(lines) {
+					return nil
+				}
+				return emit(lines[from:])
+			})
+			if !errors.Is(err, errs.ErrNotFound) {
+				return err
+			}
+		}
+		if err := sendParts(); err != nil {
+			return err
+		}
+		if first && next == 1 {
+			return errs.NotFoundf("no stored log")
+		}
+		first = false
+		if ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(FollowPoll):
+		}
+	}
 }
 
 // countStored counts the lines and bytes (as lineSize counts them) already

@@ -238,7 +238,10 @@ func TestServePicksTheSource(t *testing.T) {
 	gone := func(func([]*dataplane.LogLine) error) error { return errs.NotFoundf("no such Pod") }
 	serve := func(running bool, src func(func([]*dataplane.LogLine) error) error) (string, error) {
 		var b strings.Builder
-		err := Serve(ctx, st, dir, running, src, func(ls []*dataplane.LogLine) error {
+		// A running attempt ends at the follower's second look.
+		looks := 0
+		isRunning := func(context.Context) bool { looks++; return running && looks < 3 }
+		err := Serve(ctx, st, dir, isRunning, src, func(ls []*dataplane.LogLine) error {
 			for _, l := range ls {
 				b.WriteString(l.GetMessage())
 			}
@@ -264,6 +267,63 @@ func TestServePicksTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("running elsewhere", true, gone, "part1\npart2\n", nil)
+	t.Run("followed elsewhere", func(t *testing.T) {
+		FollowPoll = time.Millisecond
+		defer func() { FollowPoll = time.Second }()
+		var (
+			mu    sync.Mutex
+			got   strings.Builder
+			ended bool
+		)
+		done := make(chan error, 1)
+		go func() {
+			done <- Serve(ctx, st, dir, func(context.Context) bool { mu.Lock(); defer mu.Unlock(); return !ended }, gone, func(ls []*dataplane.LogLine) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, l := range ls {
+					got.WriteString(l.GetMessage())
+				}
+				return nil
+			})
+		}()
+		text := func() string { mu.Lock(); defer mu.Unlock(); return got.String() }
+		testkit.Eventually(t, "the stored parts", 10*time.Second, func() bool { return text() == "part1\npart2\n" })
+		if err := st.Put(ctx, PartKey(dir, 3), encode(nil, line("part3")), nil); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "a part written while followed", 10*time.Second, func() bool { return text() == "part1\npart2\npart3\n" })
+		// It ends: the final object replaces the parts, and only what the
+		// follower has not seen is sent.
+		var all []byte
+		for _, m := range []string{"part1", "part2", "part3", "last"} {
+			all = encode(all, line(m))
+		}
+		if err := st.Put(ctx, FinalKey(dir), all, nil); err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 3; n++ {
+			if err := st.Delete(ctx, PartKey(dir, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := text(); got != "part1\npart2\npart3\nlast\n" {
+			t.Fatalf("followed log %q", got)
+		}
+		if err := st.Delete(ctx, FinalKey(dir)); err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 2; n++ {
+			if err := st.Put(ctx, PartKey(dir, n), encode(nil, line(fmt.Sprintf("part%d", n))), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	check("ended, cut short, source gone", false, gone, "part1\npart2\n", nil)
 	check("ended, cut short, source here", false, live("whole"), "whole\n", nil)
 
@@ -272,7 +332,7 @@ func TestServePicksTheSource(t *testing.T) {
 	}
 	check("ended", false, live("live"), "final\n", nil)
 	check("ended, source gone", false, gone, "final\n", nil)
-	if err := Serve(ctx, nil, dir, false, gone, func([]*dataplane.LogLine) error { return nil }); !errors.Is(err, errs.ErrNotFound) {
+	if err := Serve(ctx, nil, dir, func(context.Context) bool { return false }, gone, func([]*dataplane.LogLine) error { return nil }); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("no storage, no source: %v", err)
 	}
 }

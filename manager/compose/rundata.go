@@ -85,7 +85,19 @@ func (r runData) Logs(ctx context.Context, req *dataproxypb.TailLogsRequest, sen
 			blobs, dir = b, k
 		}
 	}
-	running := attempt == a.Attempts && !a.Phase.Terminal()
+	// Whether the attempt runs: as read above first, then read again by
+	// a follower of the stored log.
+	cur := a
+	running := func(ctx context.Context) bool {
+		if cur == nil {
+			if cur, err = r.state.Get(ctx, key); err != nil {
+				return false
+			}
+		}
+		ok := attempt == cur.Attempts && !cur.Phase.Terminal()
+		cur = nil
+		return ok
+	}
 	return logship.Serve(ctx, blobs, dir, running, live, emit)
 }
 
