@@ -106,10 +106,27 @@ func (s *Shipper) log() *slog.Logger {
 // first (the manager stops) what is pending is written as a part and Run
 // returns ctx.Err(); the next shipper of the attempt goes on from there.
 func (s *Shipper) Run(ctx context.Context, src Source, ended func(context.Context) bool) error {
-	lines, size, next, err := countStored(ctx, s.Store, s.Dir)
-	if err != nil {
+	// Numbering parts from what is stored: a shipper that could not read
+	// it would write over them, so it waits until it can.
+	var (
+		lines, next int
+		size        int64
+	)
+	for {
+		var err error
+		if lines, size, next, err = countStored(ctx, s.Store, s.Dir); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		s.Metrics.failed()
 		s.log().Warn("log shipping: reading what is stored", "dir", s.Dir, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.flushEvery()):
+		}
 	}
 	s.mu.Lock()
 	s.taken, s.headSize, s.next = lines, size, next
@@ -155,12 +172,27 @@ func (s *Shipper) Run(ctx context.Context, src Source, ended func(context.Contex
 	if err := s.follow(ctx, src); err != nil && !errors.Is(err, errs.ErrNotFound) && ctx.Err() == nil {
 		s.log().Debug("log shipping: the last read of the source", "dir", s.Dir, "error", err)
 	}
+	// The final object, tried again while storage fails; what cannot be
+	// stored whole is left as parts.
+	var err error
+	for try := 0; try < finishTries && ctx.Err() == nil; try++ {
+		if err = s.finish(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(1<<try) * retryEvery):
+		}
+	}
+	s.flushDetached(ctx)
 	if ctx.Err() != nil {
-		s.flushDetached(ctx)
 		return ctx.Err()
 	}
-	return s.finish(ctx)
+	return err
 }
+
+// finishTries bounds the attempts at writing the final object.
+const finishTries = 5
 
 // follow reads src from its beginning, skipping the lines already taken.
 func (s *Shipper) follow(ctx context.Context, src Source) error {
