@@ -105,6 +105,13 @@ func TestLogsOutliveTheirAttempt(t *testing.T) {
 
 			removeRunDirs(t, a, run)
 			waitLogShows(t, ctx, a, run, printed, "after the attempt directory was removed")
+			// Under the run's prefix, whole, its chunks gone.
+			logDir := filepath.Join(shared, "blobs", "runs", "*", testProject, testDomain, run, "a0", "1", "_logs")
+			testkit.Eventually(t, "the log stored whole under the run's prefix", time.Minute, func() bool {
+				final, _ := filepath.Glob(filepath.Join(logDir, "log.pb"))
+				parts, _ := filepath.Glob(filepath.Join(logDir, "part-*"))
+				return len(final) == 1 && len(parts) == 0
+			})
 			checkLogs(t, ctx, a, dir, run, printed) // and as flyte get logs shows it
 			if m := a.metrics(); !regexp.MustCompile(`(?m)^flyte_manager_executor_log_bytes_shipped_total [1-9]`).MatchString(m) ||
 				!strings.Contains(m, "flyte_manager_executor_log_ship_failures_total 0") {
