@@ -87,6 +87,13 @@ type Driver struct {
 	own        versions                                 // resource versions of this driver's own writes (write)
 	podEvents  map[store.ActionKey]*podEventsSeen       // Pod events already in each action's history (podevents.go)
 	synced     bool                                     // the caches synced and the lease was tried once
+
+	// Log shipping (logship.go): the shippers' context while the driver
+	// runs, the attempts shipped, how long a line may wait to be stored.
+	shipCtx  context.Context
+	shipping map[shipKey]bool
+	shippers sync.WaitGroup
+	logFlush time.Duration
 }
 
 var _ runstate.Executor = (*Driver)(nil)
@@ -357,6 +364,7 @@ func (d *Driver) background(ctx context.Context) error {
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer d.startShipping(ctx)()
 	stop := make(chan struct{})
 	defer close(stop) // before the wait: it stops the lease's loop
 	wg.Add(3)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/internal/logship"
 )
 
 // metrics are the driver's Prometheus metrics.
@@ -22,6 +23,7 @@ type metrics struct {
 	collected   prometheus.Counter
 	holder      prometheus.GaugeFunc
 	core        *attempt.Metrics
+	logs        *logship.Metrics
 }
 
 func newMetrics(d *Driver) *metrics {
@@ -42,12 +44,18 @@ func newMetrics(d *Driver) *metrics {
 			}
 			return 0
 		}),
+		logs: &logship.Metrics{
+			Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "flyte_manager_kube_log_bytes_shipped_total",
+				Help: "Bytes of attempts' Pod logs the kubernetes executor stored in blob storage (chunks while containers run, the rest when attempts end)."}),
+			Failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "flyte_manager_kube_log_ship_failures_total",
+				Help: "Writes of attempts' Pod logs to blob storage that failed (the lines are tried again with the next chunk)."}),
+		},
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range append([]prometheus.Collector{m.reconciles, m.podsCreated, m.apiWrites, m.ended, m.takeovers, m.collected, m.holder}, m.core.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.reconciles, m.podsCreated, m.apiWrites, m.ended, m.takeovers, m.collected, m.holder, m.logs.Bytes, m.logs.Failures}, m.core.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -140,6 +140,9 @@ func (d *Driver) step(ctx context.Context, ta *v1.TaskAction, a *store.Action) (
 		// a write that the next pass overwrites.
 		writeStatus = !launched
 	case a.Phase.Active():
+		// Before watch, which may record the end: the log is shipped
+		// once the attempt ran, however quickly it ended.
+		d.shipLog(a)
 		a, res, err = d.watch(ctx, ta, a)
 		// Initializing lasts until the Pod's container starts; the status
 		// says Queued until Executing rather than pay a write for it.

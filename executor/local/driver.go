@@ -122,6 +122,11 @@ type Driver struct {
 	unsatisfiableFails   bool          // executor.local.resources.unsatisfiable is fail
 	runc                 runcRuntime   // raw containers' runtime, found at first use (runc.go)
 
+	// shippers are the goroutines shipping running attempts' logs
+	// (logship.go); logFlush is how long a line may wait to be stored.
+	shippers sync.WaitGroup
+	logFlush time.Duration
+
 	mu      sync.Mutex
 	running map[store.ActionKey]*ownAttempt
 	// waitingSince is when a QUEUED action first found no free capacity,
@@ -454,7 +459,7 @@ func (d *Driver) shutdown(ctx context.Context, graceful bool) error {
 	} else {
 		d.stopLease()
 	}
-	d.stopWork()
+	d.stopShipping(ctx, graceful)
 	if d.lockF != nil {
 		_ = d.lockF.Close() // releases the flock
 		d.lockF = nil

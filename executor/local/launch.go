@@ -224,6 +224,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		proc.Pause() // the lease went unrenewed while it started
 	}
 	go d.waitFor(e)
+	d.shipLog(a, n, d.recorded(e))
 	if abort {
 		proc.Abort("abort requested")
 	}

@@ -5,6 +5,7 @@ import (
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/machine"
+	"fmgr.dev/internal/logship"
 	"fmgr.dev/internal/phase"
 )
 
@@ -16,6 +17,7 @@ type metrics struct {
 	ended     *prometheus.CounterVec
 	orphans   prometheus.Counter
 	takeovers prometheus.Counter
+	logs      *logship.Metrics
 	gauges    []prometheus.Collector
 	core      *attempt.Metrics
 }
@@ -43,6 +45,16 @@ func newMetrics(d *Driver) *metrics {
 			Name: "flyte_manager_executor_lease_takeovers_total",
 			Help: "Times this manager took the executor lease over from another manager that had stopped renewing it.",
 		}),
+		logs: &logship.Metrics{
+			Bytes: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "flyte_manager_executor_log_bytes_shipped_total",
+				Help: "Bytes of attempt logs the local executor stored in blob storage (chunks while attempts run, the rest when they end).",
+			}),
+			Failures: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "flyte_manager_executor_log_ship_failures_total",
+				Help: "Writes of attempt logs to blob storage that failed (the lines are tried again with the next chunk).",
+			}),
+		},
 	}
 	m.gauges = []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -98,7 +110,7 @@ func newMetrics(d *Driver) *metrics {
 // RegisterMetrics registers the driver's collectors with reg (the server's
 // registry, served on /metrics).
 func (d *Driver) RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range append(append([]prometheus.Collector{d.metrics.started, d.metrics.starts, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers}, d.metrics.gauges...), d.metrics.core.Collectors()...) {
+	for _, c := range append(append([]prometheus.Collector{d.metrics.started, d.metrics.starts, d.metrics.ended, d.metrics.orphans, d.metrics.takeovers, d.metrics.logs.Bytes, d.metrics.logs.Failures}, d.metrics.gauges...), d.metrics.core.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

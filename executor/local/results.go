@@ -94,5 +94,8 @@ func (d *Driver) recoverOrphan(ctx context.Context, a *store.Action) error {
 		removeSecrets(dir) // its working directory stays (see layout.go)
 	}
 	d.core.AfterRecord(ctx, updated, dec)
+	// What its shipper stored before the restart, and what is left of its
+	// log here, become its final log.
+	d.shipLog(a, n, func() bool { return true })
 	return nil
 }

@@ -10,6 +10,7 @@
 //
 //	runs/<org|_>/<project>/<domain>/<run>/               run base (_U_RUN_BASE)
 //	runs/.../<run>/<action>/<attempt>/                    an attempt's outputs
+//	runs/.../<run>/<action>/<attempt>/_logs/              its shipped log (AttemptLogDir)
 //	offloaded-inputs/<org|_>/<project>/<domain>/<hash>/   run inputs: UploadInputs'
 //	                                                      and CreateRun's inline ones
 //
@@ -156,4 +157,15 @@ func JoinURI(base string, elems ...string) string {
 		}
 	}
 	return out
+}
+
+// LogsDir is the directory, inside an attempt's output directory, where the
+// executor ships the attempt's log (package logship lays out its objects).
+const LogsDir = "_logs"
+
+// AttemptLogDir is where attempt's log is stored: `<runBase>/<action>/<attempt>/_logs`,
+// beside the attempt's outputs and under the run's base, so that deleting a
+// run's prefix deletes its logs with everything else it owned.
+func AttemptLogDir(runBase, action string, attempt uint32) string {
+	return JoinURI(AttemptDir(runBase, action, attempt), LogsDir)
 }

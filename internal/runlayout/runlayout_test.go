@@ -86,3 +86,13 @@ func TestIsAttemptKeyIn(t *testing.T) {
 		}
 	}
 }
+
+func TestAttemptLogDirIsUnderTheRunBase(t *testing.T) {
+	base := RunBaseKey("", "p", "d", "r1")
+	if got, want := AttemptLogDir(base, "a0", 2), "runs/_/p/d/r1/a0/2/_logs"; got != want {
+		t.Errorf("AttemptLogDir = %q, want %q", got, want)
+	}
+	if got, want := AttemptLogDir("s3://b/x/p/d/r1/", "a0", 1), "s3://b/x/p/d/r1/a0/1/_logs"; got != want {
+		t.Errorf("AttemptLogDir = %q, want %q", got, want)
+	}
+}

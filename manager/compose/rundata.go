@@ -9,8 +9,11 @@ import (
 	dataproxypb "fmgr.dev/gen/go/flyteidl2/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/logship"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -64,9 +67,38 @@ func (r runData) Logs(ctx context.Context, req *dataproxypb.TailLogsRequest, sen
 	if attempt == 0 {
 		attempt = a.Attempts
 	}
-	return r.logs.Logs(ctx, key, attempt, true, func(lines []*dataplane.LogLine) error {
+	emit := func(lines []*dataplane.LogLine) error {
 		return send(&dataproxypb.TailLogsResponse{Logs: []*dataproxypb.TailLogsResponse_Logs{{Lines: lines}}})
-	})
+	}
+	live := func(emit func([]*dataplane.LogLine) error) error {
+		return r.logs.Logs(ctx, key, attempt, true, emit)
+	}
+	// The executor ships every attempt's log to storage beside its outputs
+	// (package logship); a run whose base lies outside storage has only
+	// the live source.
+	var (
+		blobs *blob.Store
+		dir   string
+	)
+	if b := r.state.Blobs(); b != nil {
+		if k, err := b.Key(runlayout.AttemptLogDir(a.RunOutputBase, a.Name, uint32(attempt))); err == nil {
+			blobs, dir = b, k
+		}
+	}
+	// Whether the attempt runs: as read above first, then read again by
+	// a follower of the stored log.
+	cur := a
+	running := func(ctx context.Context) bool {
+		if cur == nil {
+			if cur, err = r.state.Get(ctx, key); err != nil {
+				return false
+			}
+		}
+		ok := attempt == cur.Attempts && !cur.Phase.Terminal()
+		cur = nil
+		return ok
+	}
+	return logship.Serve(ctx, blobs, dir, running, live, emit)
 }
 
 func (r runData) CodeBundleURI(ctx context.Context, attempt *common.ActionAttemptIdentifier, id *task.TaskIdentifier) (string, error) {
