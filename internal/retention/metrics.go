@@ -11,7 +11,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flyte_manager_gc_passes_total",
 			Help: "Retention collector passes that deleted something (not dry runs), by result: ok or error.",
@@ -29,6 +29,14 @@ func newMetrics() *metrics {
 			Help: "Bytes the retention collector freed, by where: storage or workdir (attempt directories and logs).",
 		}, []string{"where"}),
 	}
+	// Every series at zero, so that rate() and increase() see the first one.
+	for _, r := range []string{"ok", "error"} {
+		m.passes.WithLabelValues(r)
+	}
+	for _, w := range []string{"storage", "workdir"} {
+		m.bytes.WithLabelValues(w)
+	}
+	return m
 }
 
 func (m *metrics) record(rep Report, err error) {
