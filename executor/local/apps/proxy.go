@@ -77,13 +77,13 @@ func (r *Runtime) Begin(k appruntime.Key) (end func()) {
 	if a == nil {
 		return func() {}
 	}
-	a.lastRequest = time.Now()
-	a.inflight++
+	a.scale.LastRequest = time.Now()
+	a.scale.Inflight++
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		a.inflight--
-		a.lastRequest = time.Now()
+		a.scale.Inflight--
+		a.scale.LastRequest = time.Now()
 	}
 }
 
@@ -95,13 +95,13 @@ func (r *Runtime) Wake(k appruntime.Key) (done func()) {
 		r.mu.Unlock()
 		return func() {}
 	}
-	a.waiting++
+	a.scale.Waiting++
 	r.mu.Unlock()
 	r.poke()
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		a.waiting--
+		a.scale.Waiting--
 	}
 }
 
@@ -133,7 +133,7 @@ func (r *Runtime) RequestTimeout(k appruntime.Key) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if a := r.apps[k]; a != nil {
-		return requestTimeout(a.target.Spec)
+		return appruntime.RequestTimeout(a.target.Spec)
 	}
-	return DefaultRequestTimeout
+	return appruntime.DefaultRequestTimeout
 }
