@@ -136,6 +136,12 @@ func buildAppObjects(t appruntime.Target, o appObjectsSpec) (*appsv1.Deployment,
 		}
 		return out
 	}
+	// Args only are the whole argv, as for tasks (pod.go): no image
+	// entrypoint runs first, and the local executor runs them so too.
+	command, args := fill(c.GetCommand()), fill(c.GetArgs())
+	if len(command) == 0 {
+		command, args = args, nil
+	}
 	name := appObjectName(t.Key)
 	sel := appSelector(t.Key)
 	labels := func() map[string]string {
@@ -160,8 +166,8 @@ func buildAppObjects(t appruntime.Target, o appObjectsSpec) (*appsv1.Deployment,
 					Containers: []corev1.Container{{
 						Name:      appContainerName,
 						Image:     c.GetImage(),
-						Command:   fill(c.GetCommand()),
-						Args:      fill(c.GetArgs()),
+						Command:   command,
+						Args:      args,
 						Env:       append(envVars(env), podIPEnv),
 						Resources: res,
 						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
