@@ -49,6 +49,7 @@ type AppsConfig struct {
 // them when the app is deleted, and reports what its Deployment and Pods
 // show.
 type Apps struct {
+	appruntime.SyncGate
 	cfg  AppsConfig
 	wake chan struct{}
 

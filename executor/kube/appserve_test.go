@@ -82,6 +82,7 @@ func newAppsCluster(t *testing.T) *appsCluster {
 	rep := &latestReports{last: map[appruntime.Key]appruntime.Report{}}
 	rt := NewApps(AppsConfig{Client: k, Clientset: c.Client, Placement: v1.Placement{Namespace: "flyte"},
 		Endpoint: func() string { return "127.0.0.1:1" }, Reporter: rep, Tick: 200 * time.Millisecond})
+	rt.Synced() // the apps are the test's: none to load
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

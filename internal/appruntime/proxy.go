@@ -23,6 +23,9 @@ import (
 // manager runs apps) answers what the runtime says (503 mostly); an
 // unknown one 404.
 
+// syncWait bounds a request's wait for a starting manager to know its apps.
+const syncWait = 30 * time.Second
+
 // Backend is one ready replica of an app, as the proxy reaches it.
 type Backend struct {
 	// Name names the replica (a process, a Pod); it keys the balancing.
@@ -119,6 +122,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	project, domain, name, path := parts[0], parts[1], parts[2], "/"+parts[3]
+	if g, ok := p.apps.(Syncer); ok {
+		// Just started: the apps are not all known yet.
+		ctx, cancel := context.WithTimeout(req.Context(), syncWait)
+		err := g.WaitSynced(ctx)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "the manager is starting: its apps are not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	k, ok := p.apps.Lookup(project, domain, name)
 	if !ok {
 		http.Error(w, fmt.Sprintf("no app %q in project %s, domain %s", name, project, domain), http.StatusNotFound)

@@ -24,6 +24,7 @@ type fakeServed struct {
 	changed  chan struct{}
 	woken    int
 	inflight int
+	unknown  bool // Lookup finds nothing
 }
 
 func newFake() *fakeServed {
@@ -39,7 +40,9 @@ func (f *fakeServed) set(bs []Backend, down *Unavailable) {
 }
 
 func (f *fakeServed) Lookup(p, d, n string) (Key, bool) {
-	return f.key, p == f.key.Project && d == f.key.Domain && n == f.key.Name
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.key, !f.unknown && p == f.key.Project && d == f.key.Domain && n == f.key.Name
 }
 
 func (f *fakeServed) Backends(Key) ([]Backend, <-chan struct{}, error) {
@@ -163,5 +166,43 @@ func TestProxyWakesAndWaits(t *testing.T) {
 	r := <-got
 	if r.code != http.StatusOK || !strings.HasPrefix(r.body, "a /") {
 		t.Fatalf("got %+v", r)
+	}
+}
+
+// syncedFake is a runtime that learns its apps after the manager started.
+type syncedFake struct {
+	*fakeServed
+	SyncGate
+}
+
+// A request that arrives before the runtime was handed its apps waits for
+// them instead of answering 404 (a manager just restarted).
+func TestProxyWaitsForTheAppsAtStart(t *testing.T) {
+	f := &syncedFake{fakeServed: newFake()}
+	f.unknown = true
+	f.set([]Backend{backend(t, "a")}, nil)
+	srv := httptest.NewServer(NewProxy(f, "/apps"))
+	defer srv.Close()
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/apps/p/d/n/")
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	select {
+	case code := <-got:
+		t.Fatalf("answered %d before the apps were known", code)
+	case <-time.After(100 * time.Millisecond): // what an early answer would take at most
+	}
+	f.mu.Lock()
+	f.unknown = false
+	f.mu.Unlock()
+	f.Synced()
+	if code := <-got; code != http.StatusOK {
+		t.Fatalf("got %d", code)
 	}
 }

@@ -80,6 +80,7 @@ type Config struct {
 
 // Runtime runs apps' replicas. It implements appruntime.Runtime.
 type Runtime struct {
+	appruntime.SyncGate
 	cfg  Config
 	wake chan struct{}
 

@@ -99,6 +99,7 @@ func newHarness(t *testing.T) *harness {
 		Reporter: rep,
 		Backoff:  50 * time.Millisecond,
 	})
+	rt.Synced() // the apps are the test's: none to load
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()
