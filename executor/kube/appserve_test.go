@@ -182,14 +182,17 @@ func TestAppsOnClusterServeAndStop(t *testing.T) {
 
 // An idle app scales its Deployment to zero after scaledown_after, and a
 // request wakes it; a crashing app is FAILED with CRASH_LOOP and its last
-// lines.
+// lines; one that goes over its memory limit with OOM_KILLED.
 func TestAppsOnClusterScaleToZeroAndCrash(t *testing.T) {
 	h := newAppsCluster(t)
 	lazy := h.target("lazy", 1, 0, 1, podServer)
 	lazy.Spec.Autoscaling.ScaledownPeriod = durationpb.New(time.Second)
 	crashy := h.target("crashy", 1, 1, 1, `import sys; print("about to fail"); sys.exit("boom: no config")`)
+	hungry := h.target("hungry", 1, 1, 1, `import time; b = bytearray(512 << 20); b[::4096] = b"x" * len(b[::4096]); time.sleep(60)`)
+	hungry.Spec.GetContainer().Resources = &core.Resources{Limits: []*core.Resources_ResourceEntry{{Name: core.Resources_MEMORY, Value: "64Mi"}}}
 	h.rt.Apply(lazy)
 	h.rt.Apply(crashy)
+	h.rt.Apply(hungry)
 
 	h.wait(lazy.Key, pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_SCALED_TO_ZERO)
 	if n := h.deploymentReplicas(lazy.Key); n != 0 {
@@ -206,4 +209,5 @@ func TestAppsOnClusterScaleToZeroAndCrash(t *testing.T) {
 	if code, body := h.get("crashy", "/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "failed") {
 		t.Fatalf("a failed app answered %d %q", code, body)
 	}
+	h.wait(hungry.Key, pb.Status_DEPLOYMENT_STATUS_FAILED, pb.Status_OOM_KILLED)
 }
