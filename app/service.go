@@ -393,6 +393,9 @@ func (s *Service) Run(ctx context.Context) error {
 				}
 			}
 			seen = now
+			if g, ok := s.runtime.(appruntime.Syncer); ok {
+				g.Synced() // the proxy may now say an app does not exist
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -86,6 +86,12 @@ func appPort(t appruntime.Target) int32 {
 	return DefaultAppPort
 }
 
+// podIPEnv gives an app its Pod's address as POD_IP (the downward API): an
+// app that must listen on its own address rather than on all of them (on
+// the test cluster, where every Pod shares the host) finds it there.
+var podIPEnv = corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+	FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}
+
 // appObjectsSpec is what buildAppObjects needs besides the target.
 type appObjectsSpec struct {
 	Namespace string
@@ -130,6 +136,12 @@ func buildAppObjects(t appruntime.Target, o appObjectsSpec) (*appsv1.Deployment,
 		}
 		return out
 	}
+	// Args only are the whole argv, as for tasks (pod.go): no image
+	// entrypoint runs first, and the local executor runs them so too.
+	command, args := fill(c.GetCommand()), fill(c.GetArgs())
+	if len(command) == 0 {
+		command, args = args, nil
+	}
 	name := appObjectName(t.Key)
 	sel := appSelector(t.Key)
 	labels := func() map[string]string {
@@ -154,11 +166,13 @@ func buildAppObjects(t appruntime.Target, o appObjectsSpec) (*appsv1.Deployment,
 					Containers: []corev1.Container{{
 						Name:      appContainerName,
 						Image:     c.GetImage(),
-						Command:   fill(c.GetCommand()),
-						Args:      fill(c.GetArgs()),
-						Env:       envVars(env),
+						Command:   command,
+						Args:      args,
+						Env:       append(envVars(env), podIPEnv),
 						Resources: res,
 						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+						// A crash shows the last lines the app printed.
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						// The API server's defaults spelt out, so that an
 						// unchanged app compares equal to what it stored.
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{

@@ -15,19 +15,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "fmgr.dev/executor/api/v1"
 	"fmgr.dev/executor/contract"
 	pb "fmgr.dev/gen/go/flyteidl2/app"
-	"fmgr.dev/gen/go/flyteidl2/logs/dataplane"
 	"fmgr.dev/internal/appruntime"
-	"fmgr.dev/internal/errs"
 )
 
 // AppsConfig is what the kubernetes app runtime needs.
 type AppsConfig struct {
-	Client    client.Client
+	Client client.Client
+	// Clientset reads the Pods' logs (TailLogs); nil: no logs.
+	Clientset kubernetes.Interface
 	Placement v1.Placement
 	// Endpoint is the manager's host:port as Pods reach it.
 	Endpoint       func() string
@@ -48,6 +49,7 @@ type AppsConfig struct {
 // them when the app is deleted, and reports what its Deployment and Pods
 // show.
 type Apps struct {
+	appruntime.SyncGate
 	cfg  AppsConfig
 	wake chan struct{}
 
@@ -60,6 +62,12 @@ type kubeApp struct {
 	removed    bool
 	lastReport appruntime.Report
 	reported   bool
+	// What the proxy reads (appserve.go): the scale decision, the ready
+	// Pods as the last reconcile saw them, closed and replaced when they
+	// or the app's state change.
+	scale    appruntime.Scale
+	backends []appruntime.Backend
+	changed  chan struct{}
 }
 
 var _ appruntime.Runtime = (*Apps)(nil)
@@ -83,13 +91,15 @@ func (r *Apps) Apply(t appruntime.Target) {
 	r.mu.Lock()
 	a := r.apps[t.Key]
 	if a == nil {
-		a = &kubeApp{}
+		a = &kubeApp{changed: make(chan struct{})}
 		r.apps[t.Key] = a
 	}
-	if a.target.Revision != t.Revision {
+	if a.target.Revision != t.Revision || a.target.Spec == nil {
 		a.reported = false
+		a.scale.Reset(t.Spec, time.Now())
 	}
 	a.target, a.removed = t, false
+	a.broadcast()
 	r.mu.Unlock()
 	r.poke()
 }
@@ -99,8 +109,9 @@ func (r *Apps) Remove(k appruntime.Key) {
 	r.mu.Lock()
 	if a := r.apps[k]; a != nil {
 		a.removed = true
+		a.broadcast()
 	} else {
-		r.apps[k] = &kubeApp{target: appruntime.Target{Key: k}, removed: true}
+		r.apps[k] = &kubeApp{target: appruntime.Target{Key: k}, removed: true, changed: make(chan struct{})}
 	}
 	r.mu.Unlock()
 	r.poke()
@@ -135,8 +146,13 @@ func (r *Apps) reconcileAll(ctx context.Context) {
 	}
 	r.mu.Lock()
 	apps := make(map[appruntime.Key]kubeApp, len(r.apps))
+	replicas := make(map[appruntime.Key]int32, len(r.apps))
+	now := time.Now()
 	for k, a := range r.apps {
-		apps[k] = *a
+		apps[k] = kubeApp{target: a.target, removed: a.removed}
+		if !a.removed && a.target.Spec != nil {
+			replicas[k] = int32(a.scale.Decide(a.target.Spec, len(a.backends), now))
+		}
 	}
 	r.mu.Unlock()
 	for k, a := range apps {
@@ -155,7 +171,7 @@ func (r *Apps) reconcileAll(ctx context.Context) {
 			r.mu.Unlock()
 			continue
 		}
-		rep, err := r.reconcile(ctx, a.target)
+		rep, err := r.reconcile(ctx, a.target, replicas[k])
 		if err != nil {
 			r.cfg.Log.Warn("reconciling an app (will retry)", "app", k.String(), "err", err)
 			continue
@@ -166,6 +182,7 @@ func (r *Apps) reconcileAll(ctx context.Context) {
 		news := cur != nil && cur.target.Revision == a.target.Revision && (!cur.reported || cur.lastReport != rep)
 		if news {
 			cur.lastReport, cur.reported = rep, true
+			cur.broadcast() // a request waiting may now be refused
 		}
 		r.mu.Unlock()
 		if !news {
@@ -182,24 +199,14 @@ func (r *Apps) reconcileAll(ctx context.Context) {
 	}
 }
 
-// replicasFor is how many Pods t's Deployment asks for: none when
-// stopped, else its minimum and at least one, so that a broken app shows
-// at once. (Scaling to zero needs the manager's proxy to wake it: not
-// yet.)
-func replicasFor(t appruntime.Target) int32 {
+// reconcile creates or updates t's objects, its Deployment asking for
+// replicas Pods (none when the app is stopped: the scale decision is the
+// caller's), and reads how the app is. An app whose objects cannot be
+// built (no image...) is FAILED.
+func (r *Apps) reconcile(ctx context.Context, t appruntime.Target, replicas int32) (appruntime.Report, error) {
 	if !t.Active() {
-		return 0
+		replicas = 0
 	}
-	m := t.Spec.GetAutoscaling().GetReplicas().GetMin()
-	if m < 1 {
-		return 1
-	}
-	return int32(m)
-}
-
-// reconcile creates or updates t's objects and reads how the app is. An
-// app whose objects cannot be built (no image...) is FAILED.
-func (r *Apps) reconcile(ctx context.Context, t appruntime.Target) (appruntime.Report, error) {
 	endpoint := ""
 	if r.cfg.Endpoint != nil {
 		endpoint = r.cfg.Endpoint()
@@ -208,7 +215,7 @@ func (r *Apps) reconcile(ctx context.Context, t appruntime.Target) (appruntime.R
 		return appruntime.Report{}, errors.New("the manager is not listening yet")
 	}
 	ns := r.cfg.Placement.NamespaceOf(t.Key.Project, t.Key.Domain)
-	dep, svc, err := buildAppObjects(t, appObjectsSpec{Namespace: ns, Replicas: replicasFor(t), Env: r.cfg.Env,
+	dep, svc, err := buildAppObjects(t, appObjectsSpec{Namespace: ns, Replicas: replicas, Env: r.cfg.Env,
 		Endpoint: endpoint, ServiceAccount: r.cfg.ServiceAccount, RawDataPrefix: r.cfg.RawDataPrefix})
 	if err != nil {
 		return appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_FAILED, Message: "the app cannot run: " + err.Error()}, nil
@@ -242,7 +249,8 @@ func (r *Apps) reconcile(ctx context.Context, t appruntime.Target) (appruntime.R
 	if err != nil {
 		return appruntime.Report{}, err
 	}
-	return appStatusOf(t.Active(), &got, pods), nil
+	everReady := r.sawBackends(t, pods)
+	return appStatusOf(t.Active(), everReady, &got, pods), nil
 }
 
 // upsert creates obj, or updates the one there when set changed it (an
@@ -325,11 +333,6 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// TailLogs is not there yet for apps on Kubernetes.
-func (r *Apps) TailLogs(ctx context.Context, k appruntime.Key, replica string, emit func(string, []*dataplane.LogLine) error) error {
-	return errs.NotFoundf("app %s: logs of apps on the kubernetes executor are not served yet; use kubectl logs -l %s=%s", k, LabelApp, v1.LabelValue(k.Name))
-}
-
 // Apps returns the runtime that runs apps beside the driver's actions, in
 // the same namespaces, with its own uncached client. Apps get the
 // storage's plain variables; its secrets are not put in a Deployment
@@ -343,12 +346,17 @@ func (d *Driver) Apps(rep appruntime.Reporter, rawDataPrefix string) (*Apps, err
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: a client for apps: %w", err)
 	}
+	cs, err := kubernetes.NewForConfig(d.rest)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: a client for apps' logs: %w", err)
+	}
 	var env []contract.KV
 	if sa := d.coreOpts.Hooks.Storage; sa != nil {
 		env = append(env, sa.Env...)
 	}
 	return NewApps(AppsConfig{
 		Client:         c,
+		Clientset:      cs,
 		Placement:      d.placement(),
 		Endpoint:       d.endpoint,
 		Env:            env,

@@ -126,7 +126,7 @@ func TestAppStatusOf(t *testing.T) {
 			pb.Status_DEPLOYMENT_STATUS_FAILED, pb.Status_OOM_KILLED},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := appStatusOf(tc.want, tc.dep, tc.pods)
+			r := appStatusOf(tc.want, false, tc.dep, tc.pods)
 			if r.Status != tc.status || r.Substate != tc.sub || r.Message == "" {
 				t.Fatalf("got %v/%v %q, want %v/%v", r.Status, r.Substate, r.Message, tc.status, tc.sub)
 			}

@@ -15,9 +15,10 @@ import (
 // is none) and the Pods it selects: ACTIVE once a replica is available;
 // FAILED with IMAGE_PULL_ERROR, CRASH_LOOP or OOM_KILLED when a Pod of
 // the current revision shows so; otherwise DEPLOYING, or ACTIVE scaled to
-// zero when the Deployment asks for no Pod. want is what the runtime
-// wants (false: stopped). Key and Revision are the caller's.
-func appStatusOf(want bool, dep *appsv1.Deployment, pods []corev1.Pod) appruntime.Report {
+// zero when the Deployment asks for no Pod, or ACTIVE scaling from zero
+// when a replica of the revision served before (everReady). want is what
+// the runtime wants (false: stopped). Key and Revision are the caller's.
+func appStatusOf(want, everReady bool, dep *appsv1.Deployment, pods []corev1.Pod) appruntime.Report {
 	if !want {
 		return appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_STOPPED, Message: "stopped"}
 	}
@@ -85,8 +86,8 @@ func crashMessage(restarts int32, last *corev1.ContainerStateTerminated) string 
 	msg := fmt.Sprintf("the app keeps crashing (%d restarts)", restarts)
 	if last != nil {
 		msg += fmt.Sprintf("; it last exited with code %d", last.ExitCode)
-		if m := oneLine(last.Message); m != "" {
-			msg += ": " + m
+		if m := lastLines(last.Message, 10); m != "" {
+			msg += "; last lines:\n" + m
 		}
 	}
 	return msg
@@ -96,6 +97,21 @@ func crashMessage(restarts int32, last *corev1.ContainerStateTerminated) string 
 func oneLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// lastLines are the last n non-empty lines of s (a termination message:
+// with FallbackToLogsOnError, the tail of what the container printed).
+func lastLines(s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l = strings.TrimRight(l, " \r\t"); l != "" {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
 }
 
 func replicasServe(n int32) string {

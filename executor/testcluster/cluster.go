@@ -2,8 +2,9 @@
 // and for `make test-cluster`: a real etcd and kube-apiserver (envtest, the
 // binaries built by `make envtest-assets`), one Node whose Pods run as local
 // processes (package nodeagent, which also binds every unscheduled Pod to
-// it), and a garbage collector for owner references, since envtest runs no
-// controller manager.
+// it), and, since envtest runs no controller manager, a garbage collector
+// for owner references (gc.go) and a small deployment controller
+// (deployments.go).
 //
 // The binaries are found in $KUBEBUILDER_ASSETS, else bin/k8s of the
 // repository. ForTest starts a cluster for one test; when the binaries are
@@ -184,6 +185,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	synced := make(chan struct{})
 	c.done.Add(1)
 	go func() { defer c.done.Done(); gc.run(runCtx, synced) }()
+	deps := newDeployments(c.Client, opts.Log.With("component", "deployments"))
+	depsSynced := make(chan struct{})
+	c.done.Add(1)
+	go func() { defer c.done.Done(); deps.run(runCtx, depsSynced) }()
 
 	c.Agent, err = nodeagent.New(nodeagent.Options{
 		Client:     c.Client,
@@ -204,7 +209,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		defer c.done.Done()
 		c.agentErr <- c.Agent.Run(runCtx, func() { close(ready) })
 	}()
-	for _, wait := range []chan struct{}{synced, ready} {
+	for _, wait := range []chan struct{}{synced, depsSynced, ready} {
 		select {
 		case <-wait:
 		case err := <-c.agentErr:

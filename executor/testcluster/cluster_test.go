@@ -81,8 +81,9 @@ func TestPodsRunToTheirEnd(t *testing.T) {
 	c := testcluster.ForTest(t)
 	podDir := func(p *corev1.Pod) string { return nodeagent.PodDir(filepath.Join(c.Dir, "pods"), p) }
 	one := int64(1)
-	always := pod("restart-always", "exit 0")
-	always.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	// OnFailure is not supported (Always is: deployments_test.go).
+	always := pod("restart-onfailure", "exit 0")
+	always.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	deadline := pod("deadline", "sleep 600")
 	deadline.Spec.ActiveDeadlineSeconds = &one
 	withEnv := pod("env", `env > env.txt`)

@@ -6,6 +6,10 @@
 // The service tells the runtime what each app should be (Apply, Remove);
 // the runtime tells the service what it observed (Reporter.Report), and
 // the service turns reports into the app's conditions, newest last.
+//
+// Proxy (proxy.go) serves every runtime's apps at the manager's address:
+// a runtime implements Served to say which backends of an app are ready
+// and to hear of the requests it scales by.
 package appruntime
 
 import (

@@ -14,35 +14,38 @@ import (
 	"fmgr.dev/internal/server"
 )
 
-// setupApps builds the App service and, with the local executor, the
-// runtime that runs apps' replicas beside the attempts and the proxy that
-// serves them; with the kubernetes executor, the runtime that runs each
-// app as a Deployment and a Service (not served through the manager yet).
+// setupApps builds the App service and the runtime that runs apps'
+// replicas: beside the attempts with the local executor, as a Deployment
+// and a Service each with the kubernetes executor. Either way the manager
+// serves the apps through its proxy (appruntime.Proxy), which is also
+// their public URL unless apps.publicURL names another.
 func setupApps(d *Deps, exec executor, blobs *blob.Store) (appsFront, error) {
 	srv := d.Server
-	if kd, ok := exec.(*kube.Driver); ok {
-		var svc *app.Service
-		rt, err := kd.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }), blobs.URI("apps"))
+	var svc *app.Service
+	rep := reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) })
+	var rt interface {
+		appruntime.Runtime
+		appruntime.Served
+		Run(ctx context.Context) error
+	}
+	cfg := d.Config.Apps
+	switch e := exec.(type) {
+	case *kube.Driver:
+		kr, err := e.Apps(rep, blobs.URI("apps"))
 		if err != nil {
 			return appsFront{}, err
 		}
-		svc = app.NewService(app.NewStore(d.DB), app.Options{Runtime: rt, Log: d.Log})
-		srv.AddWorker(AppReplicasWorker, rt.Run)
-		return appsFront{svc: svc}, app.Setup(srv, svc)
-	}
-	drv, ok := exec.(*local.Driver)
-	if !ok {
+		rt = kr
+	case *local.Driver:
+		rt = e.Apps(rep, local.AppsOptions{RawDataPrefix: blobs.URI("apps"), Network: cfg.Network})
+	default:
 		svc := app.NewService(app.NewStore(d.DB), app.Options{
 			NoRuntime: "this executor does not run apps",
 			Log:       d.Log,
 		})
 		return appsFront{svc: svc}, app.Setup(srv, svc)
 	}
-	var svc *app.Service
-	cfg := d.Config.Apps
-	rt := drv.Apps(reporter(func(ctx context.Context, r appruntime.Report) error { return svc.Report(ctx, r) }),
-		local.AppsOptions{RawDataPrefix: blobs.URI("apps"), Network: cfg.Network})
-	proxy := rt.Proxy(cfg.PathPrefix)
+	proxy := appruntime.NewProxy(rt, cfg.PathPrefix)
 	svc = app.NewService(app.NewStore(d.DB), app.Options{
 		Runtime: rt,
 		PublicURL: func(ctx context.Context, k app.Key) string {

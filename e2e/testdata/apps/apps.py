@@ -1,5 +1,7 @@
-"""Apps of the e2e apps test: each serves on $PORT, 127.0.0.1 only (as
-uvicorn does by default), and names itself and its process in every answer."""
+"""Apps of the e2e apps tests: each serves on $PORT, on 127.0.0.1 only (as
+uvicorn does by default) or on $POD_IP, its Pod's own address, on the test
+Kubernetes cluster (where every Pod shares the host), and names itself and
+its process in every answer."""
 
 import os
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,6 +12,7 @@ import flyte.app
 
 def serve_forever(tag: str):
     port = int(os.environ["PORT"])
+    host = os.environ.get("POD_IP") or "127.0.0.1"
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -22,8 +25,8 @@ def serve_forever(tag: str):
         def log_message(self, *args):
             pass
 
-    print(f"{tag} listening on 127.0.0.1:{port}", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    print(f"{tag} listening on {host}:{port}", flush=True)
+    ThreadingHTTPServer((host, port), Handler).serve_forever()
 
 
 web = flyte.app.AppEnvironment(name="e2e-web", scaling=flyte.app.Scaling(replicas=2), requires_auth=False)

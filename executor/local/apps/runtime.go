@@ -37,15 +37,9 @@ import (
 	"fmgr.dev/internal/appruntime"
 )
 
-// Defaults of what the spec leaves open.
+// The spec's scaling is read, and the replica count decided, by
+// appruntime (scaling.go).
 const (
-	DefaultScaledownAfter = 60 * time.Second
-	// DefaultConcurrency is the in-flight requests per replica above which
-	// another replica starts, when the spec names no target.
-	DefaultConcurrency = 100
-	// DefaultRequestTimeout bounds a request's wait for a replica to
-	// become ready when the spec names no request timeout.
-	DefaultRequestTimeout = 5 * time.Minute
 	// crashLimit crashes in a row make a crash loop.
 	crashLimit = 5
 	// healthyAfter is how long a ready replica must live for its crash
@@ -100,6 +94,7 @@ type Config struct {
 
 // Runtime runs apps' replicas. It implements appruntime.Runtime.
 type Runtime struct {
+	appruntime.SyncGate
 	cfg  Config
 	wake chan struct{}
 
@@ -136,19 +131,13 @@ type appState struct {
 	replicas []*replica
 	ended    []*replica // the last keptLogs replicas that ended, oldest first
 	serial   int        // names replicas
-	// want is how many replicas should run now (the scale decision).
-	want int
+	// scale is the replica count decision and the requests it hears of.
+	scale appruntime.Scale
 	// crashes counts crashes in a row; failed is the crash loop's report.
 	crashes      int
 	failed       *appruntime.Report
 	backoffUntil time.Time
 	lastCrash    string
-	everReady    bool // a replica of this revision became ready
-	// Requests: when the last one arrived, how many are in flight, how
-	// many wait for a replica.
-	lastRequest time.Time
-	inflight    int
-	waiting     int
 	// ready is closed (and replaced) whenever a replica becomes ready or
 	// the app can no longer serve, waking requests that wait.
 	ready      chan struct{}
@@ -170,9 +159,8 @@ func (r *Runtime) Apply(t appruntime.Target) {
 		r.apps[t.Key] = a
 	}
 	if a.target.Revision != t.Revision || a.target.Spec == nil {
-		a.crashes, a.failed, a.backoffUntil, a.everReady, a.reported = 0, nil, time.Time{}, false, false
-		a.want = initialReplicas(t.Spec)
-		a.lastRequest = time.Now()
+		a.crashes, a.failed, a.backoffUntil, a.reported = 0, nil, time.Time{}, false
+		a.scale.Reset(t.Spec, time.Now())
 	}
 	a.target = t
 	a.removed = false
@@ -299,27 +287,13 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 		return a.report(*a.failed)
 	}
 
-	min, max := replicaBounds(spec)
-	ready, busy := 0, 0
+	ready := 0
 	for _, rep := range a.replicas {
 		if rep.ready && !rep.stopping {
 			ready++
 		}
 	}
-	busy = a.inflight
-	// Scale: up when the replicas carry more than their target, down to
-	// min after scaledown_after without requests, one up for a request
-	// that waits with none.
-	if target := concurrencyTarget(spec); ready > 0 && busy > target*ready && a.want < max {
-		a.want++
-	}
-	if a.want > min && a.everReady && a.inflight == 0 && now.Sub(a.lastRequest) >= scaledownAfter(spec) {
-		a.want = min
-	}
-	if a.want == 0 && a.waiting > 0 {
-		a.want = 1
-	}
-	a.want = clamp(a.want, min, max)
+	a.scale.Decide(spec, ready, now)
 
 	live := 0
 	for _, rep := range a.replicas {
@@ -327,15 +301,15 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 			live++
 		}
 	}
-	for live > a.want {
+	for live > a.scale.Want {
 		if rep := a.idlest(); rep != nil {
 			r.stopReplicaLocked(a, rep, "scaled down")
 		}
 		live--
 	}
 	var startErr string
-	if live < a.want && !now.Before(a.backoffUntil) {
-		for ; live < a.want; live++ {
+	if live < a.scale.Want && !now.Before(a.backoffUntil) {
+		for ; live < a.scale.Want; live++ {
 			if err := r.startReplica(a); err != nil {
 				startErr = err.Error()
 				r.cfg.Log.Warn("starting an app replica", "app", a.key.String(), "err", err)
@@ -359,8 +333,8 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 	for _, rep := range a.replicas {
 		if !rep.ready && !rep.stopping && rep.revision == t.Revision && rep.probe() {
 			rep.ready, rep.readyAt = true, now
-			a.everReady = true
-			a.lastRequest = now // idle counts from here
+			a.scale.EverReady = true
+			a.scale.LastRequest = now // idle counts from here
 			ready++
 			a.broadcast()
 		}
@@ -372,10 +346,10 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 	case ready > 0:
 		return a.report(appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_ACTIVE, Substate: pb.Status_RUNNING,
 			Message: plural(ready, "replica serves", "replicas serve"), Replicas: uint32(ready)})
-	case a.want == 0 && a.everReady:
+	case a.scale.Want == 0 && a.scale.EverReady:
 		return a.report(appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_ACTIVE, Substate: pb.Status_SCALED_TO_ZERO,
 			Message: "scaled to zero while idle; the next request starts a replica"})
-	case a.everReady:
+	case a.scale.EverReady:
 		return a.report(appruntime.Report{Status: pb.Status_DEPLOYMENT_STATUS_ACTIVE, Substate: pb.Status_SCALING_FROM_ZERO,
 			Message: "starting a replica for a request"})
 	case a.crashes > 0:
@@ -433,63 +407,6 @@ func (a *appState) idlest() *replica {
 		}
 	}
 	return best
-}
-
-func replicaBounds(s *pb.Spec) (min, max int) {
-	r := s.GetAutoscaling().GetReplicas()
-	min, max = int(r.GetMin()), int(r.GetMax())
-	if r == nil {
-		min, max = 0, 1 // the SDK's default Scaling
-	}
-	if max < min {
-		max = min
-	}
-	if max == 0 {
-		max = 1
-	}
-	return min, max
-}
-
-// initialReplicas is how many replicas a revision starts with: its
-// minimum, and at least one, so that a broken app shows at once.
-func initialReplicas(s *pb.Spec) int {
-	min, _ := replicaBounds(s)
-	if min < 1 {
-		return 1
-	}
-	return min
-}
-
-func scaledownAfter(s *pb.Spec) time.Duration {
-	if d := s.GetAutoscaling().GetScaledownPeriod(); d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return DefaultScaledownAfter
-}
-
-func concurrencyTarget(s *pb.Spec) int {
-	m := s.GetAutoscaling().GetScalingMetric()
-	if c := m.GetConcurrency(); c != nil && c.GetTargetValue() > 0 {
-		return int(c.GetTargetValue())
-	}
-	return DefaultConcurrency
-}
-
-func requestTimeout(s *pb.Spec) time.Duration {
-	if d := s.GetTimeouts().GetRequestTimeout(); d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return DefaultRequestTimeout
-}
-
-func clamp(n, min, max int) int {
-	if n < min {
-		return min
-	}
-	if n > max {
-		return max
-	}
-	return n
 }
 
 func (r *Runtime) backoff(crashes int) time.Duration {

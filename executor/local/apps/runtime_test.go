@@ -103,6 +103,7 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 		o(&cfg)
 	}
 	rt := New(cfg)
+	rt.Synced() // the apps are the test's: none to load
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

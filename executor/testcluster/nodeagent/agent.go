@@ -20,9 +20,13 @@
 // Volumes: secret volumes are written under the Pod's directory and their
 // mount paths mapped through the environment; emptyDir volumes are the
 // Pod's directories bound at their mount paths in a private mount namespace
-// per process (root only; volumes.go). What it does not do: restarts
-// (restartPolicy must be Never; no sidecar init containers), images (the
-// container's command is found on PATH of the host), other volumes, probes.
+// per process (root only; volumes.go). Long-running Pods (serve.go): a Pod
+// that declares a container port gets a loopback address of its own as
+// podIP; a Pod with restartPolicy Always and one container is restarted
+// with a crash-loop back-off, and its readinessProbe decides when it is
+// Ready. What it does not do: other restarts (OnFailure, sidecar init
+// containers), images (the container's command is found on PATH of the
+// host), other volumes, liveness and exec probes.
 // Of the kubelet's API it serves container logs (kubelet.go), so `kubectl
 // logs` works. A memory limit is enforced by the runner's cgroup where the
 // host gives one, else by sampling RSS (memory.go).
@@ -93,6 +97,7 @@ type Agent struct {
 	runners runners
 
 	slots chan struct{} // one per running process when MaxRunning > 0
+	ips   ipPool        // the Pods' own addresses (serve.go)
 
 	mu sync.Mutex
 	// pods are the Pods this agent took on, kept after their run ended
@@ -264,11 +269,19 @@ func (a *Agent) observe(ctx context.Context, obj any) {
 		return
 	}
 	run := newPodRun(a, pod)
+	ip := ""
+	if declaresPorts(pod) {
+		ip = a.ips.take()
+		run.pod.Status.PodIP = ip
+	}
 	a.pods[pod.UID] = run
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		run.run(ctx)
+		if ip != "" {
+			a.ips.give(ip)
+		}
 		a.mu.Lock()
 		run.ended = true
 		a.mu.Unlock()

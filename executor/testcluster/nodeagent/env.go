@@ -90,7 +90,9 @@ func podField(pod *corev1.Pod, path string) (string, error) {
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.hostIP":
+	case "status.podIP":
+		return podIP(pod), nil
+	case "status.hostIP":
 		return hostIP, nil
 	}
 	return "", fmt.Errorf("field %q is not supported by the test node agent", path)

@@ -100,6 +100,10 @@ func (r *podRun) run(ctx context.Context) {
 			return
 		}
 	}
+	if restarts(r.pod) {
+		r.runServing(ctx, log, mains[0])
+		return
+	}
 	r.runContainers(ctx, log, mains)
 }
 
@@ -324,8 +328,10 @@ func PodDir(dir string, pod *corev1.Pod) string {
 // unsupported says why the agent cannot run pod, "" when it can.
 func unsupported(pod *corev1.Pod) string {
 	switch {
-	case pod.Spec.RestartPolicy != corev1.RestartPolicyNever:
-		return fmt.Sprintf("the test node agent runs only Pods with restartPolicy Never, not %q", pod.Spec.RestartPolicy)
+	case restarts(pod) && (len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) > 0):
+		return "the test node agent runs Pods with restartPolicy Always only with one container and no init container"
+	case pod.Spec.RestartPolicy != corev1.RestartPolicyNever && !restarts(pod):
+		return fmt.Sprintf("the test node agent runs only Pods with restartPolicy Never or Always, not %q", pod.Spec.RestartPolicy)
 	case len(pod.Spec.Containers) == 0:
 		return "the Pod has no container"
 	}

@@ -89,7 +89,7 @@ func startFailure(spec process.Spec, err error) string {
 // in their order; 0: no process, the noop runner).
 func running(s *corev1.PodStatus, pod *corev1.Pod, started metav1.Time, pids ...int) {
 	s.Phase = corev1.PodRunning
-	setAddresses(s)
+	setAddresses(s, pod)
 	s.StartTime = &started
 	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		setCondition(s, t, corev1.ConditionTrue, "", started)
@@ -162,7 +162,7 @@ func terminated(s *corev1.PodStatus, pod *corev1.Pod, out outcome) {
 		s.Phase = corev1.PodSucceeded
 	}
 	s.Reason, s.Message = out.podReason, out.podMessage
-	setAddresses(s)
+	setAddresses(s, pod)
 	if s.StartTime == nil {
 		s.StartTime = &out.started
 	}
@@ -180,10 +180,22 @@ func terminated(s *corev1.PodStatus, pod *corev1.Pod, out outcome) {
 	}
 }
 
-func setAddresses(s *corev1.PodStatus) {
-	s.HostIP, s.PodIP = hostIP, hostIP
+// setAddresses sets the node's address and the Pod's (its own loopback
+// address when it has one: serve.go).
+func setAddresses(s *corev1.PodStatus, pod *corev1.Pod) {
+	ip := podIP(pod)
+	s.HostIP, s.PodIP = hostIP, ip
 	s.HostIPs = []corev1.HostIP{{IP: hostIP}}
-	s.PodIPs = []corev1.PodIP{{IP: hostIP}}
+	s.PodIPs = []corev1.PodIP{{IP: ip}}
+}
+
+// podIP is the Pod's address: the one the agent gave it (set on the run's
+// copy before anything starts), else the node's.
+func podIP(pod *corev1.Pod) string {
+	if pod.Status.PodIP != "" {
+		return pod.Status.PodIP
+	}
+	return hostIP
 }
 
 // setCondition sets a condition, keeping its transition time when its
@@ -238,7 +250,7 @@ func logTail(stdout, stderr []string) string {
 func initFailed(s *corev1.PodStatus, pod *corev1.Pod, c *corev1.Container, out outcome) {
 	ended(s, c, true, out)
 	s.Phase = corev1.PodFailed
-	setAddresses(s)
+	setAddresses(s, pod)
 	if s.StartTime == nil {
 		s.StartTime = &out.started
 	}
