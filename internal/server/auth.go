@@ -130,6 +130,15 @@ func authorize(ctx context.Context, procedure string, msg any) error {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s has no permission entry on this flyte-manager; only its operator can add one", procedure))
 	}
 	m, _ := msg.(proto.Message)
+	if p.Kind == authn.KindTask {
+		if authz.AllowedTask(p.Run, procedure, m) {
+			return nil
+		}
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a task's credential may call %s only about its own run %q (project %q domain %q)", procedure, p.Run.Run, p.Run.Project, p.Run.Domain))
+	}
+	if authz.Internal[procedure] {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s is the manager's own: only its tasks may call it, with the credential they are given", procedure))
+	}
 	project, domain, _ := authz.Scope(m)
 	if authz.Allowed(p.Bindings, procedure, action, project, domain) {
 		return nil
