@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/taskcred"
 )
 
 // Deps is what Setup builds the services from.
@@ -256,13 +257,14 @@ func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) 
 }
 
 // setupAuth turns on authentication when auth.mode is required: API keys
-// and the tokens the token endpoint mints from them (apikey).
+// and the tokens the token endpoint mints from them (apikey), and the
+// credentials of tasks (taskcred).
 func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slog.Logger) error {
 	if !cfg.Auth.Required() {
 		return nil
 	}
 	issuer := apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
-	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: issuer})
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: issuer}})
 	if !cfg.Server.TLS.Enabled {
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
 	}

@@ -74,6 +74,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	}
 	hooks.Secrets = secrets.Hook()
 	hooks.Storage = storageAccess(blobs, cfg.Storage, ep)
+	hooks.Credential = taskCredentials(cfg)
 	named := queues.New(cfg.Queues)
 	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
 		return err
