@@ -58,7 +58,11 @@ func (i *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err := authorize(ctx, req.Spec().Procedure, req.Any()); err != nil {
 			return nil, err
 		}
-		return next(ctx, req)
+		resp, err := next(ctx, req)
+		if err == nil && resp != nil {
+			filterAnswer(ctx, req.Spec().Procedure, resp.Any())
+		}
+		return resp, err
 	}
 }
 
