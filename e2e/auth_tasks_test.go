@@ -20,13 +20,14 @@ func TestAuthRunsWithTaskCredentials(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			m := startAuthManager(t, ctx, b, sdkManagerEnv(t)...)
-			key, _ := m.newKey("--role", "contributor", "--project", testProject, "--domain", testDomain)
+			key, keyID := m.newKey("--role", "contributor", "--project", testProject, "--domain", testDomain)
 			var res struct {
 				Fanout struct {
-					Phase   string
-					Output  int
-					Error   string
-					Actions []struct{ Name, Phase string }
+					Phase      string
+					Output     int
+					Error      string
+					Actions    []struct{ Name, Phase string }
+					ExecutedBy string `json:"executed_by"`
 				}
 				Probe struct {
 					Phase  string
@@ -38,6 +39,9 @@ func TestAuthRunsWithTaskCredentials(t *testing.T) {
 			f := res.Fanout
 			if f.Phase != "SUCCEEDED" || f.Output != 0+1+4+9 || len(f.Actions) != width+1 {
 				t.Fatalf("fan-out under auth: %+v\nmanager:\n%s", f, m.output.String())
+			}
+			if f.ExecutedBy != "apikey:"+keyID {
+				t.Errorf("the run's executed_by is %q, want the key's subject apikey:%s", f.ExecutedBy, keyID)
 			}
 			p := res.Probe
 			if p.Phase != "SUCCEEDED" {

@@ -9,6 +9,7 @@ import json
 import sys
 
 import flyte
+import flyte.remote
 
 import _drive
 import wf_taskcreds
@@ -23,6 +24,8 @@ async def scenario(api_key: str, width: int, other_project: str) -> dict:
     else:
         result["fanout"]["error"] = await _drive.error_of(fan.name)
     result["fanout"]["actions"] = await _drive.wait_actions_terminal(fan.name, 120)
+    got = await flyte.remote.Run.get.aio(name=fan.name)
+    result["fanout"]["executed_by"] = got.pb2.action.metadata.executed_by.user.id.subject
     probe = await _drive.runner().run.aio(wf_taskcreds.probe, other_run=fan.name, other_project=other_project)
     result["probe"] = {"phase": await _drive.wait(probe, 600)}
     if result["probe"]["phase"] == "SUCCEEDED":
