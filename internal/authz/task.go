@@ -72,8 +72,9 @@ var TaskProcedures = map[string]TaskScope{
 }
 
 // Internal are the procedures only the manager's tasks (and the manager
-// itself, which calls them in-process) may call: events and state of
-// actions, enqueueing into a run, and cache writes. No API key, whatever
+// itself, which calls them in-process) may call: events and status of
+// actions, and cache writes. (Enqueueing a child is not: the SDK's hybrid
+// mode runs a parent on the user's machine, with the user's key.) No API key, whatever
 // its role, may: a key's holder would forge a run's history or poison the
 // cache of every run that hits it.
 var Internal = map[string]bool{
@@ -84,9 +85,7 @@ var Internal = map[string]bool{
 	"/flyteidl2.workflow.InternalRunService/RecordActionEvents":       true,
 	"/flyteidl2.workflow.InternalRunService/RecordActionEventStream":  true,
 	"/flyteidl2.workflow.InternalRunService/UpdateActionStatusStream": true,
-	"/flyteidl2.workflow.QueueService/EnqueueAction":                  true,
 	"/flyteidl2.workflow.StateService/Put":                            true,
-	"/flyteidl2.actions.ActionsService/Enqueue":                       true,
 	"/flyteidl2.actions.ActionsService/Update":                        true,
 	"/flyteidl2.cacheservice.CacheService/Put":                        true,
 	"/flyteidl2.cacheservice.CacheService/Delete":                     true,
