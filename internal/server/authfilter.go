@@ -36,9 +36,15 @@ func filterAnswer(ctx context.Context, procedure string, msg any) bool {
 	if !ok || m == nil {
 		return true
 	}
+	action := authz.Procedures[procedure]
 	visible := func(item protoreflect.Message) bool {
 		project, domain, named := authz.ItemScope(item)
-		return named && authz.Allowed(p.Bindings, procedure, authz.Procedures[procedure], project, domain)
+		if !named {
+			// An item of no project (an org-wide secret): only for a
+			// role on every project.
+			return authz.Allowed(p.Bindings, "", action, "", "")
+		}
+		return authz.Allowed(p.Bindings, procedure, action, project, domain)
 	}
 	r := m.ProtoReflect()
 	if !filterItems(r, visible, 0) {
