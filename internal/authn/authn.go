@@ -97,3 +97,10 @@ func Bearer(value string) string {
 	}
 	return strings.TrimSpace(token)
 }
+
+// Subject is the subject of ctx's caller, "" when the request was not
+// authenticated (what deployed_by and similar fields record).
+func Subject(ctx context.Context) string {
+	p, _ := FromContext(ctx)
+	return p.Subject
+}
