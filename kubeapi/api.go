@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
@@ -54,6 +55,9 @@ type Deps struct {
 	// Tokens are the bearer tokens a request may carry; nil lets every
 	// request through (tests only).
 	Tokens *Tokens
+	// Keys, when set (auth.mode required), verifies the other bearer
+	// tokens: API keys and their tokens, scoped by their roles (auth.go).
+	Keys authn.Verifier
 	// Version is the manager's version, for /version.
 	Version string
 	Log     *slog.Logger
@@ -98,19 +102,11 @@ func (a *API) routes() {
 
 // ServeHTTP checks the bearer token, then serves the request.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !a.authorized(r) {
-		writeStatus(w, apierrors.NewUnauthorized("a valid bearer token is required (see flyte-manager kubeconfig)").ErrStatus)
+	r, ok := a.caller(w, r)
+	if !ok {
 		return
 	}
 	a.mux.ServeHTTP(w, r)
-}
-
-func (a *API) authorized(r *http.Request) bool {
-	if a.d.Tokens == nil {
-		return true
-	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && a.d.Tokens.Valid(strings.TrimSpace(token))
 }
 
 // only answers 405 to every method but method.

@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/internal/authz"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/store"
 )
@@ -26,6 +28,7 @@ import (
 // query is what a list or watch asks for: a namespace ("" for all), label
 // and field selectors, and the columns the store can narrow by.
 type query struct {
+	ctx    context.Context // the caller's (may)
 	ns     string
 	labels labels.Selector
 	fields fields.Selector
@@ -37,7 +40,7 @@ type query struct {
 var hashed = regexp.MustCompile(`(^|-)[0-9a-f]{8}$`)
 
 func parseQuery(r *http.Request, ns string) (query, *metav1.Status) {
-	q := query{ns: ns, labels: labels.Everything(), fields: fields.Everything()}
+	q := query{ctx: r.Context(), ns: ns, labels: labels.Everything(), fields: fields.Everything()}
 	v := r.URL.Query()
 	if s := v.Get("labelSelector"); s != "" {
 		sel, err := labels.Parse(s)
@@ -93,6 +96,9 @@ func parseQuery(r *http.Request, ns string) (query, *metav1.Status) {
 
 func (q query) matches(ta *v1.TaskAction) bool {
 	if q.ns != "" && ta.Namespace != q.ns {
+		return false
+	}
+	if !may(q.ctx, authz.View, ta.Spec.Project, ta.Spec.Domain) {
 		return false
 	}
 	return q.labels.Matches(labels.Set(ta.Labels)) &&
@@ -236,6 +242,10 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.d.Aborter == nil {
 		writeStatus(w, methodNotSupported(r))
+		return
+	}
+	if !may(r.Context(), authz.Execute, row.Project, row.Domain) {
+		writeStatus(w, apierrors.NewForbidden(groupResource, r.PathValue("name"), errors.New("the key's role does not allow aborting actions of this project and domain")).ErrStatus)
 		return
 	}
 	if err := a.d.Aborter.Abort(r.Context(), row.ActionKey, "deleted with the Kubernetes API (kubectl delete)", "kubectl"); err != nil && !errors.Is(err, errs.ErrNotFound) {

@@ -175,7 +175,7 @@ func (a *API) find(ctx context.Context, ns, name string) (*store.Action, error) 
 		}
 		for i := range page.Actions {
 			if match(&page.Actions[i]) {
-				return visible(&page.Actions[i]), nil
+				return seen(ctx, visible(&page.Actions[i])), nil
 			}
 		}
 	}
@@ -190,7 +190,7 @@ func (a *API) find(ctx context.Context, ns, name string) (*store.Action, error) 
 	if err != nil || found == nil {
 		return nil, err
 	}
-	return visible(found), nil
+	return seen(ctx, visible(found)), nil
 }
 
 // guesses are the filters that may find the action named ns/name, most

@@ -16,6 +16,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/task/taskconnect"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
@@ -169,7 +170,7 @@ func checkSpec(id store.TaskID, spec *task.TaskSpec) error {
 
 // deployedBy is the subject deploying. Without authentication it is not
 // known and stays empty.
-func deployedBy(context.Context) string { return "" }
+func deployedBy(ctx context.Context) string { return authn.Subject(ctx) }
 
 // GetTaskDetails returns one task version with its spec.
 func (s *TaskService) GetTaskDetails(ctx context.Context, req *connect.Request[task.GetTaskDetailsRequest]) (*connect.Response[task.GetTaskDetailsResponse], error) {

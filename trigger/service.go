@@ -21,6 +21,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/trigger"
 	"fmgr.dev/gen/go/flyteidl2/trigger/triggerconnect"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/listreq"
@@ -55,7 +56,7 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 }
 
 // deployedBy is the subject deploying: unknown without authentication.
-func deployedBy(context.Context) string { return "" }
+func deployedBy(ctx context.Context) string { return authn.Subject(ctx) }
 
 // checkTask requires the task version a trigger pins to be deployed, and
 // the input a schedule puts its time in (kickoff) to be one of its inputs.

@@ -23,7 +23,30 @@ type Hooks struct {
 	// Tracer, when set, makes a span of every attempt (trace.go): nil
 	// when tracing is off, and then nothing is kept.
 	Tracer trace.Tracer
+	// Credential, when set (auth.mode required), gives each attempt the
+	// credential its task process calls the API with.
+	Credential *CredentialAccess
 }
+
+// CredentialAccess is how attempts authenticate to the manager's API: a
+// credential of their own, scoped to their run, delivered like a secret
+// (contract.EnvTaskToken) and read by the SDK through its ExternalCommand
+// auth (contract.TaskAuth).
+type CredentialAccess struct {
+	// TLS: the endpoint attempts reach speaks TLS (the SDK sends
+	// credentials over TLS only).
+	TLS bool
+	// SkipVerify: the task trusts the certificate the endpoint presents
+	// (the manager's own generated one, which a task cannot verify).
+	SkipVerify bool
+	// Mint returns the credential of a's current attempt, valid for at
+	// least valid (the attempt's time limit; 0: none).
+	Mint func(a *store.Action, valid time.Duration) string
+}
+
+// CredentialSecretKey is the Key of the secret carrying an attempt's
+// credential.
+const CredentialSecretKey = "flyte-manager:task-credential"
 
 // StorageAccess is what every attempt is given to reach the blob store (an
 // S3 store's endpoint and credentials, under the names the SDK reads).

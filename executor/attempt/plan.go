@@ -167,6 +167,13 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		secrets = append(slices.Clone(own), secrets...)
 		storageEnv = sa.Env
 	}
+	var auth *contract.TaskAuth
+	tls := o.TLS
+	if cr := c.opts.Credential; cr != nil {
+		secrets = append(secrets, contract.Secret{Key: CredentialSecretKey, Value: []byte(cr.Mint(a, lim.run)), EnvVar: contract.EnvTaskToken})
+		auth = &contract.TaskAuth{SkipVerify: cr.SkipVerify}
+		tls = tls || cr.TLS
+	}
 	l := &Launch{Action: a, Spec: spec, Attempt: n, OutDir: runlayout.AttemptDir(a.RunOutputBase, a.Name, uint32(n)),
 		Timeout: lim.run, TimeoutCode: lim.runCode, QueuedLeft: lim.queuedLeft, ConcurrencyLimit: ri.limit, Secrets: secrets, Request: req, Queue: c.queueOf(a)}
 	l.Args = contract.RenderArgs(argv(tmpl.GetContainer()),
@@ -191,7 +198,8 @@ func (c *Core) Plan(ctx context.Context, a *store.Action, o PlanOptions) (Plan, 
 		Attempt:    uint32(n),
 		RunBase:    a.RunOutputBase,
 		Endpoint:   o.Endpoint,
-		TLS:        o.TLS,
+		TLS:        tls,
+		Auth:       auth,
 		TaskID:     tmpl.GetId(),
 	})
 	if err != nil {

@@ -78,3 +78,36 @@ func TestPlanScopedStorageAccess(t *testing.T) {
 		}
 	})
 }
+
+// With the credential hook (auth.mode required), each attempt gets the
+// credential minted for its action as a secret, never in its environment,
+// and the environment has the SDK authenticate with it over TLS.
+func TestPlanTaskCredential(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		cred := &attempt.CredentialAccess{TLS: true, SkipVerify: true, Mint: func(a *store.Action, _ time.Duration) string {
+			return "cred-of-" + a.RunName + "/" + a.Name
+		}}
+		c := attempt.New(f.state, attempt.Options{Hooks: attempt.Hooks{Credential: cred}})
+		a := f.run(t, "rcred", withSecrets("t.cred"), nil)
+		p, err := c.Plan(ctx, a, attempt.PlanOptions{Endpoint: "10.0.0.1:8090", NoContainer: "only containers here"})
+		if err != nil || p.Launch == nil {
+			t.Fatalf("plan %+v, %v; want a launch", p, err)
+		}
+		got := p.Launch.Secrets
+		if len(got) != 1 || got[0].EnvVar != contract.EnvTaskToken || string(got[0].Value) != "cred-of-rcred/a0" {
+			t.Fatalf("secrets %v, want the attempt's credential", got)
+		}
+		for _, kv := range p.Launch.Env {
+			if strings.Contains(kv.Value, "cred-of-") {
+				t.Errorf("the environment holds the credential in %s", kv.Key)
+			}
+		}
+		if v, _ := p.Launch.Env.Get(contract.EnvAuthType); v != "ExternalCommand" {
+			t.Errorf("%s = %q", contract.EnvAuthType, v)
+		}
+		if v, _ := p.Launch.Env.Get(contract.EnvInsecure); v != "false" {
+			t.Errorf("%s = %q, want false (TLS)", contract.EnvInsecure, v)
+		}
+	})
+}

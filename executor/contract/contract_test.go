@@ -431,3 +431,39 @@ func TestClassifyRawContainer(t *testing.T) {
 		}
 	}
 }
+
+// With auth, the task's SDK authenticates by running a command that prints
+// its credential (delivered as the secret EnvTaskToken), over TLS; a run's
+// or task's env cannot replace the command, and a requested secret cannot
+// take the credential's variable.
+func TestBuildEnvAuth(t *testing.T) {
+	s := baseSpec()
+	s.TLS = true
+	s.Auth = &TaskAuth{SkipVerify: true}
+	s.RunEnv = []*core.KeyValuePair{{Key: EnvAuthCommand, Value: `["cat", "/etc/passwd"]`}, {Key: EnvAuthType, Value: "Pkce"}}
+	env, err := BuildEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		EnvAuthType: "ExternalCommand", EnvAuthCommand: `["printenv", "FLYTE_MANAGER_TASK_TOKEN"]`,
+		EnvInsecure: "false", EnvSkipVerify: "true",
+	} {
+		if got, _ := env.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if _, ok := env.Get(EnvTaskToken); ok {
+		t.Errorf("the environment carries %s: it is a secret's", EnvTaskToken)
+	}
+	noAuth, err := BuildEnv(baseSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := noAuth.Get(EnvAuthType); ok {
+		t.Errorf("without auth the environment sets %s", EnvAuthType)
+	}
+	if _, err := SecretDelivery(&core.Secret{Key: "k", EnvVar: EnvTaskToken}); err == nil {
+		t.Errorf("a requested secret may set %s", EnvTaskToken)
+	}
+}

@@ -33,6 +33,17 @@ const (
 	EnvTaskDomain    = "FLYTE_INTERNAL_TASK_DOMAIN"
 	EnvTaskName      = "FLYTE_INTERNAL_TASK_NAME"
 	EnvTaskVersion   = "FLYTE_INTERNAL_TASK_VERSION"
+
+	// Auth with auth.mode required (TaskAuth): the SDK's in-task init
+	// (init_in_cluster) reads the auth type and token command from the
+	// environment, and runs the command for a token whenever the manager
+	// answers UNAUTHENTICATED.
+	EnvAuthType      = "FLYTE_AUTH_TYPE"
+	EnvAuthCommand   = "FLYTE_AUTH_COMMAND"
+	EnvSkipVerify    = "_U_INSECURE_SKIP_VERIFY"
+	EnvTaskToken     = "FLYTE_MANAGER_TASK_TOKEN" // the attempt's credential, delivered as a secret
+	authTypeExternal = "ExternalCommand"
+	taskTokenCommand = `["printenv", "` + EnvTaskToken + `"]`
 )
 
 // DefaultOrg is the org a task sees when the run has none (see ident.LocalOrg).
@@ -96,6 +107,16 @@ type EnvSpec struct {
 	TLS bool
 	// TaskID, when set, fills FLYTE_INTERNAL_TASK_*.
 	TaskID *core.Identifier
+	// Auth, when set, has the SDK authenticate with the attempt's
+	// credential (delivered separately, as the secret EnvTaskToken).
+	Auth *TaskAuth
+}
+
+// TaskAuth is how a task authenticates to the manager: the SDK's
+// ExternalCommand auth, whose command prints EnvTaskToken.
+type TaskAuth struct {
+	// SkipVerify has the SDK trust the certificate the endpoint presents.
+	SkipVerify bool
 }
 
 // BuildEnv assembles an attempt's environment. Layers, later ones overriding
@@ -163,6 +184,13 @@ func BuildEnv(s EnvSpec) (Env, error) {
 	b.set(EnvEndpoint, s.Endpoint)
 	b.set(EnvInsecure, insecure)
 	b.set(EnvUseActions, "1")
+	if s.Auth != nil {
+		b.set(EnvAuthType, authTypeExternal)
+		b.set(EnvAuthCommand, taskTokenCommand)
+		if s.Auth.SkipVerify {
+			b.set(EnvSkipVerify, "true")
+		}
+	}
 	if id := s.TaskID; id != nil {
 		b.set(EnvTaskProject, id.GetProject())
 		b.set(EnvTaskDomain, id.GetDomain())

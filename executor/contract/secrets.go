@@ -101,6 +101,7 @@ var reservedNames = []string{
 	EnvRunBase, EnvOrg, EnvProject, EnvDomain, EnvExecutionID, EnvRunName, EnvActionName, EnvAttempt,
 	EnvEndpoint, EnvInsecure, EnvUseActions, EnvTaskProject, EnvTaskDomain, EnvTaskName, EnvTaskVersion,
 	EnvSecretsEnvPrefix, EnvSecretsDefaultDir, EnvSecretsFilePrefix,
+	EnvAuthType, EnvAuthCommand, EnvSkipVerify, EnvTaskToken,
 }
 
 // SecretEnv is the environment that tells the task where its secrets are,

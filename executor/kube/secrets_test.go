@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/dbtest"
 	"fmgr.dev/internal/phase"
+	"fmgr.dev/internal/store"
 	"fmgr.dev/secret"
 )
 
@@ -138,5 +140,34 @@ func TestMissingSecretCreatesNoPod(t *testing.T) {
 	}
 	if _, err := h.pod(key, 1); !apierrors.IsNotFound(err) {
 		t.Errorf("a Pod exists: %v", err)
+	}
+}
+
+// With auth on, a Pod gets its attempt's credential like its secrets, by
+// reference: the task reads it through the SDK's auth command (which
+// prints FLYTE_MANAGER_TASK_TOKEN), and the Pod spec holds no credential.
+func TestTaskCredentialByReference(t *testing.T) {
+	h := newHarnessWith(t, dbtest.SQLiteDSN(t), func(*gorm.DB) attempt.Hooks {
+		return attempt.Hooks{Credential: &attempt.CredentialAccess{TLS: true, Mint: func(a *store.Action, _ time.Duration) string {
+			return "cred-" + a.RunName
+		}}}
+	})
+	script := `printenv FLYTE_MANAGER_TASK_TOKEN > "$FIXTURES/token"
+printf '%s %s' "$FLYTE_AUTH_TYPE" "$_U_INSECURE" > "$FIXTURES/auth"
+` + succeed
+	key := h.run("rcred", script, taskOpts{})
+	h.terminal(key, phase.Succeeded)
+	if got, _ := os.ReadFile(filepath.Join(h.fixtures, "token")); strings.TrimSpace(string(got)) != "cred-rcred" {
+		t.Errorf("the task's credential %q, want cred-rcred", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(h.fixtures, "auth")); string(got) != "ExternalCommand false" {
+		t.Errorf("FLYTE_AUTH_TYPE and _U_INSECURE: %q", got)
+	}
+	pod, err := h.pod(key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, _ := json.Marshal(pod); strings.Contains(string(spec), "cred-rcred") {
+		t.Fatalf("the credential is in the Pod spec:\n%s", spec)
 	}
 }

@@ -25,6 +25,17 @@ type Principal struct {
 	Kind string
 	// Bindings are its roles (internal/authz).
 	Bindings []Binding
+	// Run is the run a KindTask principal belongs to (its credential
+	// allows calls about that run only); zero for other kinds.
+	Run RunScope
+}
+
+// RunScope names one run.
+type RunScope struct {
+	Org     string
+	Project string
+	Domain  string
+	Run     string
 }
 
 // Binding is a role on a project and domain ("*" for any).
@@ -85,4 +96,11 @@ func Bearer(value string) string {
 		return ""
 	}
 	return strings.TrimSpace(token)
+}
+
+// Subject is the subject of ctx's caller, "" when the request was not
+// authenticated (what deployed_by and similar fields record).
+func Subject(ctx context.Context) string {
+	p, _ := FromContext(ctx)
+	return p.Subject
 }

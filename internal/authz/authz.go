@@ -60,7 +60,7 @@ func Allowed(bindings []authn.Binding, procedure string, a Action, project, doma
 			continue
 		}
 		if project == "" {
-			if Unscoped[procedure] || (b.Project == Any && b.Domain == Any) {
+			if Unscoped[procedure] || Filtered[procedure] || (b.Project == Any && b.Domain == Any) {
 				return true
 			}
 			continue
@@ -120,4 +120,17 @@ func stringField(msg protoreflect.Message, f protoreflect.FieldDescriptor) strin
 		return ""
 	}
 	return msg.Get(f).String()
+}
+
+// projectMessage is a project, whose "id" is its name.
+const projectMessage = "flyteidl2.project.Project"
+
+// ItemScope is the project and domain of one item of a list answer: a
+// project's own id, else what Scope finds.
+func ItemScope(m protoreflect.Message) (project, domain string, ok bool) {
+	if m.Descriptor().FullName() == projectMessage {
+		id := stringField(m, m.Descriptor().Fields().ByName("id"))
+		return id, "", id != ""
+	}
+	return Scope(m.Interface())
 }

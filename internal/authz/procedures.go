@@ -113,7 +113,6 @@ var Procedures = map[string]Action{
 // the caller has no role on, beyond project names.
 var Unscoped = map[string]bool{
 	"/flyteidl2.auth.IdentityService/UserInfo":        true,
-	"/flyteidl2.project.ProjectService/ListProjects":  true,
 	"/flyteidl2.project.ProjectService/GetProject":    true,
 	"/flyteidl2.cluster.ClusterService/SelectCluster": true,
 	// Whether an image of a name was built: images are the manager's,
@@ -123,4 +122,19 @@ var Unscoped = map[string]bool{
 	"/flyteidl2.workflow.TranslatorService/LaunchFormJsonToLiterals": true,
 	"/flyteidl2.workflow.TranslatorService/LiteralsToLaunchFormJson": true,
 	"/flyteidl2.workflow.TranslatorService/TaskSpecToLaunchFormJson": true,
+}
+
+// Filtered are the lists whose answers are filtered to the projects the
+// caller has the procedure's action on (internal/server drops the other
+// items, in unary answers and watch streams): a request naming no project
+// needs the action on some project only.
+var Filtered = map[string]bool{
+	"/flyteidl2.workflow.RunService/ListRuns":        true,
+	"/flyteidl2.workflow.RunService/WatchRuns":       true,
+	"/flyteidl2.project.ProjectService/ListProjects": true,
+	"/flyteidl2.task.TaskService/ListTasks":          true,
+	"/flyteidl2.app.AppService/List":                 true,
+	"/flyteidl2.app.AppService/Watch":                true,
+	"/flyteidl2.trigger.TriggerService/ListTriggers": true,
+	"/flyteidl2.secret.SecretService/ListSecrets":    true,
 }

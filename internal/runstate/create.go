@@ -18,6 +18,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/dataproxy"
 	"fmgr.dev/gen/go/flyteidl2/task"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/blob"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/failpoint"
@@ -240,6 +241,9 @@ func (s *Service) CreateRun(ctx context.Context, req *workflow.CreateRunRequest)
 	n.RunOutputBase = base
 	n.RunSpec = rawRunSpec
 	n.CreatedBy = ident.AnonymousSubject
+	if p, ok := authn.FromContext(ctx); ok {
+		n.CreatedBy = p.Subject // executed_by in the answers
+	}
 	n.Queue, n.MaxDepth = queue.Name, queue.MaxDepth
 	a, err := s.store.Actions.CreateRun(ctx, n)
 	if err != nil {

@@ -58,7 +58,11 @@ func (i *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err := authorize(ctx, req.Spec().Procedure, req.Any()); err != nil {
 			return nil, err
 		}
-		return next(ctx, req)
+		resp, err := next(ctx, req)
+		if err == nil && resp != nil {
+			filterAnswer(ctx, req.Spec().Procedure, resp.Any())
+		}
+		return resp, err
 	}
 }
 
@@ -130,6 +134,15 @@ func authorize(ctx context.Context, procedure string, msg any) error {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s has no permission entry on this flyte-manager; only its operator can add one", procedure))
 	}
 	m, _ := msg.(proto.Message)
+	if p.Kind == authn.KindTask {
+		if authz.AllowedTask(p.Run, procedure, m) {
+			return nil
+		}
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a task's credential may call %s only about its own run %q (project %q domain %q)", procedure, p.Run.Run, p.Run.Project, p.Run.Domain))
+	}
+	if authz.Internal[procedure] {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s is the manager's own: only its tasks may call it, with the credential they are given", procedure))
+	}
 	project, domain, _ := authz.Scope(m)
 	if authz.Allowed(p.Bindings, procedure, action, project, domain) {
 		return nil

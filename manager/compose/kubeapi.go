@@ -44,7 +44,7 @@ func KubeDefaultNamespace(cfg *config.Config) string {
 func newKubeAPI(d *Deps, st *store.Store, hub *runstate.Hub, state *runstate.Service, version string) http.Handler {
 	return kubeapi.New(kubeapi.Deps{
 		Actions: st.Actions, Hub: hub, Aborter: state, Placement: KubePlacement(d.Config),
-		Tokens: kubeapi.NewTokens(KubeAPIDir(d.Config)), Version: version, Log: d.Log,
+		Tokens: kubeapi.NewTokens(KubeAPIDir(d.Config)), Keys: verifier(d.Config, d.DB), Version: version, Log: d.Log,
 	})
 }
 

@@ -20,9 +20,11 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/apikey"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/server"
+	"fmgr.dev/internal/taskcred"
 	"fmgr.dev/internal/tracing"
 )
 
@@ -269,14 +271,28 @@ func sdkEndpoint(cfg *config.Config, port int) (endpoint string, insecure bool) 
 	return net.JoinHostPort(host, strconv.Itoa(port)), !cfg.Server.TLS.Enabled
 }
 
+func newIssuer(cfg *config.Config, gdb *gorm.DB) *apikey.Issuer {
+	return apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
+}
+
+// verifier is what authenticates callers with auth.mode required: task
+// credentials, API keys and their tokens; nil with auth off.
+func verifier(cfg *config.Config, gdb *gorm.DB) authn.Verifier {
+	if !cfg.Auth.Required() {
+		return nil
+	}
+	return taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: newIssuer(cfg, gdb)}
+}
+
 // setupAuth turns on authentication when auth.mode is required: API keys
-// and the tokens the token endpoint mints from them (apikey).
+// and the tokens the token endpoint mints from them (apikey), and the
+// credentials of tasks (taskcred).
 func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slog.Logger) error {
 	if !cfg.Auth.Required() {
 		return nil
 	}
-	issuer := apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
-	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: issuer})
+	issuer := newIssuer(cfg, gdb)
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier(cfg, gdb)})
 	if !cfg.Server.TLS.Enabled {
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
 	}

@@ -77,6 +77,7 @@ func Setup(ctx context.Context, d *Deps) error {
 	if d.Tracing.Enabled() {
 		hooks.Tracer = d.Tracing.Tracer("fmgr.dev/executor/attempt")
 	}
+	hooks.Credential = taskCredentials(cfg)
 	named := queues.New(cfg.Queues)
 	if err := srv.Registry().Register(queues.NewCollector(named, st.Actions, d.Log)); err != nil {
 		return err
