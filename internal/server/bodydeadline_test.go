@@ -172,8 +172,11 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("idle connection still open after %s", generous)
 	}
-	if took := time.Since(start); took < idle {
-		t.Errorf("closed after %s, before server.idleTimeout (%s)", took, idle)
+	// The server's idle clock starts when it has written the response, a
+	// little before this side has read it: only a close far earlier than
+	// the timeout is wrong.
+	if took := time.Since(start); took < idle/2 {
+		t.Errorf("closed after %s, long before server.idleTimeout (%s)", took, idle)
 	}
 }
 
