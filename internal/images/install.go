@@ -230,12 +230,15 @@ func readOnly(root string) error {
 	})
 }
 
-// removeTree removes dir, first giving its owner write access to its
+// removeTree removes dir, giving its owner write access to its
 // directories where that is needed (a read-only environment of a manager
-// that is not root).
+// that is not root). os.RemoveAll follows no link.
 func removeTree(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
+	err := os.RemoveAll(dir)
+	if err == nil || os.Geteuid() == 0 {
+		// Root needs no write access; nor does it chmod what a build's
+		// user might still swap for a link.
+		return err
 	}
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {

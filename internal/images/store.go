@@ -90,6 +90,14 @@ func (s *Store) Prepare() error {
 			return fmt.Errorf("image environments: %w", err)
 		}
 	}
+	// What builds of an earlier manager left (a restart does not go on
+	// with a build: its attempt ends, and its run says so).
+	left, _ := os.ReadDir(filepath.Join(s.dir, stagingDir))
+	for _, e := range left {
+		if err := removeTree(filepath.Join(s.dir, stagingDir, e.Name())); err != nil {
+			s.log.Warn("removing a build's staging directory", "dir", e.Name(), "err", err)
+		}
+	}
 	return nil
 }
 
