@@ -1,6 +1,9 @@
 package local
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io/fs"
 	"os"
@@ -27,7 +30,7 @@ import (
 )
 
 // buildRun creates a run of the built-in build-image task for spec.
-func (h *harness) buildRun(name string, spec *ib.ImageSpec) store.ActionKey {
+func (h *harness) buildRun(name string, spec *ib.ImageSpec, tarball []byte) store.ActionKey {
 	h.t.Helper()
 	b, err := proto.Marshal(spec)
 	if err != nil {
@@ -35,6 +38,9 @@ func (h *harness) buildRun(name string, spec *ib.ImageSpec) store.ActionKey {
 	}
 	key := "test-inputs/" + name + "/spec.pb"
 	if err := h.blobs.Put(h.ctx, key, b, nil); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.blobs.Put(h.ctx, "test-inputs/"+name+"/context.tgz", tarball, nil); err != nil {
 		h.t.Fatal(err)
 	}
 	str := func(n, v string) *task.NamedLiteral {
@@ -45,7 +51,8 @@ func (h *harness) buildRun(name string, spec *ib.ImageSpec) store.ActionKey {
 		Id:   &workflow.CreateRunRequest_RunId{RunId: &common.RunIdentifier{Project: "p", Domain: "development", Name: name}},
 		Task: &workflow.CreateRunRequest_TaskSpec{TaskSpec: images.TaskSpec()},
 		InputWrapper: &workflow.CreateRunRequest_Inputs{Inputs: &task.Inputs{Literals: []*task.NamedLiteral{
-			str(images.InputSpec, h.blobs.URI(key)), str(images.InputTarget, "img:1")}}},
+			str(images.InputSpec, h.blobs.URI(key)), str(images.InputTarget, "img:1"),
+			str(images.InputContext, h.blobs.URI("test-inputs/"+name+"/context.tgz"))}}},
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -65,7 +72,9 @@ func TestImageBuildsRunAsTheAttemptsUser(t *testing.T) {
 	envs := filepath.Join(filepath.Dir(h.workDir), "environments")
 	calls, gate := h.sharedFile("uv.calls"), h.sharedFile("gate")
 	// The fake uv records who runs it; creating the environment it waits
-	// for the test's gate, and leaves its uid in it.
+	// for the test's gate, and leaves its uid in it; installing a
+	// requirements file it writes beside it (as a project's build writes
+	// into its source): the context is the build's.
 	writeFile(t, filepath.Join(h.binDir, "uv"), fmt.Sprintf(`#!/bin/sh
 echo "$1 $(id -u)" >> %[1]s
 if [ "$1" = venv ]; then
@@ -73,14 +82,16 @@ if [ "$1" = venv ]; then
   while [ ! -e %[2]s ]; do sleep 0.05; done
   mkdir -p "$env/bin" && : > "$env/bin/python" && chmod 755 "$env/bin/python" && id -u > "$env/built-by"
 fi
+for a; do case "$a" in */req.txt) touch "${a%%/req.txt}/build-output" || echo "context not writable" >> %[1]s;; esac; done
 `, calls, gate), 0o755)
 	h.driver(func(c *config.LocalExecutor) {
 		c.Environments.Dir = envs
 		c.Environments.UV = filepath.Join(h.binDir, "uv")
 	})
 	spec := &ib.ImageSpec{BaseImage: "ghcr.io/flyteorg/flyte:py3.11-v2.12.1", Layers: []*ib.Layer{
-		{Layer: &ib.Layer_PipPackages{PipPackages: &ib.PipPackages{Packages: []string{"humanize"}}}}}}
-	a, b := h.buildRun("build-a", spec), h.buildRun("build-b", spec)
+		{Layer: &ib.Layer_Requirements{Requirements: &ib.Requirements{File: "req.txt"}}}}}
+	ctx := contextTarball(t, map[string]string{"req.txt": "humanize\n"})
+	a, b := h.buildRun("build-a", spec, ctx), h.buildRun("build-b", spec, ctx)
 	// One build makes the environment, the other waits for it.
 	testkit.Eventually(t, "one build creating the environment and the other waiting", time.Minute, func() bool {
 		got, _ := os.ReadFile(calls)
@@ -108,7 +119,7 @@ fi
 			t.Errorf("uv %s ran as uid %s, want one of the attempts' range", f[0], f[len(f)-1])
 		}
 	}
-	key, err := images.Key(spec, "")
+	key, err := images.Key(spec, images.ContextDigest(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,4 +147,25 @@ fi
 	if len(entries) != 0 {
 		t.Errorf("staging directories left: %v", entries)
 	}
+}
+
+// contextTarball is a build context: a gzipped tarball of files.
+func contextTarball(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write([]byte(body))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

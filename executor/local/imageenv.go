@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -58,8 +59,10 @@ type imageBuild struct {
 	release func() // the key's lock, held while it builds (nil: not held)
 }
 
-// contextDir is where a build's context is unpacked, in its attempt's
-// directory; wakeFile is created there when the build it waits for ended.
+// contextDir is where a build's context is unpacked, in its staging
+// directory (the build's user's, as is the context: a project's build may
+// write into its source); wakeFile is created in the attempt's directory
+// when the build it waits for ended.
 const (
 	contextDir = "build-context"
 	wakeFile   = "build-wake"
@@ -146,6 +149,10 @@ func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string, 
 			_ = os.RemoveAll(b.staging)
 			return nil, contract.Env{}, nil, err
 		}
+	}
+	if err := giveTree(ctxDir, user); err != nil {
+		_ = os.RemoveAll(b.staging)
+		return nil, contract.Env{}, nil, fmt.Errorf("the build's context: %w", err)
 	}
 	if err := process.GiveDir(b.staging, user); err != nil {
 		_ = os.RemoveAll(b.staging)
@@ -310,6 +317,21 @@ func (d *Driver) finishBuild(e *ownAttempt) {
 	if b.release != nil {
 		b.release()
 	}
+}
+
+// giveTree makes dir and everything under it (the manager made them:
+// directories and files, no links) u's ("" or the manager's user:
+// nothing to do).
+func giveTree(dir string, u runas.User) error {
+	if dir == "" || !u.Other() {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, int(u.UID), int(u.GID))
+	})
 }
 
 func buildError(msg string) []byte {
