@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,6 +66,10 @@ func TestImages(t *testing.T) {
 		t.Errorf("the apt image: %s (build run %s) with %q, want its build failed naming layer 1 (apt_packages: cowsay)",
 			res.Apt.Phase, res.Apt.BuildRun, res.Apt.Error)
 	}
+	// The environments are read-only to everyone: attempts, later builds
+	// (whose uv ran as an attempt's user, into a staging directory of its
+	// own, and the manager moved the result in).
+	readOnlyEnvs(t, envs)
 	built := strings.Count(m.output.String(), "image environment built")
 	if built != 3 {
 		t.Errorf("the manager built %d environments, want 3 (one per image that can be built)", built)
@@ -92,5 +97,29 @@ func TestImages(t *testing.T) {
 	}
 	if n := strings.Count(m.output.String(), "image environment built"); n != built {
 		t.Errorf("the second run of the same image built it again (%d builds, were %d)", n, built)
+	}
+}
+
+// readOnlyEnvs checks that nothing in the environments of envs/ (but
+// links) has a write bit.
+func readOnlyEnvs(t *testing.T, envs string) {
+	t.Helper()
+	root := filepath.Join(envs, "envs") // the manager's: it moves environments in
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == root || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s is writable (%v)", path, info.Mode())
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/executor/local/process"
+	"fmgr.dev/executor/local/runas"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	ib "fmgr.dev/gen/go/flyteidl2/imagebuilder"
 	"fmgr.dev/gen/go/flyteidl2/task"
@@ -32,9 +34,16 @@ import (
 //     manager reads the spec and the context, decides what a Python
 //     environment can honour (a layer it cannot fails the attempt, named),
 //     and starts the build's script as the attempt's process, as the
-//     manager's own user; its output is the attempt's log. After it
-//     exited, collectBuild records the environment and writes the output
-//     (the fqin) or error.pb naming the layer that failed;
+//     attempt's own user (a leased uid on a root manager, never root),
+//     into a staging directory of that user's, with a uv cache of its own;
+//     its output is the attempt's log. The manager holds the key's lock
+//     while it builds (images.Store.Claim): a second build of the key
+//     runs a process that says so in its log and waits for the first, and
+//     answers with its environment. After the build exited, collectBuild
+//     has the manager check the staged environment, make it its own and
+//     read-only, and move it into the store (images.Store.Install), and
+//     writes the output (the fqin) or error.pb naming the layer that
+//     failed;
 //   - an attempt of a task whose image is such an fqin runs with the
 //     interpreter of that environment (imageEnv), started plainly (warm
 //     start serves the manager's own environment only). Any other image
@@ -42,33 +51,39 @@ import (
 
 // imageBuild is what a build attempt needs after its process exited.
 type imageBuild struct {
-	plan   *images.Plan
-	key    string
-	target string
+	plan    *images.Plan
+	key     string
+	target  string
+	staging string // its staging directory ("" when it builds nothing)
+	waited  bool   // it waited for another build of key
+	release func() // the key's lock, held while it builds (nil: not held)
 }
 
-// contextDir is where a build's context is unpacked, in its attempt's
-// directory; reusedFile is there when the build found its environment
-// built by another.
+// contextDir is where a build's context is unpacked, in its staging
+// directory (the build's user's, as is the context: a project's build may
+// write into its source); wakeFile is created in the attempt's directory
+// when the build it waits for ended.
 const (
 	contextDir = "build-context"
-	reusedFile = "build-reused"
+	wakeFile   = "build-wake"
 )
 
 // Images is the store of image environments (nil when
 // executor.local.environments.dir is empty).
 func (d *Driver) Images() *images.Store { return d.envs }
 
-// prepareBuild returns the argv of a's build and what collectBuild needs.
-// The error is the user's (bad inputs, a layer that cannot be honoured,
-// no uv on this host), for the run's error.
-func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string) ([]string, *imageBuild, error) {
+// prepareBuild returns the argv of a's build, the environment it runs with
+// and what collectBuild needs; user is who it runs as. The error is the
+// user's (bad inputs, a layer that cannot be honoured, no uv on this
+// host), for the run's error. When it returns a build holding the key's
+// lock, the attempt's end (dropEntry: finishBuild) releases it.
+func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string, user runas.User) ([]string, contract.Env, *imageBuild, error) {
 	if d.envs == nil {
-		return nil, nil, errors.New("this manager builds no images: executor.local.environments.dir is not set")
+		return nil, contract.Env{}, nil, errors.New("this manager builds no images: executor.local.environments.dir is not set")
 	}
 	in, err := d.buildInputs(ctx, a)
 	if err != nil {
-		return nil, nil, err
+		return nil, contract.Env{}, nil, err
 	}
 	blobs := d.state.Blobs()
 	read := func(name, uri string) ([]byte, error) {
@@ -84,44 +99,86 @@ func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string) 
 	}
 	raw, err := read(images.InputSpec, in[images.InputSpec])
 	if err != nil {
-		return nil, nil, err
+		return nil, contract.Env{}, nil, err
 	}
 	spec := &ib.ImageSpec{}
 	if err := proto.Unmarshal(raw, spec); err != nil {
-		return nil, nil, fmt.Errorf("input %s: not an ImageSpec: %v", images.InputSpec, err)
+		return nil, contract.Env{}, nil, fmt.Errorf("input %s: not an ImageSpec: %v", images.InputSpec, err)
 	}
 	var tarball []byte
 	if uri := in[images.InputContext]; uri != "" {
 		if tarball, err = read(images.InputContext, uri); err != nil {
-			return nil, nil, err
+			return nil, contract.Env{}, nil, err
 		}
 	}
 	plan, err := images.Analyse(spec)
 	if err != nil {
-		return nil, nil, err
+		return nil, contract.Env{}, nil, err
 	}
 	key, err := images.Key(spec, images.ContextDigest(tarball))
 	if err != nil {
-		return nil, nil, err
+		return nil, contract.Env{}, nil, err
 	}
-	ctxDir := ""
-	if len(tarball) > 0 {
-		ctxDir = filepath.Join(dir, contextDir)
-		if err := images.Unpack(tarball, ctxDir); err != nil {
-			return nil, nil, err
-		}
+	b := &imageBuild{plan: plan, key: key, target: in[images.InputTarget]}
+	env := contract.Env{}.With(hostEnv()...)
+	sh := func(script string) []string { return []string{"/bin/sh", "-c", script, images.TaskName} }
+	if _, ok := d.envs.Ready(key); ok {
+		return sh(images.ReadyScript(key)), env, b, nil
 	}
 	uv, err := d.uv()
 	if err != nil {
-		return nil, nil, err
+		return nil, contract.Env{}, nil, err
 	}
 	python := plan.Python
 	if v, bin := d.managerPython(); v == plan.Python {
 		python = bin // the manager's own interpreter: attempts can reach it
 	}
-	script := d.envs.Script(plan, key, uv, python, ctxDir, filepath.Join(dir, reusedFile))
-	return []string{"/bin/sh", "-c", script, images.TaskName},
-		&imageBuild{plan: plan, key: key, target: in[images.InputTarget]}, nil
+	// The build's own directory, its user's alone: the context is
+	// unpacked there too, for it to read.
+	b.staging = d.envs.StagingDir(dir)
+	if err := os.RemoveAll(b.staging); err != nil {
+		return nil, contract.Env{}, nil, err
+	}
+	if err := os.MkdirAll(b.staging, 0o700); err != nil {
+		return nil, contract.Env{}, nil, err
+	}
+	ctxDir := ""
+	if len(tarball) > 0 {
+		ctxDir = filepath.Join(b.staging, contextDir)
+		if err := images.Unpack(tarball, ctxDir); err != nil {
+			_ = os.RemoveAll(b.staging)
+			return nil, contract.Env{}, nil, err
+		}
+	}
+	if err := giveTree(ctxDir, user); err != nil {
+		_ = os.RemoveAll(b.staging)
+		return nil, contract.Env{}, nil, fmt.Errorf("the build's context: %w", err)
+	}
+	if err := process.GiveDir(b.staging, user); err != nil {
+		_ = os.RemoveAll(b.staging)
+		return nil, contract.Env{}, nil, fmt.Errorf("the build's staging directory: %w", err)
+	}
+	for k, v := range images.StagingEnv(b.staging) {
+		env = env.With(contract.KV{Key: k, Value: v})
+	}
+	if user.Other() {
+		// A Python uv would download goes to the build's HOME, which is
+		// removed after the build: only interpreters of the host.
+		env = env.With(contract.KV{Key: "UV_PYTHON_DOWNLOADS", Value: "never"})
+	}
+	// Last, as nothing can fail after it: the key's lock.
+	release, ok, err := d.envs.Claim(key, filepath.Join(dir, wakeFile))
+	if err != nil {
+		_ = os.RemoveAll(b.staging)
+		return nil, contract.Env{}, nil, err
+	}
+	if !ok {
+		_ = os.RemoveAll(b.staging)
+		b.staging, b.waited = "", true
+		return sh(images.WaitScript(key, filepath.Join(dir, wakeFile))), env, b, nil
+	}
+	b.release = release
+	return sh(d.envs.Script(plan, key, uv, python, ctxDir, b.staging)), env, b, nil
 }
 
 // buildInputs reads a build attempt's string inputs.
@@ -195,8 +252,11 @@ func (d *Driver) managerPython() (version, path string) {
 // collectBuild records how a build ended, after its process exited, as a
 // task would: outputs.pb with the fqin, or error.pb naming the layer that
 // failed. An aborted or timed-out build leaves nothing: its exit says it.
+// A build that succeeded has its environment installed into the store by
+// the manager (images.Store.Install) first.
 func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.ExitStatus) error {
 	b := e.build
+	defer d.finishBuild(e) // the staging directory, the lock: waiters go on
 	if st.Signal != "" || st.TimedOut || st.Aborted {
 		return nil
 	}
@@ -207,11 +267,26 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 		}
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError(msg))
 	}
-	m, err := d.envs.Built(b.key, b.target, b.plan, images.BuildRun{Org: e.key.Org, Project: e.key.Project, Domain: e.key.Domain, Name: e.key.RunName})
+	reused := b.staging == ""
+	if b.staging != "" {
+		uid, gid := uint32(os.Getuid()), -1
+		if e.user.Other() {
+			uid, gid = e.user.UID, int(d.users.Group())
+		}
+		var err error
+		if reused, err = d.envs.Install(b.staging, uid, gid, b.key, b.target, b.plan); err != nil {
+			d.log.Warn("image build rejected", "image", b.target, "run", e.key.RunName, "err", err)
+			return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
+		}
+	} else if _, ok := d.envs.Ready(b.key); !ok && b.waited {
+		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError(
+			"image build failed: another build of this image ran at the same time and did not finish it (its run's error says why); run again"))
+	}
+	m, err := d.envs.Built(b.key, b.target, images.BuildRun{Org: e.key.Org, Project: e.key.Project, Domain: e.key.Domain, Name: e.key.RunName})
 	if err != nil {
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, reusedFile)); err == nil {
+	if reused {
 		d.log.Info("image environment reused: another build of the same image made it", "image", b.target, "fqin", m.FQIN, "run", e.key.RunName)
 	} else {
 		d.log.Info("image environment built", "image", b.target, "fqin", m.FQIN, "bytes", m.Bytes, "run", e.key.RunName)
@@ -220,6 +295,43 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 		Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{
 			Value: &core.Primitive_StringValue{StringValue: m.FQIN}}}}}}}}})
 	return d.writeResult(ctx, e, runlayout.OutputsFile, out)
+}
+
+// finishBuild removes a build's staging directory and releases its key's
+// lock, once its process ended or never started (also from dropEntry: a
+// build whose end is not collected, aborted or failing to start).
+// Idempotent.
+func (d *Driver) finishBuild(e *ownAttempt) {
+	d.mu.Lock()
+	b := e.build
+	running := e.proc != nil && e.status == nil
+	d.mu.Unlock()
+	if b == nil || running {
+		return
+	}
+	if b.staging != "" {
+		if err := os.RemoveAll(b.staging); err != nil {
+			d.log.Warn("removing an image build's staging directory", "dir", b.staging, "err", err)
+		}
+	}
+	if b.release != nil {
+		b.release()
+	}
+}
+
+// giveTree makes dir and everything under it (the manager made them:
+// directories and files, no links) u's ("" or the manager's user:
+// nothing to do).
+func giveTree(dir string, u runas.User) error {
+	if dir == "" || !u.Other() {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, int(u.UID), int(u.GID))
+	})
 }
 
 func buildError(msg string) []byte {
@@ -279,7 +391,8 @@ type envState struct {
 }
 
 // hostEnv is the manager's own environment, which a build runs with (uv
-// reads its cache and index settings from there: UV_CACHE_DIR, ...).
+// reads its index settings from there; its cache and HOME are the
+// build's own: images.StagingEnv).
 func hostEnv() []contract.KV {
 	var kvs []contract.KV
 	for _, s := range os.Environ() {

@@ -156,7 +156,7 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 	switch {
 	case images.IsBuild(l.Spec):
 		var b *imageBuild
-		if args, b, err = d.prepareBuild(ctx, a, dir); err != nil {
+		if args, env, b, err = d.prepareBuild(ctx, a, dir, e.user); err != nil {
 			removeSecrets(dir)
 			return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
 				Code: attempt.CodeLaunchFailed, Message: err.Error()})
@@ -164,7 +164,6 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		d.mu.Lock()
 		e.build = b
 		d.mu.Unlock()
-		env = contract.Env{}.With(hostEnv()...)
 	default:
 		var release func()
 		if binDir, env, release, err = d.imageEnv(l, env); err != nil {
@@ -336,13 +335,14 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 	}
 }
 
-// processUser is who the attempt's host process runs as: its user, except
-// for a raw container run through util-linux's unshare, which must make
-// its mount namespace as root (rawcontainer.go); a container runtime that
-// takes the user itself (runc) runs it as e.user.
+// processUser is who the attempt's host process runs as: its user (an
+// image build too: imageenv.go), except for a raw container run through
+// util-linux's unshare, which must make its mount namespace as root
+// (rawcontainer.go); a container runtime that takes the user itself (runc)
+// runs it as e.user.
 func (e *ownAttempt) processUser() runas.User {
-	if e.build != nil || (e.launch != nil && e.launch.Raw != nil) {
-		return runas.User{} // a build is the manager's own work
+	if e.launch != nil && e.launch.Raw != nil {
+		return runas.User{}
 	}
 	return e.user
 }

@@ -335,6 +335,7 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 		process.KillInDir(filepath.Join(e.dir, cwdDir))
 	}
 	d.handBack(e)
+	d.finishBuild(e)
 	d.users.Release(e.user)
 	if e.envRelease != nil {
 		e.envRelease()

@@ -16,10 +16,12 @@ import (
 )
 
 // A build runs as one shell script (Script) that the local executor starts
-// as the attempt's process, as the manager's user: its output is the
-// attempt's log, and abort, timeout and restart treat it as any attempt's.
-// It holds the key's lock (flock) while it builds, so concurrent builds of
-// one spec build once: the others wait and find the environment ready.
+// as the attempt's process, as the attempt's user (never root): its output
+// is the attempt's log, and abort, timeout and restart treat it as any
+// attempt's. The script builds into a staging directory of its own
+// (StagingDir, see install.go) and never touches the store: the manager
+// holds the key's lock around the build (Claim) and moves the finished
+// environment into the store itself (Install).
 // Its exit code says which step failed: ExitBase for the environment and
 // the base image's SDK, ExitLayer+n for layer n.
 const (
@@ -48,27 +50,23 @@ func (p *Plan) FailedLayer(code int) error {
 
 // Script returns the build of key as a POSIX shell script run by /bin/sh:
 // uv is the uv binary, python the interpreter (a path, or the plan's
-// version for uv to find), ctxDir the extracted context ("" for none).
-// A build that finds the environment built already (by a build of the same
-// spec that held the lock first) creates the file reused and exits 0.
-func (s *Store) Script(p *Plan, key, uv, python, ctxDir, reused string) string {
+// version for uv to find), ctxDir the extracted context ("" for none),
+// staging the build's staging directory (StagingDir): the environment is
+// made in StagedEnv(staging), relocatable (uv venv --relocatable: its
+// activation scripts and every console script installed later find the
+// interpreter relative to themselves), so that it works once the manager
+// moved it into the store.
+func (s *Store) Script(p *Plan, key, uv, python, ctxDir, staging string) string {
 	var b strings.Builder
-	env := s.EnvDir(key)
+	env := StagedEnv(staging)
 	py := filepath.Join(env, "bin", "python")
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	line("set -u")
-	line("exec 9>%s", shq(s.LockFile(key)))
-	line("if command -v flock >/dev/null 2>&1; then")
-	line("  flock -n 9 || { echo 'another build of this image is running: waiting for it'; flock 9; }")
-	line("fi")
-	line("if [ -f %s ]; then echo 'the environment %s is built already: nothing to do'; : > %s; exit 0; fi",
-		shq(filepath.Join(env, readyFile)), key, shq(reused))
-	line("rm -rf %s", shq(env))
 	line("echo %s", shq("== base image "+p.Base))
 	for _, n := range p.Notes {
 		line("echo %s", shq("note: "+n))
 	}
-	line("%s venv --no-config --quiet --python %s %s || exit %d", shq(uv), shq(python), shq(env), ExitBase)
+	line("%s venv --relocatable --no-config --quiet --python %s %s || exit %d", shq(uv), shq(python), shq(env), ExitBase)
 	if p.SDK != "" {
 		line("%s pip install --no-config --python %s %s || exit %d", shq(uv), shq(py), shq("flyte=="+p.SDK), ExitBase)
 	}
@@ -84,9 +82,24 @@ func (s *Store) Script(p *Plan, key, uv, python, ctxDir, reused string) string {
 		line("%s pip install --no-config --python %s %s || exit %d", shq(uv), shq(py), strings.Join(args, " "),
 			ExitLayer+min(st.Layer, maxExit-ExitLayer))
 	}
-	line("touch %s", shq(filepath.Join(env, readyFile)))
-	line("echo %s", shq("== built "+key))
+	line("echo %s", shq("== built "+key+": the manager moves it into the store"))
 	return b.String()
+}
+
+// WaitScript is the process of a build that found another build of the
+// same key running (Claim): it says so in its log and waits until the
+// manager creates wake, when that build ended; the manager then answers
+// with that build's environment.
+func WaitScript(key, wake string) string {
+	return fmt.Sprintf("echo %s\nwhile [ ! -e %s ]; do sleep 1; done\necho %s\n",
+		shq("another build of this image ("+key+") is running: waiting for it"), shq(wake),
+		shq("the other build ended"))
+}
+
+// ReadyScript is the process of a build whose environment is built
+// already.
+func ReadyScript(key string) string {
+	return fmt.Sprintf("echo %s\n", shq("the environment "+key+" is built already: nothing to do"))
 }
 
 // shq quotes s for the shell.

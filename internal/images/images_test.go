@@ -95,18 +95,24 @@ func TestKeyAndNames(t *testing.T) {
 	}
 }
 
-// fakeBuild makes key's environment as a finished build leaves it.
+// fakeBuild makes key's environment as a finished build leaves it, and
+// installs it as the manager does.
 func fakeBuild(t *testing.T, s *Store, key string, size int) {
 	t.Helper()
-	dir := s.EnvDir(key)
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+	staging := s.StagingDir("attempt of " + key)
+	env := StagedEnv(staging)
+	if err := os.MkdirAll(filepath.Join(env, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bin", "blob"), make([]byte, size), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(env, "bin", "blob"), make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, readyFile), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(env, "bin", "python"), nil, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	plan := &Plan{Python: "3.11", Env: map[string]string{"A": "1"}}
+	if reused, err := s.Install(staging, uint32(os.Getuid()), -1, key, "x:1", plan); err != nil || reused {
+		t.Fatalf("install: reused %v, %v", reused, err)
 	}
 }
 
@@ -115,13 +121,12 @@ func TestStoreLookupUseCollect(t *testing.T) {
 	if err := s.Prepare(); err != nil {
 		t.Fatal(err)
 	}
-	plan := &Plan{Python: "3.11", Env: map[string]string{"A": "1"}}
 	if _, _, err := s.Lookup("a:1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("unbuilt: %v", err)
 	}
 	keys := []string{strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)}
 	fakeBuild(t, s, keys[0], 1000)
-	if _, err := s.Built(keys[0], "a:1", plan, BuildRun{Project: "p", Domain: "d", Name: "r1"}); err != nil {
+	if _, err := s.Built(keys[0], "a:1", BuildRun{Project: "p", Domain: "d", Name: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	fqin, run, err := s.Lookup("a:1")
@@ -136,12 +141,12 @@ func TestStoreLookupUseCollect(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	_ = os.Chtimes(filepath.Join(s.EnvDir(keys[0]), readyFile), old.Add(-time.Hour), old.Add(-time.Hour))
 	fakeBuild(t, s, keys[1], 1000)
-	if _, err := s.Built(keys[1], "b:1", plan, BuildRun{}); err != nil {
+	if _, err := s.Built(keys[1], "b:1", BuildRun{}); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.Chtimes(filepath.Join(s.EnvDir(keys[1]), readyFile), old, old)
 	fakeBuild(t, s, keys[2], 1000)
-	if _, err := s.Built(keys[2], "c:1", plan, BuildRun{}); err != nil { // over the cap: b goes, a is in use
+	if _, err := s.Built(keys[2], "c:1", BuildRun{}); err != nil { // over the cap: b goes, a is in use
 		t.Fatal(err)
 	}
 	if _, ok := s.Ready(keys[1]); ok {
@@ -175,10 +180,10 @@ func TestScriptAndFailedLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("d", 32)
-	script := s.Script(p, key, "/bin/uv", "3.11", "/ctx", "/reused")
+	script := s.Script(p, key, "/bin/uv", "3.11", "/ctx", "/envs/staging/x")
 	for _, want := range []string{
-		"flock 9", "'/bin/uv' venv --no-config --quiet --python '3.11' '/envs/envs/" + key + "' || exit 10",
-		"'flyte==2.12.1' || exit 10", `'it'\''s' || exit 12`, "touch '/envs/envs/" + key + "/.fm-ready'",
+		"'/bin/uv' venv --relocatable --no-config --quiet --python '3.11' '/envs/staging/x/env' || exit 10",
+		"'flyte==2.12.1' || exit 10", `'it'\''s' || exit 12`,
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("script lacks %q:\n%s", want, script)

@@ -33,6 +33,7 @@ const Registry = "flyte-manager.local/env"
 //	envs/<key>/fm-env.json  its Manifest, written once it is ready
 //	locks/<key>.lock     held (flock) by the build of key, and by the cache's
 //	                     collection while it removes key
+//	staging/<id>/        a build's own directory (install.go)
 //	index/<hash>.json    an image name (name:tag, as the SDK asks for it) to
 //	                     its fqin
 const (
@@ -61,13 +62,14 @@ type Store struct {
 	maxBytes int64
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	inUse map[string]int // environments attempts run in now: never collected
+	mu       sync.Mutex
+	inUse    map[string]int       // environments attempts run in now: never collected
+	building map[string]*building // builds of this manager running now (Claim)
 }
 
 // NewStore returns the store in dir, collected down to maxBytes (0: no cap).
 func NewStore(dir string, maxBytes int64, log *slog.Logger) *Store {
-	return &Store{dir: dir, maxBytes: maxBytes, log: log, inUse: map[string]int{}}
+	return &Store{dir: dir, maxBytes: maxBytes, log: log, inUse: map[string]int{}, building: map[string]*building{}}
 }
 
 // Dir is the store's directory.
@@ -80,11 +82,20 @@ func (s *Store) EnvDir(key string) string { return filepath.Join(s.dir, envsDir,
 func (s *Store) LockFile(key string) string { return filepath.Join(s.dir, locksDir, key+".lock") }
 
 // Prepare creates the store's directories; the environments must be
-// readable to the attempts (mode 0755 less the manager's umask).
+// readable to the attempts (mode 0755 less the manager's umask), staging
+// searchable by them (each build's directory there is its own).
 func (s *Store) Prepare() error {
-	for _, d := range []string{s.dir, filepath.Join(s.dir, envsDir), filepath.Join(s.dir, locksDir), filepath.Join(s.dir, indexDir)} {
+	for _, d := range []string{s.dir, filepath.Join(s.dir, envsDir), filepath.Join(s.dir, locksDir), filepath.Join(s.dir, indexDir), filepath.Join(s.dir, stagingDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("image environments: %w", err)
+		}
+	}
+	// What builds of an earlier manager left (a restart does not go on
+	// with a build: its attempt ends, and its run says so).
+	left, _ := os.ReadDir(filepath.Join(s.dir, stagingDir))
+	for _, e := range left {
+		if err := removeTree(filepath.Join(s.dir, stagingDir, e.Name())); err != nil {
+			s.log.Warn("removing a build's staging directory", "dir", e.Name(), "err", err)
 		}
 	}
 	return nil
@@ -142,25 +153,13 @@ func (s *Store) Ready(key string) (*Manifest, bool) {
 	return &m, true
 }
 
-// Built records a finished build of key for target by run: its manifest,
-// the index entry GetImage answers from, and a first use. Then the cache is
-// collected down to its cap (sparing key).
-func (s *Store) Built(key, target string, p *Plan, run BuildRun) (*Manifest, error) {
-	dir := s.EnvDir(key)
-	if _, err := os.Stat(filepath.Join(dir, readyFile)); err != nil {
-		return nil, fmt.Errorf("the environment %s is not complete: %w", key, err)
-	}
+// Built records a finished build of key for target by run (installed,
+// Install, or found built): the index entry GetImage answers from, and a
+// first use. Then the cache is collected down to its cap (sparing key).
+func (s *Store) Built(key, target string, run BuildRun) (*Manifest, error) {
 	m, ok := s.Ready(key)
 	if !ok {
-		size, err := dirSize(dir)
-		if err != nil {
-			return nil, err
-		}
-		m = &Manifest{Key: key, FQIN: FQIN(target, key), Name: target, Python: p.Python, SDK: p.SDK, Env: p.Env,
-			Bytes: size, Built: time.Now().UTC()}
-		if err := writeJSON(filepath.Join(dir, manifestFile), m); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("the environment %s is not complete", key)
 	}
 	fqin := FQIN(target, key)
 	if err := writeJSON(s.indexPath(target), indexEntry{Name: target, FQIN: fqin, Key: key, Run: run}); err != nil {
@@ -306,11 +305,13 @@ func (s *Store) remove(key string) bool {
 	}
 	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
 	dir := s.EnvDir(key)
-	// Not ready first, so that nothing starts in a half-removed one.
+	// Not ready first, so that nothing starts in a half-removed one (the
+	// directory is read-only: Install).
+	_ = os.Chmod(dir, 0o750)
 	if err := os.Remove(filepath.Join(dir, readyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeTree(dir); err != nil {
 		s.log.Warn("removing an image environment", "key", key, "err", err)
 	}
 	return true
