@@ -40,15 +40,16 @@ const (
 	fxInputs   = `{"literals":[{"name":"x","value":{"scalar":{"primitive":{"integer":"7"}}}}]}`
 )
 
-// fxFile is the inputs.pb the fixture's UploadInputs stores (under the
-// hash of fxInputs, as UploadInputs names it).
+// fxFile is the inputs.pb the fixture's UploadInputs stores (below its
+// base_dir, under the project's scope and the hash of fxInputs, as
+// UploadInputs names it).
 var fxFile = func() string {
 	var in task.Inputs
 	if err := protojson.Unmarshal([]byte(fxInputs), &in); err != nil {
 		panic(err)
 	}
 	sum := sha256.Sum256(wireOf(&in))
-	return blobsPlaceholder + "/fuzz/file/" + hex.EncodeToString(sum[:]) + "/inputs.pb"
+	return blobsPlaceholder + "/fuzz/file/offloaded-inputs/_/flytesnacks/development/" + hex.EncodeToString(sum[:]) + "/inputs.pb"
 }()
 
 // fxSpec is a TaskSpec of task name/version whose container would run
@@ -259,7 +260,7 @@ var badSeeds = []struct {
 	{"watchactions-unknown-filter", "flyteidl2.workflow.RunService/WatchActions", `{"runId":` + fxRun + `,"filter":[{"function":99,"field":"nope","values":[""]}]}`, "invalid_argument", "nope", nil},
 	{"deploy-mismatched-id", "flyteidl2.task.TaskService/DeployTask", `{"taskId":{` + fxProject + `,"name":"other","version":"v1"},"spec":` + fxSpec("fuzz.task", "v1") + `}`, "invalid_argument", "other", nil},
 	// Storage under an object (fxFile): nothing there to read, nothing can be written.
-	{"createrun-offload-under-object", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"offloadedInputData":{"uri":"` + fxFile + `/x"}}`, "invalid_argument", "holds no inputs", nil},
+	{"createrun-offload-under-object", "flyteidl2.workflow.RunService/CreateRun", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"offloadedInputData":{"uri":"` + fxFile + `/x"}}`, "invalid_argument", "not inputs uploaded for project", nil},
 	{"uploadinputs-under-object", "flyteidl2.dataproxy.DataProxyService/UploadInputs", `{"projectId":` + fxProjID + `,"taskId":` + fxTaskID + `,"baseDir":"` + fxFile + `"}`, "failed_precondition", "cannot be stored", nil},
 	{"actiondata-inputs-under-object", "flyteidl2.workflow.RunService/GetActionData", `{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"}}`, "ok", "", nil},
 	{"downloadlink-report-under-object", "flyteidl2.dataproxy.DataProxyService/CreateDownloadLink", `{"artifactType":"ARTIFACT_TYPE_REPORT","actionAttemptId":{"actionId":{"run":` + fxRun + `,"name":"fuzzchild-odd"},"attempt":1}}`, "not_found", "report", nil},
