@@ -15,6 +15,7 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/runstate"
@@ -55,7 +56,7 @@ func (s *Service) abort(ctx context.Context, id *common.ActionIdentifier, reason
 	if err != nil {
 		return err
 	}
-	return s.state.Abort(ctx, key, reason, "")
+	return s.state.Abort(ctx, key, reason, authn.Subject(ctx))
 }
 
 type actionsService struct {
@@ -133,7 +134,7 @@ func (q *queueService) AbortQueuedRun(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, err
 	}
-	if err := q.s.state.Abort(ctx, run.Action(store.RootName), req.Msg.GetReason(), ""); err != nil {
+	if err := q.s.state.Abort(ctx, run.Action(store.RootName), req.Msg.GetReason(), authn.Subject(ctx)); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&workflow.AbortQueuedRunResponse{}), nil

@@ -10,6 +10,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/workflow"
 	"fmgr.dev/gen/go/flyteidl2/workflow/workflowconnect"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 	"fmgr.dev/internal/listreq"
@@ -48,7 +49,7 @@ func (s *RunService) AbortRun(ctx context.Context, req *connect.Request[workflow
 	if err != nil {
 		return nil, err
 	}
-	if err := s.state.Abort(ctx, run.Action(store.RootName), req.Msg.GetReason(), ""); err != nil {
+	if err := s.state.Abort(ctx, run.Action(store.RootName), req.Msg.GetReason(), authn.Subject(ctx)); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&workflow.AbortRunResponse{}), nil
@@ -59,7 +60,7 @@ func (s *RunService) AbortAction(ctx context.Context, req *connect.Request[workf
 	if err != nil {
 		return nil, err
 	}
-	if err := s.state.Abort(ctx, key, req.Msg.GetReason(), ""); err != nil {
+	if err := s.state.Abort(ctx, key, req.Msg.GetReason(), authn.Subject(ctx)); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&workflow.AbortActionResponse{}), nil

@@ -7,6 +7,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/ident"
 )
@@ -28,7 +29,7 @@ func (s *RunService) SignalEvent(ctx context.Context, req *connect.Request[workf
 	if err != nil {
 		return nil, err
 	}
-	if err := s.state.Signal(ctx, key, parent, v, ""); err != nil {
+	if err := s.state.Signal(ctx, key, parent, v, authn.Subject(ctx)); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&workflow.SignalEventResponse{}), nil

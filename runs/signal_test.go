@@ -11,7 +11,9 @@ import (
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/workflow"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/store"
+	"fmgr.dev/runs"
 )
 
 // SignalEvent turns each payload kind into the primitive literal the
@@ -77,6 +79,66 @@ func TestSignalEventPayloads(t *testing.T) {
 			if got.GetStatus().GetPhase() != common.ActionPhase_ACTION_PHASE_SUCCEEDED || !proto.Equal(got.GetSignalInfo().GetOutput().GetScalar().GetPrimitive(), want) {
 				t.Errorf("%s after its signal: %v with %v, want SUCCEEDED with %v", id.GetName(), got.GetStatus().GetPhase(), got.GetSignalInfo(), want)
 			}
+		}
+	})
+}
+
+// With auth on, who signalled a condition and who aborted a run are the
+// authenticated callers; with it off (no principal), nobody is recorded.
+func TestSignalledByAndAbortedByAreTheCaller(t *testing.T) {
+	eachDatabase(t, autoCreateProjects, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		as := authn.WithPrincipal(ctx, authn.Principal{Subject: "apikey:fmk0123", Kind: authn.KindAPIKey})
+		svc := runs.NewRunService(h.state) // in process: the principal is what the auth interceptor puts in ctx
+		run := rid("", "p", "development", "rwho")
+		h.createRun(t, run, "env.main")
+		root, err := h.st.Actions.Get(ctx, runKeyOf(run).Action(store.RootName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"ok", "anon"} {
+			err := h.state.Enqueue(ctx, &actions.Action{
+				ActionId: &common.ActionIdentifier{Run: run, Name: name}, ParentActionName: proto.String("a0"),
+				InputUri: root.RunOutputBase + "/" + name + "/inputs.pb", RunOutputBase: root.RunOutputBase,
+				Spec: &actions.Action_Condition{Condition: &workflow.ConditionAction{
+					Name: name, Type: &core.LiteralType{Type: &core.LiteralType_Simple{Simple: core.SimpleType_BOOLEAN}}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		yes := &workflow.EventPayload{Value: &workflow.EventPayload_BoolValue{BoolValue: true}}
+		for name, c := range map[string]context.Context{"ok": as, "anon": ctx} {
+			if _, err := svc.SignalEvent(c, connect.NewRequest(&workflow.SignalEventRequest{
+				ActionId: &common.ActionIdentifier{Run: run, Name: name}, ParentActionName: "a0", Payload: yes})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		by := func(name string) string {
+			d, err := h.runs.GetActionDetails(ctx, connect.NewRequest(&workflow.GetActionDetailsRequest{ActionId: &common.ActionIdentifier{Run: run, Name: name}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.Msg.GetDetails().GetSignalInfo().GetSignalledBy().GetUser().GetId().GetSubject()
+		}
+		if s := by("ok"); s != "apikey:fmk0123" {
+			t.Errorf("signalled_by = %q, want the caller", s)
+		}
+		if s := by("anon"); s != "" {
+			t.Errorf("signalled_by without auth = %q, want none", s)
+		}
+		if _, err := svc.AbortRun(as, connect.NewRequest(&workflow.AbortRunRequest{RunId: run, Reason: proto.String("enough")})); err != nil {
+			t.Fatal(err)
+		}
+		// The abort is recorded at once; the root ends ABORTED when an
+		// executor stops it (none runs here).
+		a0, err := h.st.Actions.Get(ctx, runKeyOf(run).Action(store.RootName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := &workflow.AbortInfo{}
+		if err := proto.Unmarshal(a0.AbortInfo, info); err != nil || info.GetAbortedBy().GetUser().GetId().GetSubject() != "apikey:fmk0123" {
+			t.Errorf("abort info %v (%v), want aborted_by the caller", info, err)
 		}
 	})
 }
