@@ -104,19 +104,12 @@ func (r *Apps) Backends(k appruntime.Key) ([]appruntime.Backend, <-chan struct{}
 // Begin counts a request to k in flight until end.
 func (r *Apps) Begin(k appruntime.Key) (end func()) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	a := r.apps[k]
+	r.mu.Unlock()
 	if a == nil {
 		return func() {}
 	}
-	a.scale.LastRequest = time.Now()
-	a.scale.Inflight++
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		a.scale.Inflight--
-		a.scale.LastRequest = time.Now()
-	}
+	return a.scale.Begin(&r.mu)
 }
 
 // Wake counts a request waiting for a Pod: the next reconcile scales the
@@ -124,18 +117,13 @@ func (r *Apps) Begin(k appruntime.Key) (end func()) {
 func (r *Apps) Wake(k appruntime.Key) (done func()) {
 	r.mu.Lock()
 	a := r.apps[k]
+	r.mu.Unlock()
 	if a == nil {
-		r.mu.Unlock()
 		return func() {}
 	}
-	a.scale.Waiting++
-	r.mu.Unlock()
+	done = a.scale.Wait(&r.mu)
 	r.poke()
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		a.scale.Waiting--
-	}
+	return done
 }
 
 // RequestTimeout is how long a request of k waits for a ready Pod.

@@ -1,6 +1,7 @@
 package appruntime
 
 import (
+	"sync"
 	"time"
 
 	pb "fmgr.dev/gen/go/flyteidl2/app"
@@ -83,6 +84,34 @@ type Scale struct {
 	// counts requests in flight, Waiting those waiting for a replica.
 	LastRequest       time.Time
 	Inflight, Waiting int
+}
+
+// Begin counts a request in flight until end; mu is the lock that guards
+// sc (the runtime's), not held by the caller.
+func (sc *Scale) Begin(mu sync.Locker) (end func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	sc.LastRequest = time.Now()
+	sc.Inflight++
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		sc.Inflight--
+		sc.LastRequest = time.Now()
+	}
+}
+
+// Wait counts a request waiting for a replica until done; mu as for
+// Begin.
+func (sc *Scale) Wait(mu sync.Locker) (done func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	sc.Waiting++
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		sc.Waiting--
+	}
 }
 
 // Reset starts the decision over for a new revision of s.

@@ -72,37 +72,25 @@ func (r *Runtime) Backends(k appruntime.Key) ([]appruntime.Backend, <-chan struc
 // Begin counts a request to k in flight until end.
 func (r *Runtime) Begin(k appruntime.Key) (end func()) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	a := r.apps[k]
+	r.mu.Unlock()
 	if a == nil {
 		return func() {}
 	}
-	a.scale.LastRequest = time.Now()
-	a.scale.Inflight++
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		a.scale.Inflight--
-		a.scale.LastRequest = time.Now()
-	}
+	return a.scale.Begin(&r.mu)
 }
 
 // Wake counts a request waiting for a replica: the loop starts one.
 func (r *Runtime) Wake(k appruntime.Key) (done func()) {
 	r.mu.Lock()
 	a := r.apps[k]
+	r.mu.Unlock()
 	if a == nil {
-		r.mu.Unlock()
 		return func() {}
 	}
-	a.scale.Waiting++
-	r.mu.Unlock()
+	done = a.scale.Wait(&r.mu)
 	r.poke()
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		a.scale.Waiting--
-	}
+	return done
 }
 
 // Forward counts a request forwarded to the replica named so.
