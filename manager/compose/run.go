@@ -20,8 +20,10 @@ import (
 	"gorm.io/gorm"
 
 	"fmgr.dev/apikey"
+	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/oidcauth"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/tracing"
 )
@@ -276,11 +278,17 @@ func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slo
 		return nil
 	}
 	issuer := apikey.NewIssuer(apikey.NewStore(gdb), apikey.DeriveSigningKey(cfg.Storage.SigningKey), cfg.Auth.TokenTTL)
-	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: issuer})
+	var verifier authn.Verifier = issuer
+	tokens := issuer.TokenHandler(logger)
+	if cfg.Auth.OIDC.Enabled() { // people from an identity provider (internal/oidcauth)
+		idp := oidcauth.New(cfg.Auth, nil)
+		verifier, tokens = authn.Verifiers{idp, issuer}, oidcauth.TokenEndpoint(tokens, idp.Discovery(), nil, logger)
+	}
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier})
 	if !cfg.Server.TLS.Enabled {
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
 	}
-	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: issuer.TokenHandler(logger)})
+	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: tokens})
 }
 
 // registerStorageMetrics registers what an operator watches of the
