@@ -34,16 +34,21 @@ func TestAuthSDKDeviceFlowWithOIDC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	iss := oidctest.New(t)
+	callbackPort, err := testkit.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgFile := filepath.Join(t.TempDir(), "oidc.yaml")
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, `auth:
   mode: required
+  redirectUri: http://localhost:%d/callback
   oidc:
     issuer: %s
     audiences: [%s]
     clientId: %s
   bindings:
     - {subject: alice, role: admin}
-`, iss.URL, iss.Audience, iss.ClientID), 0o600); err != nil {
+`, callbackPort, iss.URL, iss.Audience, iss.ClientID), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m := startManagerWith(t, mgrproc.Options{Bin: managerBin, Config: []string{cfgFile},
@@ -61,14 +66,15 @@ func TestAuthSDKDeviceFlowWithOIDC(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return ansiEscape.ReplaceAllString(string(out), ""), err
 	}
-	if out, err := flyte("create", "config", "--endpoint", sdkEndpoint(m), "--auth-type", "device-flow",
-		"--project", testProject, "--domain", testDomain); err != nil {
+	out, err := flyte("create", "config", "--endpoint", sdkEndpoint(m), "--auth-type", "device-flow",
+		"--project", testProject, "--domain", testDomain)
+	if err != nil {
 		t.Fatalf("flyte create config: %v\n%s", err, out)
 	}
 
 	// alice: bound to admin. Each CLI process has a HOME of its own
 	// (sdkEnv), so each signs in afresh.
-	out, err := flyte("run", "cli_tasks.py", "double", "--x", "1")
+	out, err = flyte("run", "cli_tasks.py", "double", "--x", "1")
 	match := createdRun.FindStringSubmatch(out)
 	if match == nil || (err != nil && !abortedAtExit(err)) {
 		t.Fatalf("flyte run as alice: %v\n%s", err, out)
@@ -87,6 +93,34 @@ func TestAuthSDKDeviceFlowWithOIDC(t *testing.T) {
 	out, err = flyte("run", "cli_tasks.py", "double", "--x", "2")
 	if err == nil || createdRun.MatchString(out) || !strings.Contains(out, "user:mallory may not") {
 		t.Errorf("flyte run as mallory: %v, want PERMISSION_DENIED naming her\n%s", err, out)
+	}
+
+	// Pkce, headless: the "browser" follows the provider's redirect to
+	// the SDK's callback (webbrowser honours $BROWSER).
+	iss.SetUser(oidctest.User{Subject: "alice", Email: "alice@example.com"})
+	pkceDir := t.TempDir()
+	cmd := venvCommand(t, ctx, pkceDir, "flyte", "create", "config", "--endpoint", sdkEndpoint(m), "--auth-type", "pkce",
+		"--project", testProject, "--domain", testDomain)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("flyte create config: %v\n%s", err, out)
+	}
+	pkceCtx, pkceCancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pkceCancel()
+	cmd = venvCommand(t, pkceCtx, pkceDir, "flyte", "get", "run", match[1])
+	// webbrowser runs $BROWSER with the URL and waits for it, while the
+	// SDK serves its callback on the event loop that waits: follow the
+	// redirects in the background.
+	browser := filepath.Join(t.TempDir(), "browser")
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\ncurl -sfL -o /dev/null \"$1\" &\n"), 0o755); err != nil { //nolint:gosec // an executable
+		t.Fatal(err)
+	}
+	cmd.Env = append(cmd.Env, "SSL_CERT_FILE="+ca, "BROWSER="+browser)
+	pkceOut, err := cmd.CombinedOutput()
+	if err != nil && !abortedAtExit(err) || !strings.Contains(string(pkceOut), match[1]) {
+		t.Errorf("flyte get run with Pkce: %v\n%s", err, pkceOut)
+	}
+	if iss.GrantsServed("authorization_code") == 0 {
+		t.Errorf("the provider served no authorization_code grant")
 	}
 
 	// A token from the provider for another audience is UNAUTHENTICATED.
