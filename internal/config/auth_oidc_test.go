@@ -55,3 +55,19 @@ func TestAuthOIDCConfig(t *testing.T) {
 		t.Errorf("loopback http issuer: %v", err)
 	}
 }
+
+// The provider can be set from the environment too (bindings need a file).
+func TestAuthOIDCFromEnv(t *testing.T) {
+	isolate(t)
+	t.Setenv("FLYTE_MANAGER_AUTH_MODE", "required")
+	t.Setenv("FLYTE_MANAGER_AUTH_OIDC_ISSUER", "https://example.okta.com/oauth2/default")
+	t.Setenv("FLYTE_MANAGER_AUTH_OIDC_AUDIENCES", "api://flyte")
+	t.Setenv("FLYTE_MANAGER_AUTH_OIDC_CLIENTID", "0oa123")
+	c, err := Load(Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Auth.OIDC; o.Issuer != "https://example.okta.com/oauth2/default" || len(o.Audiences) != 1 || o.Audiences[0] != "api://flyte" || o.ClientID != "0oa123" {
+		t.Errorf("from the environment: %+v", o)
+	}
+}
