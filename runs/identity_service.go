@@ -13,6 +13,7 @@ import (
 	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/ident"
+	"fmgr.dev/internal/oidcauth"
 	"fmgr.dev/internal/requrl"
 )
 
@@ -61,13 +62,20 @@ func (s *IdentityService) UserInfo(ctx context.Context, _ *connect.Request[auth.
 // auth required it advertises the manager's own token endpoint
 // (/oauth2/token, client_credentials with HTTP Basic: the SDK's
 // ClientSecret flow and FLYTE_API_KEY).
-type AuthMetadataService struct{ cfg config.Auth }
+type AuthMetadataService struct {
+	cfg config.Auth
+	idp *oidcauth.Discovery // auth.oidc's provider; nil without one (auth_metadata_oidc.go)
+}
 
 var _ authconnect.AuthMetadataServiceHandler = (*AuthMetadataService)(nil)
 
 // NewAuthMetadataService returns the AuthMetadataService for cfg.
 func NewAuthMetadataService(cfg config.Auth) *AuthMetadataService {
-	return &AuthMetadataService{cfg: cfg}
+	s := &AuthMetadataService{cfg: cfg}
+	if cfg.OIDC.Enabled() {
+		s.idp = oidcauth.NewDiscovery(cfg.OIDC.Issuer, nil)
+	}
+	return s
 }
 
 // Handler returns the service's Connect handler and the path to mount it on.
@@ -89,6 +97,9 @@ func (s *AuthMetadataService) GetOAuth2Metadata(ctx context.Context, _ *connect.
 		return nil, errNoAuth
 	}
 	base := requrl.BaseURL(ctx)
+	if s.idp != nil {
+		return s.providerMetadata(ctx, base)
+	}
 	return connect.NewResponse(&auth.GetOAuth2MetadataResponse{
 		Issuer:                            base,
 		TokenEndpoint:                     base + TokenPath,
@@ -103,6 +114,9 @@ func (s *AuthMetadataService) GetOAuth2Metadata(ctx context.Context, _ *connect.
 func (s *AuthMetadataService) GetPublicClientConfig(context.Context, *connect.Request[auth.GetPublicClientConfigRequest]) (*connect.Response[auth.GetPublicClientConfigResponse], error) {
 	if !s.cfg.Required() {
 		return nil, errNoAuth
+	}
+	if s.idp != nil {
+		return s.providerClientConfig(), nil
 	}
 	return connect.NewResponse(&auth.GetPublicClientConfigResponse{
 		ClientId:                 s.cfg.ClientID,

@@ -28,6 +28,9 @@ type Auth struct {
 	// TokenTTL is how long a token from the token endpoint is valid;
 	// clients fetch a new one when it is refused.
 	TokenTTL time.Duration `mapstructure:"tokenTTL" yaml:"tokenTTL"`
+	// OIDC and Bindings: people from an identity provider (auth_oidc.go).
+	OIDC     OIDC          `mapstructure:"oidc" yaml:"oidc"`
+	Bindings []AuthBinding `mapstructure:"bindings" yaml:"bindings"`
 }
 
 // Required reports whether callers must authenticate.
@@ -41,6 +44,8 @@ func defaultAuth() Auth {
 		RedirectURI:              "http://localhost:53593/callback",
 		Scopes:                   []string{"all"},
 		TokenTTL:                 time.Hour,
+		OIDC:                     defaultOIDC(),
+		Bindings:                 []AuthBinding{},
 	}
 }
 
@@ -54,4 +59,5 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 	if a.TokenTTL < time.Minute || a.TokenTTL > 24*time.Hour {
 		bad("auth.tokenTTL", "must be between 1m and 24h, got %s", a.TokenTTL)
 	}
+	a.validateOIDC(bad)
 }

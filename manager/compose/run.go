@@ -23,6 +23,7 @@ import (
 	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
+	"fmgr.dev/internal/oidcauth"
 	"fmgr.dev/internal/server"
 	"fmgr.dev/internal/taskcred"
 	"fmgr.dev/internal/tracing"
@@ -281,7 +282,11 @@ func verifier(cfg *config.Config, gdb *gorm.DB) authn.Verifier {
 	if !cfg.Auth.Required() {
 		return nil
 	}
-	return taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: newIssuer(cfg, gdb)}
+	var next authn.Verifier = newIssuer(cfg, gdb)
+	if cfg.Auth.OIDC.Enabled() { // people from an identity provider (internal/oidcauth)
+		next = authn.Verifiers{oidcauth.New(cfg.Auth, nil), next}
+	}
+	return taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: next}
 }
 
 // setupAuth turns on authentication when auth.mode is required: API keys
@@ -293,10 +298,14 @@ func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slo
 	}
 	issuer := newIssuer(cfg, gdb)
 	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier(cfg, gdb)})
+	tokens := issuer.TokenHandler(logger)
+	if cfg.Auth.OIDC.Enabled() { // the SDK's interactive grants go on to the provider (internal/oidcauth)
+		tokens = oidcauth.TokenEndpoint(tokens, oidcauth.NewDiscovery(cfg.Auth.OIDC.Issuer, nil), nil, logger)
+	}
 	if !cfg.Server.TLS.Enabled {
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")
 	}
-	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: issuer.TokenHandler(logger)})
+	return srv.Handle(server.Route{Pattern: "POST " + apikey.TokenPath, Handler: tokens})
 }
 
 // registerStorageMetrics registers what an operator watches of the

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"strings"
+)
+
+// OIDC trusts tokens from an external OpenID Connect provider (docs/auth.md
+// "Signing in through an identity provider"): people sign in with the
+// SDK's Pkce or DeviceFlow at the provider, and the manager verifies the
+// JWT access tokens it issues. Off while Issuer is empty.
+type OIDC struct {
+	// Issuer is the provider's issuer URL: its discovery document is at
+	// <issuer>/.well-known/openid-configuration and must name the same
+	// issuer. https, or http on a loopback address (tests).
+	Issuer string `mapstructure:"issuer" yaml:"issuer"`
+	// Audiences are the "aud" values a token may carry (at least one must
+	// match): the API audience at Okta/Auth0, the client id at Keycloak
+	// (with an audience mapper) or Google.
+	Audiences []string `mapstructure:"audiences" yaml:"audiences"`
+	// ClientID is the provider's public client (no secret) the SDK's Pkce
+	// and DeviceFlow use, advertised by GetPublicClientConfig.
+	ClientID string `mapstructure:"clientId" yaml:"clientId"`
+	// Scopes are what the SDK asks the provider for (offline_access gets
+	// a refresh token, so a session outlives one access token).
+	Scopes []string `mapstructure:"scopes" yaml:"scopes"`
+	// Audience is the "audience" parameter the SDK sends to the provider
+	// (Auth0, Okta); empty for providers that take none.
+	Audience string `mapstructure:"audience" yaml:"audience"`
+	// SubjectClaim names the claim that identifies a person ("sub";
+	// "email" is friendlier when the provider guarantees it).
+	SubjectClaim string `mapstructure:"subjectClaim" yaml:"subjectClaim"`
+	// GroupsClaim names the claim listing a person's groups ("groups").
+	GroupsClaim string `mapstructure:"groupsClaim" yaml:"groupsClaim"`
+}
+
+// Enabled reports whether an issuer is configured.
+func (o OIDC) Enabled() bool { return o.Issuer != "" }
+
+// AuthBinding grants Role on Project and Domain ("*" or empty for any) to
+// a provider's Subject (the SubjectClaim's value) or to everyone in Group.
+type AuthBinding struct {
+	Subject string `mapstructure:"subject" yaml:"subject"`
+	Group   string `mapstructure:"group" yaml:"group"`
+	Role    string `mapstructure:"role" yaml:"role"`
+	Project string `mapstructure:"project" yaml:"project"`
+	Domain  string `mapstructure:"domain" yaml:"domain"`
+}
+
+func defaultOIDC() OIDC {
+	return OIDC{
+		Audiences:    []string{},
+		Scopes:       []string{"openid", "profile", "email", "offline_access"},
+		SubjectClaim: "sub",
+		GroupsClaim:  "groups",
+	}
+}
+
+func (a Auth) validateOIDC(bad func(key, format string, args ...any)) {
+	o := a.OIDC
+	if o.Enabled() {
+		if a.Mode != AuthRequired {
+			bad("auth.oidc.issuer", "needs auth.mode %q", AuthRequired)
+		}
+		u, err := url.Parse(o.Issuer)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			bad("auth.oidc.issuer", "must be an absolute https:// URL, got %q", o.Issuer)
+		case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+			bad("auth.oidc.issuer", "must be https:// (http:// only on a loopback address), got %q", o.Issuer)
+		}
+		if len(o.Audiences) == 0 {
+			bad("auth.oidc.audiences", "must name at least one audience a token must carry")
+		}
+		if o.ClientID == "" {
+			bad("auth.oidc.clientId", "must name the provider's public client for the SDK's Pkce and DeviceFlow")
+		}
+		if o.SubjectClaim == "" {
+			bad("auth.oidc.subjectClaim", "must not be empty")
+		}
+	}
+	for i, b := range a.Bindings {
+		if (b.Subject == "") == (b.Group == "") {
+			bad("auth.bindings", "binding %d must name exactly one of subject or group", i)
+		}
+		if b.Role != "viewer" && b.Role != "contributor" && b.Role != "admin" {
+			bad("auth.bindings", "binding %d: role must be viewer, contributor or admin, got %q", i, b.Role)
+		}
+		if strings.ContainsAny(b.Project+b.Domain, " \t\n") {
+			bad("auth.bindings", "binding %d: project and domain are names or \"*\"", i)
+		}
+	}
+	if len(a.Bindings) > 0 && !o.Enabled() {
+		bad("auth.bindings", "bind subjects and groups of an identity provider: set auth.oidc.issuer")
+	}
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
