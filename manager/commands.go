@@ -41,6 +41,22 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 
 // openDatabase opens cfg's database for a command, first applying the
 // pending migrations when migrate is set; the caller closes it (db.Close).
+// withDatabase loads the configuration, opens its database (migrated
+// first when migrate) and runs fn with them, closing the database after.
+func (g *globalFlags) withDatabase(cmd *cobra.Command, migrate bool, fn func(ctx context.Context, cfg *config.Config, gdb *gorm.DB) error) error {
+	cfg, err := g.loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	gdb, err := openDatabase(ctx, cfg, migrate)
+	if err != nil {
+		return err
+	}
+	defer db.Close(gdb)
+	return fn(ctx, cfg, gdb)
+}
+
 func openDatabase(ctx context.Context, cfg *config.Config, migrate bool) (*gorm.DB, error) {
 	gdb, err := compose.OpenDatabase(ctx, cfg)
 	if err != nil {

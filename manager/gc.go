@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
+	"gorm.io/gorm"
 
+	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/db"
 	"fmgr.dev/internal/retention"
 	"fmgr.dev/internal/store"
@@ -29,28 +32,20 @@ func newGCCmd(g *globalFlags) *cobra.Command {
 			"With --dry-run nothing is deleted: the runs, objects and bytes that would go are printed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.loadConfig(cmd)
-			if err != nil {
+			return g.withDatabase(cmd, false, func(ctx context.Context, cfg *config.Config, gdb *gorm.DB) error {
+				if err := db.Check(ctx, gdb); err != nil {
+					return fmt.Errorf("%w (is the database migrated? `flyte-manager migrate`)", err)
+				}
+				blobs, err := compose.OpenStorage(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				defer blobs.Close()
+				log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+				rep, err := compose.NewCollector(cfg, store.New(gdb), blobs, log).Collect(ctx, dryRun)
+				printReport(cmd.OutOrStdout(), rep, dryRun)
 				return err
-			}
-			ctx := cmd.Context()
-			gdb, err := openDatabase(ctx, cfg, false)
-			if err != nil {
-				return err
-			}
-			defer db.Close(gdb)
-			if err := db.Check(ctx, gdb); err != nil {
-				return fmt.Errorf("%w (is the database migrated? `flyte-manager migrate`)", err)
-			}
-			blobs, err := compose.OpenStorage(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer blobs.Close()
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			rep, err := compose.NewCollector(cfg, store.New(gdb), blobs, log).Collect(ctx, dryRun)
-			printReport(cmd.OutOrStdout(), rep, dryRun)
-			return err
+			})
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted and delete nothing")
@@ -93,30 +88,22 @@ func newGCPinCmd(g *globalFlags, pin bool) *cobra.Command {
 			if k.Project == "" || k.Domain == "" {
 				return fmt.Errorf("--project and --domain are required")
 			}
-			cfg, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			gdb, err := openDatabase(ctx, cfg, false)
-			if err != nil {
-				return err
-			}
-			defer db.Close(gdb)
-			rows := store.New(gdb).Retention
-			if pin {
-				who, _ := os.Hostname()
-				if err := rows.Pin(ctx, k, "flyte-manager gc pin on "+who, reason); err != nil {
+			return g.withDatabase(cmd, false, func(ctx context.Context, cfg *config.Config, gdb *gorm.DB) error {
+				rows := store.New(gdb).Retention
+				if pin {
+					who, _ := os.Hostname()
+					if err := rows.Pin(ctx, k, "flyte-manager gc pin on "+who, reason); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "pinned run %s\n", k)
+					return nil
+				}
+				if err := rows.Unpin(ctx, k); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "pinned run %s\n", k)
+				fmt.Fprintf(cmd.OutOrStdout(), "unpinned run %s\n", k)
 				return nil
-			}
-			if err := rows.Unpin(ctx, k); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "unpinned run %s\n", k)
-			return nil
+			})
 		},
 	}
 	f := c.Flags()
@@ -135,24 +122,16 @@ func newGCPinsCmd(g *globalFlags) *cobra.Command {
 		Short: "List the pinned runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			gdb, err := openDatabase(ctx, cfg, false)
-			if err != nil {
-				return err
-			}
-			defer db.Close(gdb)
-			pins, err := store.New(gdb).Retention.Pins(ctx)
-			if err != nil {
-				return err
-			}
-			for _, p := range pins {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\tpinned %s by %s\t%s\n", p.RunKey, p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), p.PinnedBy, p.Reason)
-			}
-			return nil
+			return g.withDatabase(cmd, false, func(ctx context.Context, cfg *config.Config, gdb *gorm.DB) error {
+				pins, err := store.New(gdb).Retention.Pins(ctx)
+				if err != nil {
+					return err
+				}
+				for _, p := range pins {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\tpinned %s by %s\t%s\n", p.RunKey, p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), p.PinnedBy, p.Reason)
+				}
+				return nil
+			})
 		},
 	}
 }
