@@ -33,11 +33,15 @@ func TestMain(m *testing.M) {
 	}
 	managerBin, err = mgrproc.Build(context.Background(), filepath.Join(dir, "flyte-manager"))
 	if err != nil {
+		os.RemoveAll(dir)
 		fmt.Fprintln(os.Stderr, "building flyte-manager:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	pgtest.Main(m)
+	// The binary is over 200 MB: each run that left it behind filled the
+	// shared disk a little more (a CI run once died of it).
+	code := pgtest.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // backend names a database the manager can run on.

@@ -49,6 +49,12 @@ var (
 // Main runs the tests and then stops the server if one was started. Use it
 // as the whole body of TestMain.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main for a TestMain with its own cleanup to do after the tests:
+// it returns the exit code instead of exiting (os.Exit skips deferred calls).
+func Run(m *testing.M) int {
 	mu.Lock()
 	inMain = true
 	mu.Unlock()
@@ -58,7 +64,7 @@ func Main(m *testing.M) {
 		server.Stop()
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // NewDatabase creates an empty database for t and returns its DSN. The
