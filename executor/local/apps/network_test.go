@@ -267,3 +267,59 @@ func TestReachable(t *testing.T) {
 		t.Errorf("the spec's port: %d", p)
 	}
 }
+
+// Looking up an app's secrets reads the database: the runtime's lock is
+// let go meanwhile, so that a slow lookup holds up neither the proxy nor a
+// change of the app, and a replica of what the app was before the change
+// is not started.
+func TestSecretsLookupHoldsNothingUp(t *testing.T) {
+	// The lookup waits for the test alone, not for its own timeout.
+	old := secretsTimeout
+	secretsTimeout = 10 * time.Minute
+	t.Cleanup(func() { secretsTimeout = old })
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	h := newHarness(t, func(c *Config) {
+		c.Secrets = func(ctx context.Context, _ appruntime.Key, _ []string) (map[string][]byte, error) {
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return map[string][]byte{"greeting": []byte("s3cr3t")}, nil
+		}
+	})
+	s := spec(1, 1, "python", "-c", server)
+	s.SecurityContext = &pb.SecurityContext{Secrets: []*core.Secret{{Key: "greeting", EnvVar: "GREETING"}}}
+	h.rt.Apply(appruntime.Target{Key: key, Revision: 1, Spec: s})
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the app's secrets were never looked up")
+	}
+	// While the lookup waits, a new revision (no secrets) is taken: Apply
+	// needs the runtime's lock, as the proxy does.
+	applied := make(chan struct{})
+	go func() {
+		h.rt.Apply(appruntime.Target{Key: key, Revision: 2, Spec: spec(1, 1, "python", "-c", server)})
+		close(applied)
+	}()
+	select {
+	case <-applied:
+	case <-time.After(2 * time.Minute):
+		t.Error("Apply waited for the secrets lookup")
+	}
+	close(release)
+	<-applied
+	h.waitStatus(t, pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
+	h.rt.mu.Lock()
+	defer h.rt.mu.Unlock()
+	for _, rep := range h.rt.apps[key].replicas {
+		if rep.revision != 2 {
+			t.Errorf("replica %s of revision %d runs; the app is at revision 2", rep.name, rep.revision)
+		}
+	}
+}

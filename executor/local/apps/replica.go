@@ -37,7 +37,8 @@ type replica struct {
 // the app's raw data location.
 const rawPrefixTemplate = "{{.rawOutputDataPrefix}}"
 
-// startReplica starts one more replica of a's target (r.mu held).
+// startReplica starts one more replica of a's target (r.mu held; let go
+// while its secrets are looked up, see replicaSecrets).
 func (r *Runtime) startReplica(a *appState) error {
 	t := a.target
 	c := t.Spec.GetContainer()
@@ -87,7 +88,7 @@ func (r *Runtime) startReplica(a *appState) error {
 		rn.close()
 		return err
 	}
-	secrets, err := r.replicaSecrets(a.key, t.Spec, raw)
+	secrets, err := r.replicaSecrets(a, raw)
 	if err != nil {
 		rn.close()
 		return err

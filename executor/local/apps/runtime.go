@@ -24,6 +24,7 @@ package apps
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -311,6 +312,10 @@ func (r *Runtime) reconcile(a *appState, holding bool) (appruntime.Report, bool)
 	if live < a.scale.Want && !now.Before(a.backoffUntil) {
 		for ; live < a.scale.Want; live++ {
 			if err := r.startReplica(a); err != nil {
+				if errors.Is(err, errTargetChanged) {
+					r.poke() // reconcile what it is now, without a report of what it was
+					return appruntime.Report{}, false
+				}
 				startErr = err.Error()
 				r.cfg.Log.Warn("starting an app replica", "app", a.key.String(), "err", err)
 				a.backoffUntil = now.Add(r.backoff(a.crashes + 1))

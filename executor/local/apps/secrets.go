@@ -2,14 +2,13 @@ package apps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"fmgr.dev/executor/contract"
-	pb "fmgr.dev/gen/go/flyteidl2/app"
-	"fmgr.dev/internal/appruntime"
 )
 
 // A replica's secrets: the app's own (AppEnvironment(secrets=...), in its
@@ -20,12 +19,21 @@ import (
 // files in <replica>/secrets of its user's alone, removed when it ends;
 // never in a log or a report.
 
-// secretsTimeout bounds the lookup of an app's secrets.
-const secretsTimeout = 10 * time.Second
+// secretsTimeout bounds the lookup of an app's secrets (a variable for
+// the tests).
+var secretsTimeout = 10 * time.Second
 
-// replicaSecrets returns what the replica of a must be given, or why it
-// cannot start (naming secrets, never a value).
-func (r *Runtime) replicaSecrets(k appruntime.Key, spec *pb.Spec, prefix string) ([]contract.Secret, error) {
+// errTargetChanged: the app was changed or removed while its secrets were
+// looked up; the loop goes on from what the app is now.
+var errTargetChanged = errors.New("the app changed while a replica was starting")
+
+// replicaSecrets returns what a replica of a must be given, or why it
+// cannot start (naming secrets, never a value). r.mu is held, and let go
+// while the secrets are read from the database, so that a slow database
+// holds up neither the apps proxy nor the other apps; errTargetChanged
+// when a changed meanwhile.
+func (r *Runtime) replicaSecrets(a *appState, prefix string) ([]contract.Secret, error) {
+	k, spec, revision := a.key, a.target.Spec, a.target.Revision
 	var out []contract.Secret
 	if r.cfg.StorageKey != nil {
 		own, err := r.cfg.StorageKey(k, prefix)
@@ -55,7 +63,12 @@ func (r *Runtime) replicaSecrets(k appruntime.Key, spec *pb.Spec, prefix string)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
 	defer cancel()
+	r.mu.Unlock()
 	values, err := r.cfg.Secrets(ctx, k, names)
+	r.mu.Lock()
+	if a.removed || a.target.Revision != revision {
+		return nil, errTargetChanged
+	}
 	if err != nil {
 		r.cfg.Log.Warn("looking up an app's secrets", "app", k.String(), "err", err)
 		return nil, fmt.Errorf("could not look up the app's secrets")
