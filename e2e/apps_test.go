@@ -74,24 +74,15 @@ func (c appsClient) waitApp(ctx context.Context, name string, st pb.Status_Deplo
 	return a
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+// deployTestApps deploys testdata/apps' web, lazy and crashy with the
+// flyte CLI, in a directory configured for m, and returns a client of m's
+// app services and the directory.
+func deployTestApps(t *testing.T, ctx context.Context, m *manager) (appsClient, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func testApps(t *testing.T, m *manager) {
-	ctx := scenarioContext(t, 10*time.Minute)
 	dir := t.TempDir()
 	cliConfig(t, ctx, m, dir)
 	copyTree(t, filepath.Join("testdata", "apps"), dir)
 	c := appsClient{t: t, apps: appconnect.NewAppServiceClient(http.DefaultClient, m.URL), logs: appconnect.NewAppLogsServiceClient(http.DefaultClient, m.URL)}
-
 	// e2e-web with a version of its own: without one the SDK derives it
 	// from a pickle of the environments, which differs from one process
 	// to the next, and every deploy would be a new spec.
@@ -99,8 +90,15 @@ func testApps(t *testing.T, m *manager) {
 	for _, env := range []string{"lazy", "crashy"} {
 		mustFlyte(t, ctx, dir, "deploy", "apps.py", env)
 	}
+	return c, dir
+}
 
-	// Two replicas, both serving through the public URL.
+// webServesFromBoth waits until e2e-web is ACTIVE with two replicas and
+// checks that 20 concurrent requests to its public URL, under m's, reach
+// both; it returns the app, its URL and the pids that answered.
+func (c appsClient) webServesFromBoth(ctx context.Context, m *manager) (*pb.App, string, map[string]bool) {
+	t := c.t
+	t.Helper()
 	web := c.waitApp(ctx, "e2e-web", pb.Status_DEPLOYMENT_STATUS_ACTIVE, pb.Status_RUNNING)
 	testkit.Eventually(t, "both replicas of e2e-web to serve", 2*time.Minute, func() bool {
 		web = c.get(ctx, "e2e-web")
@@ -129,6 +127,64 @@ func testApps(t *testing.T, m *manager) {
 	if len(pids) != 2 {
 		t.Errorf("20 concurrent requests reached %d replicas of e2e-web, want 2: %v", len(pids), pids)
 	}
+	return web, url, pids
+}
+
+// tailShows checks that TailLogs of the app lists its replicas first,
+// then streams a line containing want.
+func (c appsClient) tailShows(ctx context.Context, name, want string) {
+	t := c.t
+	t.Helper()
+	logs, err := c.logs.TailLogs(ctx, connect.NewRequest(&pb.TailLogsRequest{Target: &pb.TailLogsRequest_AppId{AppId: e2eAppID(name)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !logs.Receive() || len(logs.Msg().GetReplicas().GetReplicas()) < 2 {
+		t.Fatalf("TailLogs: no replica list first: %v %v", logs.Msg(), logs.Err())
+	}
+	var printed strings.Builder
+	for !strings.Contains(printed.String(), want) && logs.Receive() {
+		for _, l := range logs.Msg().GetBatches().GetLogs() {
+			for _, line := range l.GetStructuredLines() {
+				printed.WriteString(line.GetMessage())
+			}
+		}
+	}
+	_ = logs.Close()
+	if !strings.Contains(printed.String(), want) {
+		t.Errorf("TailLogs did not show what %s printed (%q): %v\n%s", name, want, logs.Err(), printed.String())
+	}
+}
+
+// crashLoops checks that e2e-crashy ends FAILED with CRASH_LOOP, its
+// condition and its URL saying how it crashed.
+func (c appsClient) crashLoops(ctx context.Context) {
+	t := c.t
+	t.Helper()
+	crashy := c.waitApp(ctx, "e2e-crashy", pb.Status_DEPLOYMENT_STATUS_FAILED, pb.Status_CRASH_LOOP)
+	if msg := lastCondition(crashy).GetMessage(); !strings.Contains(msg, "exited with code 3") || !strings.Contains(msg, "crashy-boom: no config file") {
+		t.Errorf("e2e-crashy's condition does not say how it crashed: %q", msg)
+	}
+	if code, body := httpGet(t, crashy.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusServiceUnavailable || !strings.Contains(body, "crashy-boom") {
+		t.Errorf("a crash-looping app answered %d %q", code, body)
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func testApps(t *testing.T, m *manager) {
+	ctx := scenarioContext(t, 10*time.Minute)
+	c, dir := deployTestApps(t, ctx, m)
+	web, url, pids := c.webServesFromBoth(ctx, m)
 
 	// Deploying it unchanged keeps its revision.
 	rev := web.GetMetadata().GetRevision()
@@ -138,25 +194,7 @@ func testApps(t *testing.T, m *manager) {
 	}
 
 	// Its logs: the replicas, then what they printed.
-	logs, err := c.logs.TailLogs(ctx, connect.NewRequest(&pb.TailLogsRequest{Target: &pb.TailLogsRequest_AppId{AppId: e2eAppID("e2e-web")}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !logs.Receive() || len(logs.Msg().GetReplicas().GetReplicas()) < 2 {
-		t.Fatalf("TailLogs: no replica list first: %v %v", logs.Msg(), logs.Err())
-	}
-	var printed strings.Builder
-	for !strings.Contains(printed.String(), "web listening on") && logs.Receive() {
-		for _, l := range logs.Msg().GetBatches().GetLogs() {
-			for _, line := range l.GetStructuredLines() {
-				printed.WriteString(line.GetMessage())
-			}
-		}
-	}
-	_ = logs.Close()
-	if !strings.Contains(printed.String(), "web listening on") {
-		t.Errorf("TailLogs did not show what e2e-web printed: %v\n%s", logs.Err(), printed.String())
-	}
+	c.tailShows(ctx, "e2e-web", "web listening on")
 
 	// Stop and start it as the CLI does.
 	mustFlyte(t, ctx, dir, "update", "app", "e2e-web", "--deactivate", "--wait")
@@ -187,13 +225,7 @@ func testApps(t *testing.T, m *manager) {
 	}
 
 	// A crash loop, with the line it printed.
-	crashy := c.waitApp(ctx, "e2e-crashy", pb.Status_DEPLOYMENT_STATUS_FAILED, pb.Status_CRASH_LOOP)
-	if msg := lastCondition(crashy).GetMessage(); !strings.Contains(msg, "exited with code 3") || !strings.Contains(msg, "crashy-boom: no config file") {
-		t.Errorf("e2e-crashy's condition does not say how it crashed: %q", msg)
-	}
-	if code, body := httpGet(t, crashy.GetStatus().GetIngress().GetPublicUrl()); code != http.StatusServiceUnavailable || !strings.Contains(body, "crashy-boom") {
-		t.Errorf("a crash-looping app answered %d %q", code, body)
-	}
+	c.crashLoops(ctx)
 
 	// A manager that crashed starts the apps that should run again: the
 	// replicas died with it, new ones answer.
