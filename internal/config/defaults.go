@@ -202,6 +202,7 @@ func Default() Config {
 			Default:    "720h",
 			Rules:      []RetentionRule{},
 			InputGrace: 24 * time.Hour,
+			Notice:     24 * time.Hour,
 			Interval:   time.Hour,
 			BatchSize:  100,
 			BatchPause: time.Second,

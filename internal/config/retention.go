@@ -27,6 +27,11 @@ type Retention struct {
 	// between batches, so that collecting never holds the database long.
 	BatchSize  int           `mapstructure:"batchSize" yaml:"batchSize"`
 	BatchPause time.Duration `mapstructure:"batchPause" yaml:"batchPause"`
+	// Notice is how long the periodic collector only reports, from its
+	// first pass on a database, before it deletes anything: upgrading to a
+	// manager with a retention warns (in its log) before the first old run
+	// goes. 0: no notice. `flyte-manager gc` does not wait for it.
+	Notice time.Duration `mapstructure:"notice" yaml:"notice"`
 	// DiskCap bounds, in bytes, what attempt directories (and their logs)
 	// may take in executor.local.workDir; /readyz reports the use in its
 	// detail once it passes 90%. 0: no cap.
@@ -107,6 +112,9 @@ func (c *Config) validateRetention(bad func(key, format string, args ...any)) {
 	}
 	if r.BatchPause < 0 || r.BatchPause > time.Minute {
 		bad("retention.batchPause", "must be between 0 and 1m, got %s", r.BatchPause)
+	}
+	if r.Notice < 0 {
+		bad("retention.notice", "must not be negative (0: no notice), got %s", r.Notice)
 	}
 	if r.DiskCap < 0 {
 		bad("retention.diskCap", "must not be negative (0: no cap), got %d", r.DiskCap)
