@@ -35,6 +35,7 @@
 package retention
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -448,17 +450,116 @@ func (c *Collector) collectBundle(ctx context.Context, uri string, rep *Report) 
 	return nil
 }
 
-// collectInputDir deletes content-addressed inputs (a directory URI under
-// offloaded-inputs/) that no run or trigger references.
-func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool, rep *Report) error {
-	key, err := c.blobs.Key(uri)
-	if err != nil || !strings.HasPrefix(key, runlayout.OffloadedInputsRoot+"/") {
-		return nil // a child's inputs (under the run) or elsewhere
+// collectInputs deletes content-addressed input directories whose every
+// object is older than the grace period and that no run or trigger
+// references (those of deleted runs, a CreateRun that lost its insert
+// race, an UploadInputs whose run never came). Directories are judged in
+// batches: one query per batch for the runs' inputs, the triggers' specs
+// read once per pass.
+func (c *Collector) collectInputs(ctx context.Context, dryRun bool, rep *Report) error {
+	cutoff := c.now().Add(-c.cfg.InputGrace)
+	var triggers [][]byte
+	triggersRead := false
+	var batch []string // keys of old directories
+	judge := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if !triggersRead {
+			var err error
+			if triggers, err = c.rows.TriggerSpecs(ctx); err != nil {
+				return err
+			}
+			triggersRead = true
+		}
+		unused, err := c.unusedInputs(ctx, batch, triggers)
+		if err != nil {
+			return err
+		}
+		batch = batch[:0]
+		for _, key := range unused {
+			if err := c.deleteInputDir(ctx, key, dryRun, rep); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	used, err := c.rows.InputsReferenced(ctx, c.blobs.URIs(key))
-	if err != nil || used {
+	// The listing is in key order, so a directory's objects come together:
+	// each is judged once the listing has moved past it.
+	var cur string
+	young := false
+	done := func() error {
+		if cur == "" || young {
+			return nil
+		}
+		if batch = append(batch, cur); len(batch) < c.batch() {
+			return nil
+		}
+		if err := judge(); err != nil {
+			return err
+		}
+		return c.pause(ctx)
+	}
+	for o, err := range c.blobs.List(ctx, runlayout.OffloadedInputsRoot+"/") {
+		if err != nil {
+			return err
+		}
+		if d := path.Dir(o.Key); d != cur {
+			if err := done(); err != nil {
+				return err
+			}
+			cur, young = d, false
+		}
+		if o.ModTime.After(cutoff) {
+			young = true
+		}
+	}
+	if err := done(); err != nil {
 		return err
 	}
+	return judge()
+}
+
+// unusedInputs returns the input directories among keys that no run has
+// as its inputs and no trigger's spec names, in any of the forms a URI of
+// them takes (blob.Store.URIs; a run's input_uri names the directory, with
+// or without a slash, or its inputs.pb).
+func (c *Collector) unusedInputs(ctx context.Context, keys []string, triggers [][]byte) ([]string, error) {
+	forms := map[string][]string{}
+	var all []string
+	for _, key := range keys {
+		for _, uri := range c.blobs.URIs(key) {
+			uri = strings.TrimRight(uri, "/")
+			f := []string{uri, uri + "/", uri + "/inputs.pb"}
+			forms[key] = append(forms[key], f...)
+			all = append(all, f...)
+		}
+	}
+	used, err := c.rows.RunInputsAmong(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	var unused []string
+	for _, key := range keys {
+		if !slices.ContainsFunc(forms[key], func(f string) bool { return used[f] || namedIn(triggers, f) }) {
+			unused = append(unused, key)
+		}
+	}
+	return unused, nil
+}
+
+// namedIn reports whether one of specs contains uri.
+func namedIn(specs [][]byte, uri string) bool {
+	for _, s := range specs {
+		if bytes.Contains(s, []byte(uri)) {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteInputDir deletes one content-addressed inputs directory.
+func (c *Collector) deleteInputDir(ctx context.Context, key string, dryRun bool, rep *Report) error {
 	before := rep.Objects
 	if err := c.deletePrefix(ctx, key+"/", nil, dryRun, rep); err != nil {
 		return err
@@ -470,44 +571,4 @@ func (c *Collector) collectInputDir(ctx context.Context, uri string, dryRun bool
 		return c.blobs.PruneDirs(key)
 	}
 	return nil
-}
-
-// collectInputs deletes content-addressed input directories whose every
-// object is older than the grace period and that no run or trigger
-// references (a CreateRun that lost its insert race, an UploadInputs whose
-// run never came).
-func (c *Collector) collectInputs(ctx context.Context, dryRun bool, rep *Report) error {
-	cutoff := c.now().Add(-c.cfg.InputGrace)
-	// The listing is in key order, so a directory's objects come together:
-	// each is judged once the listing has moved past it, and only one is
-	// held at a time.
-	var cur string
-	young, seen := false, 0
-	flush := func() error {
-		if cur == "" || young {
-			return nil
-		}
-		if err := c.collectInputDir(ctx, c.blobs.URI(cur), dryRun, rep); err != nil {
-			return err
-		}
-		if seen++; seen%c.batch() == 0 {
-			return c.pause(ctx)
-		}
-		return nil
-	}
-	for o, err := range c.blobs.List(ctx, runlayout.OffloadedInputsRoot+"/") {
-		if err != nil {
-			return err
-		}
-		if d := path.Dir(o.Key); d != cur {
-			if err := flush(); err != nil {
-				return err
-			}
-			cur, young = d, false
-		}
-		if o.ModTime.After(cutoff) {
-			young = true
-		}
-	}
-	return flush()
 }

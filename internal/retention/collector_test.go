@@ -22,6 +22,7 @@ import (
 	"fmgr.dev/internal/pgtest"
 	"fmgr.dev/internal/phase"
 	"fmgr.dev/internal/retention"
+	"fmgr.dev/internal/runlayout"
 	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/runstate/statetest"
 	"fmgr.dev/internal/store"
@@ -362,4 +363,56 @@ func mustKey(t *testing.T, b *blob.Store, uri string) string {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Unreferenced content-addressed inputs are judged in batches: of five old
+// directories (batch size 2), the one a run uses and the one a trigger's
+// spec names stay, the three nothing names go.
+func TestCollectInputsInBatches(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx := context.Background()
+		w := newWorld(t, g)
+		w.create("ra", "env.a", "uploads/_/p/development/AAAA/fastA.tar.gz", 7)
+		used, err := w.st.Actions.Get(ctx, key("ra").Action(store.RootName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		usedKey, err := w.blobs.Key(used.InputURI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dirs []string
+		for _, name := range []string{"o1", "o2", "o3", "trig"} {
+			dir := runlayout.OffloadedInputsRoot + "/_/p/development/" + name
+			if err := w.blobs.Put(ctx, dir+"/inputs.pb", []byte(name), nil); err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, dir)
+		}
+		trigURI := w.blobs.URI(dirs[3])
+		now := time.Now()
+		if err := g.Exec(`INSERT INTO triggers (org, project, domain, task_name, name, task_version, revision, active, automation_type,
+ spec, automation_spec, deployed_at, updated_at, active_since) VALUES ('', 'p', 'development', 't', 'nightly', 'v1', 1, true, 'schedule', ?, ?, ?, ?, ?)`,
+			[]byte("inputs at "+trigURI+"/inputs.pb"), []byte{}, now, now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		c := retention.New(w.st, w.blobs, policy(), nil, nil)
+		c.SetClock(func() time.Time { return now.Add(48 * time.Hour) }) // everything is past the grace period
+		rep, err := c.Collect(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Inputs != 3 {
+			t.Errorf("collected %d input directories, want 3", rep.Inputs)
+		}
+		for i, dir := range dirs {
+			ok, _ := w.blobs.Exists(ctx, dir+"/inputs.pb")
+			if want := i == 3; ok != want {
+				t.Errorf("%s exists: %v, want %v", dir, ok, want)
+			}
+		}
+		if ok, _ := w.blobs.Exists(ctx, usedKey+"/inputs.pb"); !ok {
+			t.Errorf("the inputs run ra uses were deleted")
+		}
+	})
 }

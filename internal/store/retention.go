@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -227,18 +228,31 @@ func (r *Retention) BundleReferenced(ctx context.Context, uris []string) (bool, 
 	return r.anyFound(ctx, q, uris, func(uri string) []any { return []any{uri, uri, uri} })
 }
 
-// InputsReferenced reports whether any of uris (the forms of one
-// content-addressed inputs directory) is the inputs of a run or named in a
-// trigger's spec (its offloaded inputs).
-func (r *Retention) InputsReferenced(ctx context.Context, uris []string) (bool, error) {
-	contains := "instr(spec, CAST(? AS BLOB)) > 0"
-	if db.Dialect(r.db) == db.Postgres {
-		contains = "position(convert_to(?, 'UTF8') in spec) > 0"
+// RunInputsAmong returns which of uris are the inputs of some run (its
+// root's input_uri), in one statement per 500 of them.
+func (r *Retention) RunInputsAmong(ctx context.Context, uris []string) (map[string]bool, error) {
+	found := map[string]bool{}
+	for chunk := range slices.Chunk(uris, 500) {
+		var got []string
+		if err := r.db.WithContext(ctx).Raw(`SELECT DISTINCT input_uri FROM actions WHERE parent_name IS NULL AND input_uri IN ?`, chunk).
+			Scan(&got).Error; err != nil {
+			return nil, fmt.Errorf("runs' inputs: %w", db.Translate(err))
+		}
+		for _, u := range got {
+			found[u] = true
+		}
 	}
-	q := `SELECT
- (SELECT COUNT(*) FROM actions WHERE parent_name IS NULL AND input_uri IN (?, ?, ?))
- + (SELECT COUNT(*) FROM triggers WHERE ` + contains + `)`
-	return r.anyFound(ctx, q, uris, func(uri string) []any { return []any{uri, uri + "/", uri + "/inputs.pb", uri} })
+	return found, nil
+}
+
+// TriggerSpecs returns every trigger's stored spec (the offloaded inputs
+// a trigger names are in it).
+func (r *Retention) TriggerSpecs(ctx context.Context) ([][]byte, error) {
+	var specs [][]byte
+	if err := r.db.WithContext(ctx).Raw(`SELECT spec FROM triggers`).Scan(&specs).Error; err != nil {
+		return nil, fmt.Errorf("triggers' specs: %w", db.Translate(err))
+	}
+	return specs, nil
 }
 
 // anyFound runs the counting query q with the arguments args gives for
