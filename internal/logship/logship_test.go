@@ -336,3 +336,49 @@ func TestServePicksTheSource(t *testing.T) {
 		t.Errorf("no storage, no source: %v", err)
 	}
 }
+
+// A source that has nothing yet (a Pod waiting for its image) is read
+// again less and less often (1, 2, 4, 8, 8 s), not every second; once
+// lines come, after a second again; all its lines are stored.
+func TestNothingYetIsAskedLessOften(t *testing.T) {
+	st := openStore(t)
+	f := &fakeLog{}
+	var mu sync.Mutex
+	reads := 0
+	src := func(ctx context.Context, emit func([]*dataplane.LogLine) error) error {
+		mu.Lock()
+		reads++
+		n := reads
+		mu.Unlock()
+		switch {
+		case n <= 5:
+			return errors.New("container is waiting to start")
+		case n == 6:
+			return emit([]*dataplane.LogLine{{Message: "started at last\n"}})
+		}
+		return f.src(ctx, emit)
+	}
+	var waits []time.Duration
+	sh := &Shipper{Store: st, Dir: dir, FlushEvery: time.Hour}
+	sh.waitFor = func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		waits = append(waits, d)
+		if len(waits) == 6 {
+			f.finish()
+		}
+		mu.Unlock()
+		c := make(chan time.Time, 1)
+		c <- time.Now()
+		return c
+	}
+	if err := sh.Run(context.Background(), src, f.ended); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, time.Second}
+	if !slices.Equal(waits, want) {
+		t.Errorf("waits between reads %v, want %v", waits, want)
+	}
+	if got := stored(t, st); !slices.Equal(got, []string{"started at last"}) {
+		t.Fatalf("stored %q", got)
+	}
+}

@@ -23,8 +23,11 @@ const (
 	DefaultFlushEvery = 5 * time.Second
 	// retryEvery is how soon a source that returned (its Pod's container
 	// had not started, or the stream broke) is read again while the
-	// attempt has not ended.
-	retryEvery = time.Second
+	// attempt has not ended; the wait doubles, up to maxRetryEvery, while
+	// reads bring nothing new (a Pod that waits for its image asks nothing
+	// of the database and the API server every second).
+	retryEvery    = time.Second
+	maxRetryEvery = 8 * time.Second
 )
 
 // Metrics count what shippers did; an executor makes them under its own
@@ -77,6 +80,16 @@ type Shipper struct {
 	tail      []*dataplane.LogLine
 	tailSize  int64
 	dropped   int64
+	// waitFor, when set, replaces time.After between reads of the source
+	// (the tests see the waits asked for).
+	waitFor func(time.Duration) <-chan time.Time
+}
+
+func (s *Shipper) after(d time.Duration) <-chan time.Time {
+	if s.waitFor != nil {
+		return s.waitFor(d)
+	}
+	return time.After(d)
 }
 
 func (s *Shipper) chunkBytes() int64 {
@@ -149,12 +162,23 @@ func (s *Shipper) Run(ctx context.Context, src Source, ended func(context.Contex
 	}()
 	defer func() { close(stopTicks); <-ticksDone }()
 
+	wait := retryEvery / 2 // doubled after a first read that brings nothing
 	for {
+		s.mu.Lock()
+		before := s.taken
+		s.mu.Unlock()
 		err := s.follow(ctx, src)
 		if ctx.Err() != nil {
 			s.flushDetached(ctx)
 			return ctx.Err()
 		}
+		s.mu.Lock()
+		if s.taken == before {
+			wait = min(2*wait, maxRetryEvery)
+		} else {
+			wait = retryEvery
+		}
+		s.mu.Unlock()
 		if err != nil && !errors.Is(err, errs.ErrNotFound) {
 			s.log().Debug("log shipping: the source ended early", "dir", s.Dir, "error", err)
 		}
@@ -165,7 +189,7 @@ func (s *Shipper) Run(ctx context.Context, src Source, ended func(context.Contex
 		case <-ctx.Done():
 			s.flushDetached(ctx)
 			return ctx.Err()
-		case <-time.After(retryEvery):
+		case <-s.after(wait):
 		}
 	}
 	// Lines added as the attempt was recorded.
