@@ -57,6 +57,22 @@ type Step struct {
 	Args []string
 }
 
+// ArgsIn returns the step's arguments with its context paths resolved in
+// ctxDir, where the build's context was unpacked.
+func (s Step) ArgsIn(ctxDir string) []string {
+	out := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		if rel, ok := strings.CutPrefix(a, ctxRef); ok {
+			a = path.Join(ctxDir, rel)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// ContextPath checks a path of the build's context: relative and inside.
+func ContextPath(p string) (string, error) { return contextPath(p) }
+
 // ctxRef marks an argument that is a path in the build's context (the
 // uploaded tarball), resolved when the build's directory is known.
 const ctxRef = "\x00ctx/"
@@ -121,53 +137,57 @@ func Analyse(spec *ib.ImageSpec) (*Plan, error) {
 	return p, nil
 }
 
-func (p *Plan) add(n int, l *ib.Layer) error {
+// InstallStep is the `uv pip install` of a package layer (pip_packages,
+// requirements, python_wheels, uv_project): isPackage is false for other
+// layers; step is nil for a layer that installs nothing. Both builders
+// (Python environments here, OCI images on kubernetes) use it.
+func InstallStep(n int, l *ib.Layer) (step *Step, isPackage bool, err error) {
 	switch {
 	case l.GetPipPackages() != nil:
 		pl := l.GetPipPackages()
 		what := "pip_packages: " + strings.Join(pl.GetPackages(), " ")
 		if len(pl.GetPackages()) == 0 {
-			return nil
+			return nil, true, nil
 		}
 		args, err := pipOptions(pl.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: append(args, pl.GetPackages()...)})
+		return &Step{Layer: n, What: what, Args: append(args, pl.GetPackages()...)}, true, nil
 	case l.GetRequirements() != nil:
 		r := l.GetRequirements()
 		what := "requirements: " + r.GetFile()
 		file, err := contextPath(r.GetFile())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		args, err := pipOptions(r.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: append(args, "-r", ctxRef+file)})
+		return &Step{Layer: n, What: what, Args: append(args, "-r", ctxRef+file)}, true, nil
 	case l.GetPythonWheels() != nil:
 		w := l.GetPythonWheels()
 		what := "python_wheels: " + w.GetDir()
 		dir, err := contextPath(w.GetDir())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		args, err := pipOptions(w.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		if w.GetPackageName() == "" {
-			return &LayerError{Layer: n, What: what, Why: "the layer names no package (package_name): upgrade the flyte SDK"}
+			return nil, true, &LayerError{Layer: n, What: what, Why: "the layer names no package (package_name): upgrade the flyte SDK"}
 		}
 		args = append(args, "--find-links", ctxRef+dir, w.GetPackageName())
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: args})
+		return &Step{Layer: n, What: what, Args: args}, true, nil
 	case l.GetUvProject() != nil:
 		u := l.GetUvProject()
 		what := "uv_project: " + u.GetPyproject()
 		dir, err := contextPath(u.GetPyproject())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		opts := proto.Clone(u.GetOptions()).(*ib.PipOptions)
 		if opts == nil {
@@ -180,14 +200,26 @@ func (p *Plan) add(n int, l *ib.Layer) error {
 		opts.ExtraArgs = strings.Join(slices.DeleteFunc(fields, func(f string) bool { return f == "--no-install-project" }), " ")
 		args, err := pipOptions(opts)
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		if depsOnly {
 			args = append(args, "-r", ctxRef+path.Join(dir, "pyproject.toml"))
 		} else {
 			args = append(args, ctxRef+dir)
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: args})
+		return &Step{Layer: n, What: what, Args: args}, true, nil
+	}
+	return nil, false, nil
+}
+
+func (p *Plan) add(n int, l *ib.Layer) error {
+	if st, ok, err := InstallStep(n, l); ok {
+		if st != nil {
+			p.Steps = append(p.Steps, *st)
+		}
+		return err
+	}
+	switch {
 	case l.GetEnv() != nil:
 		for k, v := range l.GetEnv().GetEnvVariables() {
 			p.Env[k] = v
