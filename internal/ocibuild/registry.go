@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"fmgr.dev/internal/errs"
+	"fmgr.dev/internal/images"
 )
 
 // Registry is where built images go: a registry and repository prefix
@@ -82,6 +83,13 @@ func (r Registry) Lookup(ctx context.Context, image string) (string, error) {
 		return "", fmt.Errorf("the image registry cannot be reached to look %s up: %w", fqin, errs.ErrUnavailable)
 	}
 	return fqin, nil
+}
+
+// Find is Lookup for GetImage (imagebuilder.Finder); the registry does
+// not say which run built an image.
+func (r Registry) Find(ctx context.Context, image string) (string, images.BuildRun, error) {
+	fqin, err := r.Lookup(ctx, image)
+	return fqin, images.BuildRun{}, err
 }
 
 // dockerConfig is the keychain of a docker config.json: the auths entry
