@@ -12,7 +12,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 
+	v1 "fmgr.dev/executor/api/v1"
+	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/testcluster"
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/core"
@@ -115,6 +118,17 @@ func TestImageBuildPod(t *testing.T) {
 		t.Errorf("GetImage's lookup: %s %v", got, err)
 	}
 
+	// A second build of the image builds nothing: with its base gone from
+	// the registry it still answers the image.
+	baseRef, _ := name.ParseReference(host+"/base/python:3.12", name.Insecure)
+	if err := remote.Delete(baseRef); err != nil {
+		t.Fatal(err)
+	}
+	again := h.terminal(h.buildRun("build1-again", spec, ocibuildtest.Context(t, map[string][]byte{"wheels/" + whl: data}), "hello:abc"), phase.Succeeded)
+	if got := h.outputString(again, images.OutputFQIN); got != fqin {
+		t.Errorf("the second build answered %q, want %q", got, fqin)
+	}
+
 	// The task that runs in the image.
 	tk := h.spec("uses", succeed, taskOpts{})
 	tk.TaskTemplate.GetContainer().Image = fqin
@@ -196,4 +210,25 @@ func (h *harness) outputString(a *store.Action, n string) string {
 	}
 	h.t.Fatalf("no output %s in %v", n, d.Outputs)
 	return ""
+}
+
+// A build's Pod with a push Secret reads its registry credentials from it,
+// as $DOCKER_CONFIG/config.json.
+func TestImageBuildPodCredentials(t *testing.T) {
+	l := &attempt.Launch{Spec: images.TaskSpec(), Attempt: 1, OutDir: "/store/run/a0/1", Args: []string{"flyte-manager", "x"}}
+	b := &buildOptions{pod: ocibuild.Pod{Storage: "file:///store", Inputs: "/store/run/a0/inputs.pb", Out: l.OutDir,
+		Registry: ocibuild.Registry{Prefix: "registry.example:5000/flyte"}}, image: "fm:1", pushSecret: "regcred"}
+	pod, err := buildPod(&v1.TaskAction{}, l, podSpec{build: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "fm:1" || !slices.Contains(c.Command, "registry.example:5000/flyte") || slices.Contains(c.Command, "--insecure") {
+		t.Errorf("the build's container runs %v in %s", c.Command, c.Image)
+	}
+	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret.SecretName != "regcred" ||
+		pod.Spec.Volumes[0].Secret.Items[0].Key != corev1.DockerConfigJsonKey || len(c.VolumeMounts) != 1 ||
+		!slices.Contains(c.Env, corev1.EnvVar{Name: "DOCKER_CONFIG", Value: c.VolumeMounts[0].MountPath}) {
+		t.Errorf("the push Secret is not the Pod's docker config: volumes %v, mounts %v, env %v", pod.Spec.Volumes, c.VolumeMounts, c.Env)
+	}
 }

@@ -125,6 +125,12 @@ func (p Pod) build(ctx context.Context, blobs *blob.Store, log io.Writer) (strin
 			return "", err
 		}
 	}
+	// The tag is the image's content: one the registry has is built (by
+	// an earlier build whose GetImage raced this one).
+	if fqin, err := p.Registry.Lookup(ctx, in[images.InputTarget]); err == nil {
+		logf(log, "== %s is in the registry already: nothing to build", fqin)
+		return fqin, nil
+	}
 	work, err := os.MkdirTemp("", "flyte-image-build-")
 	if err != nil {
 		return "", err
