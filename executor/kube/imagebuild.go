@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,8 +12,8 @@ import (
 )
 
 // Image builds (docs/images.md, Kubernetes mode): the built-in build-image
-// task's attempt is a Pod of the manager's own image (copilotImage)
-// running `flyte-manager image build-spec`, which reads the spec and the
+// task's attempt is a Pod of the builder's image (images.builderImage,
+// else the manager's own, copilotImage) running `flyte-manager image build-spec`, which reads the spec and the
 // context from storage, builds the image without a container runtime,
 // pushes it under executor.kubernetes.images.registry and writes the fqin
 // as the task's output (package ocibuild). Its log is the attempt's log.
@@ -61,7 +62,7 @@ func (d *Driver) imageBuild(l *attempt.Launch) (*buildOptions, error) {
 	}
 	return &buildOptions{
 		pod:        ocibuild.Pod{Storage: storageURL(d.state.Blobs()), Inputs: inputs, Out: l.OutDir, Registry: r},
-		image:      d.cfg.CopilotImage,
+		image:      cmp.Or(d.cfg.Images.BuilderImage, d.cfg.CopilotImage),
 		pushSecret: d.cfg.Images.PushSecret,
 	}, nil
 }

@@ -96,6 +96,10 @@ type KubernetesImages struct {
 	// from it ($DOCKER_CONFIG). "" means the Pod's own docker config, if
 	// any (anonymous otherwise).
 	PushSecret string `mapstructure:"pushSecret" yaml:"pushSecret"`
+	// BuilderImage runs the builds: flyte-manager and uv on its PATH (the
+	// sandbox image has both; the manager's own image has no uv, so its
+	// builds fail at their first package layer). "" is CopilotImage.
+	BuilderImage string `mapstructure:"builderImage" yaml:"builderImage"`
 	// DockerConfig is the directory of a docker config.json the manager
 	// reads registry credentials from when GetImage asks the registry; ""
 	// is $DOCKER_CONFIG, else ~/.docker.

@@ -162,6 +162,9 @@ func (c *Config) Validate() error {
 			bad("executor.kubernetes.images.registry", "must be a registry and repository prefix such as registry.example:5000/flyte "+
 				"(no scheme, tag or digest), got %q", r)
 		}
+		if strings.ContainsFunc(k.Images.BuilderImage, unicode.IsSpace) {
+			bad("executor.kubernetes.images.builderImage", "must name an image (no spaces), got %q", k.Images.BuilderImage)
+		}
 		if s := k.Images.PushSecret; s != "" && len(validation.IsDNS1123Subdomain(s)) > 0 {
 			bad("executor.kubernetes.images.pushSecret", "%q is not a valid Secret name", s)
 		}

@@ -100,8 +100,15 @@ var pythonBase = regexp.MustCompile(`^(?:docker\.io/)?(?:library/)?python:([0-9]
 
 var pythonVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
-const noRuntime = "a Python environment cannot honour it, and this manager builds images as Python environments only " +
-	"(container image builds are not available in embedded mode); remove the layer, or run the task on the kubernetes executor"
+// noRuntime explains a layer or base image a Python environment cannot
+// honour; kubeBuilds says which of them the kubernetes executor's builder
+// (package ocibuild) builds.
+const (
+	noRuntime = "a Python environment cannot honour it, and this manager builds images as Python environments only " +
+		"(container image builds are not available in embedded mode)"
+	kubeBuilds = "; remove the layer, or run the task on the kubernetes executor (its builder makes OCI images)"
+	kubeNot    = "; remove the layer (install the package from a package layer), or build the image with the SDK's local builder"
+)
 
 // Analyse returns the plan for spec, or a *LayerError naming the first
 // layer (or the base image) a Python environment cannot honour.
@@ -123,7 +130,7 @@ func Analyse(spec *ib.ImageSpec) (*Plan, error) {
 	case base == "":
 		p.Base = "no base image: Python " + p.Python
 	default:
-		return nil, &LayerError{What: base, Why: "a custom base image needs a container runtime; " + noRuntime}
+		return nil, &LayerError{What: base, Why: "a custom base image needs a container image; " + noRuntime + kubeBuilds}
 	}
 	if !pythonVersion.MatchString(p.Python) {
 		return nil, &LayerError{What: base, Why: fmt.Sprintf("python_version %q is not MAJOR.MINOR", p.Python)}
@@ -229,14 +236,14 @@ func (p *Plan) add(n int, l *ib.Layer) error {
 			n, l.GetWorkdir().GetWorkdir()))
 	case l.GetAptPackages() != nil:
 		return &LayerError{Layer: n, What: "apt_packages: " + strings.Join(l.GetAptPackages().GetPackages(), " "),
-			Why: "apt packages need a container image; " + noRuntime}
+			Why: "apt packages need a container image; " + noRuntime + kubeNot}
 	case l.GetCommands() != nil:
 		return &LayerError{Layer: n, What: "commands: " + strings.Join(l.GetCommands().GetCmd(), "; "),
-			Why: "commands need a container image; " + noRuntime}
+			Why: "commands need a container image; " + noRuntime + kubeNot}
 	case l.GetCopyConfig() != nil:
 		c := l.GetCopyConfig()
 		return &LayerError{Layer: n, What: fmt.Sprintf("copy_config: %s to %s", c.GetSrc(), c.GetDst()),
-			Why: "copying files into the image needs a container image; " + noRuntime}
+			Why: "copying files into the image needs a container image; " + noRuntime + kubeBuilds}
 	case l.GetPoetryProject() != nil:
 		return &LayerError{Layer: n, What: "poetry_project: " + l.GetPoetryProject().GetPyproject(),
 			Why: "poetry projects are not supported by this manager's builder; export the project's requirements (with_requirements) instead"}

@@ -198,7 +198,12 @@ func (j Job) install(ctx context.Context, st *images.Step, python string, p v1.P
 	}
 	args := []string{"pip", "install", "--no-config", "--target", dir, "--python-version", python,
 		"--python-platform", arch + "-manylinux_2_28"}
-	cmd := exec.CommandContext(ctx, j.UV, append(args, st.ArgsIn(ctxDir)...)...)
+	uv, err := exec.LookPath(j.UV)
+	if err != nil {
+		return &images.LayerError{Layer: st.Layer, What: st.What, Why: fmt.Sprintf("the builder has no uv (%s) to install packages with: "+
+			"run the builds in an image with flyte-manager and uv (executor.kubernetes.images.builderImage)", j.UV)}
+	}
+	cmd := exec.CommandContext(ctx, uv, append(args, st.ArgsIn(ctxDir)...)...)
 	cmd.Env = append(os.Environ(), "UV_CACHE_DIR="+filepath.Join(j.WorkDir, "uv-cache"))
 	cmd.Stdout, cmd.Stderr = j.Log, j.Log
 	if err := cmd.Run(); err != nil {

@@ -101,6 +101,12 @@ func TestBuildPushesTheImage(t *testing.T) {
 	if _, err := r.Lookup(ctx, "apt:1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("a failed build pushed something: %v", err)
 	}
+
+	// A builder without uv fails at the first package layer, saying so.
+	_, err = r.Build(ctx, Job{Spec: spec, Context: tarball, Target: "nouv:1", UV: filepath.Join(t.TempDir(), "uv"), WorkDir: t.TempDir()})
+	if !errors.As(err, &le) || le.Layer != 3 || !strings.Contains(err.Error(), "no uv") || !strings.Contains(err.Error(), "builderImage") {
+		t.Errorf("a builder without uv: %v", err)
+	}
 }
 
 func keys(m map[string]string) []string {
