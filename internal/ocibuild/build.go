@@ -135,7 +135,7 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 			c := l.GetCopyConfig()
 			what := fmt.Sprintf("copy_config: %s to %s", c.GetSrc(), c.GetDst())
 			logf(j.Log, "== layer %d: %s", n, what)
-			layer, err := copyLayer(ctxDir, c.GetSrc(), c.GetDst())
+			layer, err := copyLayer(ctxDir, c.GetSrc(), c.GetDst(), cfg.WorkingDir)
 			if err != nil {
 				return "", &images.LayerError{Layer: n, What: what, Why: err.Error()}
 			}
@@ -212,14 +212,27 @@ func (j Job) install(ctx context.Context, st *images.Step, python string, p v1.P
 	return nil
 }
 
-// copyLayer is a layer holding the context's src at dst, as COPY src dst.
-func copyLayer(ctxDir, src, dst string) (v1.Layer, error) {
+// copyLayer is a layer holding the context's src at dst, as COPY src dst
+// does: a relative dst is in the working directory (workdir, else /), a
+// file copied to a directory (dst ending in /, or . or ..) keeps its
+// name, and a directory's contents go into dst.
+func copyLayer(ctxDir, src, dst, workdir string) (v1.Layer, error) {
 	rel, err := images.ContextPath(src)
 	if err != nil {
 		return nil, err
 	}
+	if dst == "" {
+		dst = "."
+	}
+	intoDir := strings.HasSuffix(dst, "/") || dst == "." || dst == ".." || strings.HasSuffix(dst, "/.")
 	if !path.IsAbs(dst) {
-		return nil, fmt.Errorf("the destination %q is not an absolute path", dst)
+		if workdir == "" {
+			workdir = "/"
+		}
+		dst = path.Join(workdir, dst)
+	}
+	if intoDir {
+		dst += "/"
 	}
 	from := filepath.Join(ctxDir, filepath.FromSlash(rel))
 	fi, err := os.Stat(from)

@@ -37,6 +37,7 @@ func TestBuildPushesTheImage(t *testing.T) {
 		{Layer: &ib.Layer_PythonWheels{PythonWheels: &ib.PythonWheels{Dir: "wheels", PackageName: "fm_hello",
 			Options: &ib.PipOptions{ExtraArgs: "--no-index"}}}},
 		{Layer: &ib.Layer_Workdir{Workdir: &ib.WorkDir{Workdir: "/root"}}},
+		{Layer: &ib.Layer_CopyConfig{CopyConfig: &ib.CopyConfig{Src: "conf", Dst: "."}}},
 	}}
 	r := Registry{Prefix: host + "/flyte", Insecure: true, DockerConfig: t.TempDir()}
 	if _, err := r.Lookup(ctx, "img:abc"); !errors.Is(err, errs.ErrNotFound) {
@@ -60,8 +61,12 @@ func TestBuildPushesTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	layers, err := img.Layers()
-	if err != nil || len(layers) != len(baseLayers)+2 {
-		t.Fatalf("%d layers (%v), want the base's %d and two", len(layers), err, len(baseLayers))
+	if err != nil || len(layers) != len(baseLayers)+3 {
+		t.Fatalf("%d layers (%v), want the base's %d and three", len(layers), err, len(baseLayers))
+	}
+	// A directory copied to . of the working directory: its contents.
+	if files := ocibuildtest.Files(t, layers[len(baseLayers)+2]); files["root/app.toml"] != "x = 1\n" {
+		t.Errorf("the second copy layer holds %v", keys(files))
 	}
 	copied := ocibuildtest.Files(t, layers[len(baseLayers)])
 	if copied["etc/app/app.toml"] != "x = 1\n" {
