@@ -16,10 +16,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	ib "fmgr.dev/gen/go/flyteidl2/imagebuilder"
 	"fmgr.dev/internal/images"
@@ -72,19 +75,78 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 	if baseName == "" {
 		baseName = DefaultBase
 	}
-	logf(j.Log, "== base image %s", baseName)
 	baseRef, err := r.ref(baseName)
 	if err != nil {
 		return "", &images.LayerError{What: baseName, Why: "not an image reference: " + err.Error()}
 	}
-	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	platforms, err := platformsOf(spec.GetPlatform())
+	if err != nil {
+		return "", &images.LayerError{What: baseName, Why: err.Error()}
+	}
+	if len(j.Context) > 0 {
+		if err := images.Unpack(j.Context, filepath.Join(j.WorkDir, "context")); err != nil {
+			return "", err
+		}
+	}
+	var built []mutate.IndexAddendum
+	for _, p := range platforms {
+		logf(j.Log, "== base image %s (%s)", baseName, p)
+		img, err := r.buildFor(ctx, j, baseName, baseRef, p)
+		if err != nil {
+			return "", err
+		}
+		built = append(built, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	logf(j.Log, "== pushing %s", fqin)
+	var digest v1.Hash
+	if len(built) == 1 {
+		img := built[0].Add.(v1.Image)
+		if digest, err = img.Digest(); err == nil {
+			err = remote.Write(target, img, r.remoteOptions(ctx)...)
+		}
+	} else {
+		idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), built...)
+		if digest, err = idx.Digest(); err == nil {
+			err = remote.WriteIndex(target, idx, r.remoteOptions(ctx)...)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("pushing %s failed: %w", fqin, err)
+	}
+	logf(j.Log, "== pushed %s (%s)", fqin, digest)
+	return fqin, nil
+}
+
+// platformsOf reads the spec's platforms (os/arch[/variant]); none is
+// linux on the builder's architecture.
+func platformsOf(specs []string) ([]v1.Platform, error) {
+	if len(specs) == 0 {
+		return []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, nil
+	}
+	var out []v1.Platform
+	for _, s := range specs {
+		p, err := v1.ParsePlatform(s)
+		if err != nil || p.OS != "linux" || p.Architecture == "" {
+			return nil, fmt.Errorf("platform %q is not linux/<architecture>", s)
+		}
+		out = append(out, *p)
+	}
+	return out, nil
+}
+
+// buildFor builds the image of j for one platform on the base.
+func (r Registry) buildFor(ctx context.Context, j Job, baseName string, baseRef name.Reference, platform v1.Platform) (v1.Image, error) {
+	spec := j.Spec
 	img, err := remote.Image(baseRef, append(r.remoteOptions(ctx), remote.WithPlatform(platform))...)
 	if err != nil {
-		return "", &images.LayerError{What: baseName, Why: "pulling it failed: " + err.Error()}
+		return nil, &images.LayerError{What: baseName, Why: "pulling it failed: " + err.Error()}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return "", &images.LayerError{What: baseName, Why: "its config cannot be read: " + err.Error()}
+		return nil, &images.LayerError{What: baseName, Why: "its config cannot be read: " + err.Error()}
+	}
+	if cf.Architecture != "" && cf.Architecture != platform.Architecture {
+		return nil, &images.LayerError{What: baseName, Why: fmt.Sprintf("it is for %s/%s, not %s", cf.OS, cf.Architecture, platform)}
 	}
 	cfg := cf.Config.DeepCopy()
 	python := spec.GetPythonVersion()
@@ -93,19 +155,14 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 	}
 
 	ctxDir := filepath.Join(j.WorkDir, "context")
-	if len(j.Context) > 0 {
-		if err := images.Unpack(j.Context, ctxDir); err != nil {
-			return "", err
-		}
-	}
-	pkgRoot := filepath.Join(j.WorkDir, "packages")
+	pkgRoot := filepath.Join(j.WorkDir, "packages-"+strings.ReplaceAll(platform.String(), "/", "-"))
 	pkgLayerAt := -1 // where the packages' layer goes among the layers
 	var layers []v1.Layer
 	for i, l := range spec.GetLayers() {
 		n := i + 1
 		step, isPkg, err := images.InstallStep(n, l)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		switch {
 		case isPkg:
@@ -113,7 +170,7 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 				continue
 			}
 			if python == "" {
-				return "", &images.LayerError{Layer: n, What: step.What,
+				return nil, &images.LayerError{Layer: n, What: step.What,
 					Why: "the image's Python version is unknown: set python_version, or use a flyte or python base image"}
 			}
 			if pkgLayerAt < 0 {
@@ -121,7 +178,7 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 			}
 			logf(j.Log, "== layer %d: %s", n, step.What)
 			if err := j.install(ctx, step, python, platform, ctxDir, filepath.Join(pkgRoot, PackagesDir)); err != nil {
-				return "", err
+				return nil, err
 			}
 		case l.GetEnv() != nil:
 			logf(j.Log, "== layer %d: env", n)
@@ -137,7 +194,7 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 			logf(j.Log, "== layer %d: %s", n, what)
 			layer, err := copyLayer(ctxDir, c.GetSrc(), c.GetDst(), cfg.WorkingDir)
 			if err != nil {
-				return "", &images.LayerError{Layer: n, What: what, Why: err.Error()}
+				return nil, &images.LayerError{Layer: n, What: what, Why: err.Error()}
 			}
 			layers = append(layers, layer)
 		}
@@ -145,7 +202,7 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 	if pkgLayerAt >= 0 {
 		layer, err := dirLayer(pkgRoot)
 		if err != nil {
-			return "", fmt.Errorf("packing the packages' layer: %w", err)
+			return nil, fmt.Errorf("packing the packages' layer: %w", err)
 		}
 		layers = append(layers[:pkgLayerAt], append([]v1.Layer{layer}, layers[pkgLayerAt:]...)...)
 		cfg.Env = setEnv(cfg.Env, "PYTHONPATH", joinPath(PackagesDir, envOf(cfg.Env, "PYTHONPATH")))
@@ -156,18 +213,9 @@ func (r Registry) Build(ctx context.Context, j Job) (string, error) {
 		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(PackagesDir+"/bin", basePath))
 	}
 	if img, err = mutate.AppendLayers(img, layers...); err != nil {
-		return "", err
+		return nil, err
 	}
-	if img, err = mutate.Config(img, *cfg); err != nil {
-		return "", err
-	}
-	logf(j.Log, "== pushing %s", fqin)
-	if err := remote.Write(target, img, r.remoteOptions(ctx)...); err != nil {
-		return "", fmt.Errorf("pushing %s failed: %w", fqin, err)
-	}
-	d, _ := img.Digest()
-	logf(j.Log, "== pushed %s (%s)", fqin, d)
-	return fqin, nil
+	return mutate.Config(img, *cfg)
 }
 
 // unsupported names a layer this builder cannot build.

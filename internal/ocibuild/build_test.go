@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"google.golang.org/protobuf/proto"
 
 	ib "fmgr.dev/gen/go/flyteidl2/imagebuilder"
 	"fmgr.dev/internal/errs"
@@ -27,8 +28,8 @@ import (
 func TestBuildPushesTheImage(t *testing.T) {
 	ctx := context.Background()
 	host := ocibuildtest.Registry(t)
-	base := ocibuildtest.PushBase(t, host+"/base/python:3.12")
-	baseLayers, _ := base.Layers()
+	ocibuildtest.PushBase(t, host+"/base/python:3.12")
+	const baseLayers = 1 // PushBase's
 	whl, data := ocibuildtest.Wheel(t, "fm_hello")
 	tarball := ocibuildtest.Context(t, map[string][]byte{"wheels/" + whl: data, "conf/app.toml": []byte("x = 1\n")})
 	spec := &ib.ImageSpec{BaseImage: host + "/base/python:3.12", Layers: []*ib.Layer{
@@ -61,18 +62,18 @@ func TestBuildPushesTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	layers, err := img.Layers()
-	if err != nil || len(layers) != len(baseLayers)+3 {
-		t.Fatalf("%d layers (%v), want the base's %d and three", len(layers), err, len(baseLayers))
+	if err != nil || len(layers) != baseLayers+3 {
+		t.Fatalf("%d layers (%v), want the base's %d and three", len(layers), err, baseLayers)
 	}
 	// A directory copied to . of the working directory: its contents.
-	if files := ocibuildtest.Files(t, layers[len(baseLayers)+2]); files["root/app.toml"] != "x = 1\n" {
+	if files := ocibuildtest.Files(t, layers[baseLayers+2]); files["root/app.toml"] != "x = 1\n" {
 		t.Errorf("the second copy layer holds %v", keys(files))
 	}
-	copied := ocibuildtest.Files(t, layers[len(baseLayers)])
+	copied := ocibuildtest.Files(t, layers[baseLayers])
 	if copied["etc/app/app.toml"] != "x = 1\n" {
 		t.Errorf("the copy layer holds %v", copied)
 	}
-	pkgs := ocibuildtest.Files(t, layers[len(baseLayers)+1])
+	pkgs := ocibuildtest.Files(t, layers[baseLayers+1])
 	if pkgs["opt/flyte-manager/packages/fm_hello/__init__.py"] != "VALUE = 42\n" {
 		t.Errorf("the packages layer holds %v", keys(pkgs))
 	}
@@ -88,6 +89,36 @@ func TestBuildPushesTheImage(t *testing.T) {
 	}
 	if cf.Config.WorkingDir != "/root" {
 		t.Errorf("workdir %q", cf.Config.WorkingDir)
+	}
+
+	// The spec's platforms: an index of one image per platform, each on
+	// the base's image of its architecture.
+	multi := proto.Clone(spec).(*ib.ImageSpec)
+	multi.Platform = []string{"linux/amd64", "linux/arm64"}
+	if _, err := r.Build(ctx, Job{Spec: multi, Context: tarball, Target: "multi:1", UV: filepath.Join(sdktest.Venv(t), "bin", "uv"),
+		WorkDir: t.TempDir(), Log: &log}); err != nil {
+		t.Fatalf("a build for two platforms: %v\n%s", err, log.String())
+	}
+	mref, _ := name.ParseReference(host+"/flyte/multi:1", name.Insecure)
+	idx, err := remote.Index(mref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil || len(im.Manifests) != 2 {
+		t.Fatalf("the index: %v %v", im, err)
+	}
+	for _, d := range im.Manifests {
+		one, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, _ := one.Layers()
+		cf, _ := one.ConfigFile()
+		if len(ls) != 4 || cf.Architecture != d.Platform.Architecture ||
+			ocibuildtest.Files(t, ls[0])["etc/base-image"] != "base "+d.Platform.Architecture+"\n" {
+			t.Errorf("the %s image: %d layers, config for %s", d.Platform, len(ls), cf.Architecture)
+		}
 	}
 
 	// A target naming its own registry is pushed there.

@@ -34,33 +34,35 @@ func Registry(t testing.TB) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// PushBase pushes a one-layer base image (a file /etc/base-image, PATH
-// set) to ref and answers it.
-func PushBase(t testing.TB, ref string) v1.Image {
+// PushBase pushes a base image to ref: an index of a linux/amd64 and a
+// linux/arm64 image, each of one layer (a file /etc/base-image), PATH set.
+func PushBase(t testing.TB, ref string) {
 	t.Helper()
-	layer := Layer(t, map[string]string{"etc/base-image": "base\n"})
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
+	var adds []mutate.IndexAddendum
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := mutate.AppendLayers(empty.Image, Layer(t, map[string]string{"etc/base-image": "base " + arch + "\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.OS, cf.Architecture = "linux", arch
+		cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
 	}
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.WriteIndex(r, mutate.AppendManifests(empty.Index, adds...)); err != nil {
 		t.Fatal(err)
 	}
-	return img
 }
 
 // Layer is a layer of the given files (path: content).
