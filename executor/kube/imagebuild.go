@@ -13,10 +13,11 @@ import (
 
 // Image builds (docs/images.md, Kubernetes mode): the built-in build-image
 // task's attempt is a Pod of the builder's image (images.builderImage,
-// else the manager's own, copilotImage) running `flyte-manager image build-spec`, which reads the spec and the
-// context from storage, builds the image without a container runtime,
-// pushes it under executor.kubernetes.images.registry and writes the fqin
-// as the task's output (package ocibuild). Its log is the attempt's log.
+// else the manager's own, copilotImage) running `flyte-manager image
+// build-spec`, which reads the spec and the context from storage, builds
+// the image without a container runtime, pushes it under
+// executor.kubernetes.images.registry and writes the fqin as the task's
+// output (package ocibuild). Its log is the attempt's log.
 
 // dockerConfigDir is where a build Pod finds the push Secret's
 // config.json ($DOCKER_CONFIG).
