@@ -209,6 +209,18 @@ func (l *podLog) ofRun(run string) []*corev1.Pod {
 	return out
 }
 
+// all returns every Pod seen, one entry per UID.
+func (l *podLog) all() []*corev1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(l.pods))
+	for _, p := range l.pods {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // checkOnePodPerAction checks that each action of the runs of
 // drive_restart.py (by key) had exactly one Pod, of attempt 1, created
 // once: the restarted manager found the Pods of the attempts in flight

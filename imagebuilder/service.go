@@ -3,7 +3,9 @@
 // built-in build-image task (internal/images). Without an image store (the
 // kubernetes executor builds no images yet) every image is not found, and
 // the SDK finds no build-image task either: it says the builder is not
-// enabled.
+// enabled. The local executor finds images among its Python environments
+// (images.Store), the kubernetes executor in its registry
+// (ocibuild.Registry).
 package imagebuilder
 
 import (
@@ -24,20 +26,26 @@ import (
 // characters in the distribution spec; the tag adds 128).
 const maxName = 512
 
-// Service answers GetImage from the image environments of this host.
-type Service struct {
-	store *images.Store // nil: no images are built here
+// Finder finds a built image by the SDK's name:tag: its fqin and the run
+// that built it (zero when unknown), errs.ErrNotFound when it is not built.
+type Finder interface {
+	Find(ctx context.Context, name string) (fqin string, run images.BuildRun, err error)
 }
 
-// Setup mounts the service; st may be nil.
-func Setup(srv *server.Server, st *images.Store) error {
-	return srv.Mount(server.NewService(imagebuilderconnect.NewImageServiceHandler(&Service{store: st}, srv.HandlerOptions()...)))
+// Service answers GetImage from where this manager's builds go.
+type Service struct {
+	store Finder // nil: no images are built here
+}
+
+// Setup mounts the service; f may be nil.
+func Setup(srv *server.Server, f Finder) error {
+	return srv.Mount(server.NewService(imagebuilderconnect.NewImageServiceHandler(&Service{store: f}, srv.HandlerOptions()...)))
 }
 
 // GetImage returns the fully qualified name of a built image, by the
 // name:tag the SDK computed for it; NotFound when it is not built (the
 // SDK then builds it).
-func (s *Service) GetImage(_ context.Context, req *connect.Request[ib.GetImageRequest]) (*connect.Response[ib.GetImageResponse], error) {
+func (s *Service) GetImage(ctx context.Context, req *connect.Request[ib.GetImageRequest]) (*connect.Response[ib.GetImageResponse], error) {
 	name := req.Msg.GetId().GetName()
 	switch {
 	case name == "":
@@ -46,9 +54,9 @@ func (s *Service) GetImage(_ context.Context, req *connect.Request[ib.GetImageRe
 		return nil, errs.Invalidf("id.name %.80q is not an image name", name)
 	}
 	if s.store == nil {
-		return nil, errs.NotFoundf("image %s: this manager builds no images (its executor is not local)", name)
+		return nil, errs.NotFoundf("image %s: this manager builds no images", name)
 	}
-	fqin, run, err := s.store.Lookup(name)
+	fqin, run, err := s.store.Find(ctx, name)
 	if err != nil {
 		return nil, err
 	}

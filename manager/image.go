@@ -64,7 +64,7 @@ func newImageCmd(g *globalFlags) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.AddCommand(load, list)
+	cmd.AddCommand(load, list, newImageBuildSpecCmd())
 	return cmd
 }
 

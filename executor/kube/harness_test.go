@@ -36,7 +36,12 @@ import (
 	"fmgr.dev/internal/testkit"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envImageBuilder) != "" {
+		os.Exit(imageBuilderMain(os.Args[1:]))
+	}
+	pgtest.Main(m)
+}
 
 // harness is a test cluster (API server, etcd, a node agent running Pods as
 // local processes) and a run state on a real database, with the driver
@@ -74,12 +79,14 @@ type harnessOpts struct {
 	// asDriver is the driver's client configuration, made once the cluster
 	// runs; the administrator's when nil.
 	asDriver func(*testcluster.Cluster) *rest.Config
+	// cluster are the test cluster's options (its Pods' environment).
+	cluster testcluster.Options
 }
 
 func newHarnessOpts(t *testing.T, dsn string, o harnessOpts, tune ...func(*config.KubernetesExecutor)) *harness {
 	t.Helper()
 	hooks := o.hooks
-	c := testcluster.ForTest(t)
+	c := testcluster.ForTest(t, o.cluster)
 	rc := c.Config
 	if o.asDriver != nil {
 		rc = o.asDriver(c)

@@ -128,6 +128,10 @@ func (d *Driver) buildPod(ctx context.Context, ta *v1.TaskAction, l *attempt.Lau
 	}
 	o := podSpec{serviceAccount: d.cfg.ServiceAccount,
 		raw: d.rawOptions()}
+	var err error
+	if o.build, err = d.imageBuild(l); err != nil {
+		return nil, err
+	}
 	if name := l.Spec.GetTaskTemplate().GetMetadata().GetPodTemplateName(); name != "" {
 		pt := &corev1.PodTemplate{}
 		if err := d.reader.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: name}, pt); err != nil {

@@ -35,6 +35,8 @@ type podSpec struct {
 	serviceAccount string
 	// raw stages a raw container's data (see rawcontainer.go).
 	raw rawOptions
+	// build makes the Pod an image build's (see imagebuild.go).
+	build *buildOptions
 }
 
 // buildPod builds the Pod of launch l of ta. An error is the task's: a
@@ -102,6 +104,9 @@ func buildPod(ta *v1.TaskAction, l *attempt.Launch, o podSpec) (*corev1.Pod, err
 		// Pod as long as the run's data does. A working directory the
 		// task's PodTemplate sets is the user's choice and stays.
 		ctr.WorkingDir = filepath.Join(l.OutDir, podWorkDir)
+	}
+	if o.build != nil {
+		buildContainer(pod, &ctr, o.build)
 	}
 	if at >= 0 {
 		pod.Spec.Containers[at] = ctr

@@ -370,11 +370,16 @@ executor:
     leaseTTL: 1ms
     qps: 0
     copilotImage: "my image"
+    images:
+      registry: "http://registry.example/flyte"
+      builderImage: "a b"
+      pushSecret: Not_A_Secret
 `)
 	_, err = Load(Sources{Files: []string{k}})
 	for _, key := range []string{"storage.url:", "executor.kubernetes.sharedFileStorage", "executor.kubernetes.namespace:",
 		"executor.kubernetes.systemRetries:", "executor.kubernetes.leaseTTL:", "executor.kubernetes.qps:",
-		"executor.kubernetes.copilotImage:"} {
+		"executor.kubernetes.copilotImage:", "executor.kubernetes.images.registry:", "executor.kubernetes.images.builderImage:",
+		"executor.kubernetes.images.pushSecret:"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("kubernetes settings: error does not name %s:\n%v", key, err)
 		}

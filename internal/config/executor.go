@@ -73,6 +73,37 @@ type KubernetesExecutor struct {
 	// manager's own log endpoint; setting the list replaces it, so keep
 	// that entry to keep the link.
 	LogLinks []LogLink `mapstructure:"logLinks" yaml:"logLinks"`
+	// Images is where the SDK's remote builder's images are built and
+	// pushed (docs/images.md, Kubernetes mode); off while Registry is "".
+	Images KubernetesImages `mapstructure:"images" yaml:"images"`
+}
+
+// KubernetesImages configures image builds on the kubernetes executor: the
+// built-in build-image task builds the SDK's ImageSpec as an OCI image in
+// a Pod (the manager's image, CopilotImage, running `flyte-manager image
+// build-spec`) and pushes it to Registry; GetImage finds built images
+// there.
+type KubernetesImages struct {
+	// Registry is the registry and repository prefix images are pushed
+	// under, e.g. registry.example:5000/flyte: the SDK's image flyte:abc
+	// becomes registry.example:5000/flyte/flyte:abc. "" builds no images.
+	Registry string `mapstructure:"registry" yaml:"registry"`
+	// Insecure reaches the registry (and the base images' registries)
+	// over plain http.
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+	// PushSecret names a Secret of type kubernetes.io/dockerconfigjson in
+	// the actions' namespace: build Pods read their registry credentials
+	// from it ($DOCKER_CONFIG). "" means the Pod's own docker config, if
+	// any (anonymous otherwise).
+	PushSecret string `mapstructure:"pushSecret" yaml:"pushSecret"`
+	// BuilderImage runs the builds: flyte-manager and uv on its PATH (the
+	// sandbox image has both; the manager's own image has no uv, so its
+	// builds fail at their first package layer). "" is CopilotImage.
+	BuilderImage string `mapstructure:"builderImage" yaml:"builderImage"`
+	// DockerConfig is the directory of a docker config.json the manager
+	// reads registry credentials from when GetImage asks the registry; ""
+	// is $DOCKER_CONFIG, else ~/.docker.
+	DockerConfig string `mapstructure:"dockerConfig" yaml:"dockerConfig"`
 }
 
 // LogLink is one log link: a named URL template (placeholders such as

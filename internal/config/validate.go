@@ -157,6 +157,17 @@ func (c *Config) Validate() error {
 			bad("executor.kubernetes.copilotImage", "must name the manager's image (no spaces), got %q", k.CopilotImage)
 		}
 		validateLogLinks("executor.kubernetes.logLinks", loglink.Kubernetes, k.LogLinks, bad)
+		if r := k.Images.Registry; r != "" && (strings.Contains(r, "://") || strings.ContainsFunc(r, unicode.IsSpace) ||
+			strings.ContainsAny(r, "@") || strings.HasSuffix(r, "/")) {
+			bad("executor.kubernetes.images.registry", "must be a registry and repository prefix such as registry.example:5000/flyte "+
+				"(no scheme, tag or digest), got %q", r)
+		}
+		if strings.ContainsFunc(k.Images.BuilderImage, unicode.IsSpace) {
+			bad("executor.kubernetes.images.builderImage", "must name an image (no spaces), got %q", k.Images.BuilderImage)
+		}
+		if s := k.Images.PushSecret; s != "" && len(validation.IsDNS1123Subdomain(s)) > 0 {
+			bad("executor.kubernetes.images.pushSecret", "%q is not a valid Secret name", s)
+		}
 	default:
 		bad("executor.type", "must be %q or %q, got %q", ExecutorLocal, ExecutorKubernetes, c.Executor.Type)
 	}

@@ -57,6 +57,22 @@ type Step struct {
 	Args []string
 }
 
+// ArgsIn returns the step's arguments with its context paths resolved in
+// ctxDir, where the build's context was unpacked.
+func (s Step) ArgsIn(ctxDir string) []string {
+	out := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		if rel, ok := strings.CutPrefix(a, ctxRef); ok {
+			a = path.Join(ctxDir, rel)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// ContextPath checks a path of the build's context: relative and inside.
+func ContextPath(p string) (string, error) { return contextPath(p) }
+
 // ctxRef marks an argument that is a path in the build's context (the
 // uploaded tarball), resolved when the build's directory is known.
 const ctxRef = "\x00ctx/"
@@ -84,8 +100,15 @@ var pythonBase = regexp.MustCompile(`^(?:docker\.io/)?(?:library/)?python:([0-9]
 
 var pythonVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
-const noRuntime = "a Python environment cannot honour it, and this manager builds images as Python environments only " +
-	"(container image builds are not available in embedded mode); remove the layer, or run the task on the kubernetes executor"
+// noRuntime explains a layer or base image a Python environment cannot
+// honour; kubeBuilds says which of them the kubernetes executor's builder
+// (package ocibuild) builds.
+const (
+	noRuntime = "a Python environment cannot honour it, and this manager builds images as Python environments only " +
+		"(container image builds are not available in embedded mode)"
+	kubeBuilds = "; remove the layer, or run the task on the kubernetes executor (its builder makes OCI images)"
+	kubeNot    = "; remove the layer (install the package from a package layer), or build the image with the SDK's local builder"
+)
 
 // Analyse returns the plan for spec, or a *LayerError naming the first
 // layer (or the base image) a Python environment cannot honour.
@@ -107,7 +130,7 @@ func Analyse(spec *ib.ImageSpec) (*Plan, error) {
 	case base == "":
 		p.Base = "no base image: Python " + p.Python
 	default:
-		return nil, &LayerError{What: base, Why: "a custom base image needs a container runtime; " + noRuntime}
+		return nil, &LayerError{What: base, Why: "a custom base image needs a container image; " + noRuntime + kubeBuilds}
 	}
 	if !pythonVersion.MatchString(p.Python) {
 		return nil, &LayerError{What: base, Why: fmt.Sprintf("python_version %q is not MAJOR.MINOR", p.Python)}
@@ -121,53 +144,57 @@ func Analyse(spec *ib.ImageSpec) (*Plan, error) {
 	return p, nil
 }
 
-func (p *Plan) add(n int, l *ib.Layer) error {
+// InstallStep is the `uv pip install` of a package layer (pip_packages,
+// requirements, python_wheels, uv_project): isPackage is false for other
+// layers; step is nil for a layer that installs nothing. Both builders
+// (Python environments here, OCI images on kubernetes) use it.
+func InstallStep(n int, l *ib.Layer) (step *Step, isPackage bool, err error) {
 	switch {
 	case l.GetPipPackages() != nil:
 		pl := l.GetPipPackages()
 		what := "pip_packages: " + strings.Join(pl.GetPackages(), " ")
 		if len(pl.GetPackages()) == 0 {
-			return nil
+			return nil, true, nil
 		}
 		args, err := pipOptions(pl.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: append(args, pl.GetPackages()...)})
+		return &Step{Layer: n, What: what, Args: append(args, pl.GetPackages()...)}, true, nil
 	case l.GetRequirements() != nil:
 		r := l.GetRequirements()
 		what := "requirements: " + r.GetFile()
 		file, err := contextPath(r.GetFile())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		args, err := pipOptions(r.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: append(args, "-r", ctxRef+file)})
+		return &Step{Layer: n, What: what, Args: append(args, "-r", ctxRef+file)}, true, nil
 	case l.GetPythonWheels() != nil:
 		w := l.GetPythonWheels()
 		what := "python_wheels: " + w.GetDir()
 		dir, err := contextPath(w.GetDir())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		args, err := pipOptions(w.GetOptions())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		if w.GetPackageName() == "" {
-			return &LayerError{Layer: n, What: what, Why: "the layer names no package (package_name): upgrade the flyte SDK"}
+			return nil, true, &LayerError{Layer: n, What: what, Why: "the layer names no package (package_name): upgrade the flyte SDK"}
 		}
 		args = append(args, "--find-links", ctxRef+dir, w.GetPackageName())
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: args})
+		return &Step{Layer: n, What: what, Args: args}, true, nil
 	case l.GetUvProject() != nil:
 		u := l.GetUvProject()
 		what := "uv_project: " + u.GetPyproject()
 		dir, err := contextPath(u.GetPyproject())
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		opts := proto.Clone(u.GetOptions()).(*ib.PipOptions)
 		if opts == nil {
@@ -180,14 +207,26 @@ func (p *Plan) add(n int, l *ib.Layer) error {
 		opts.ExtraArgs = strings.Join(slices.DeleteFunc(fields, func(f string) bool { return f == "--no-install-project" }), " ")
 		args, err := pipOptions(opts)
 		if err != nil {
-			return &LayerError{Layer: n, What: what, Why: err.Error()}
+			return nil, true, &LayerError{Layer: n, What: what, Why: err.Error()}
 		}
 		if depsOnly {
 			args = append(args, "-r", ctxRef+path.Join(dir, "pyproject.toml"))
 		} else {
 			args = append(args, ctxRef+dir)
 		}
-		p.Steps = append(p.Steps, Step{Layer: n, What: what, Args: args})
+		return &Step{Layer: n, What: what, Args: args}, true, nil
+	}
+	return nil, false, nil
+}
+
+func (p *Plan) add(n int, l *ib.Layer) error {
+	if st, ok, err := InstallStep(n, l); ok {
+		if st != nil {
+			p.Steps = append(p.Steps, *st)
+		}
+		return err
+	}
+	switch {
 	case l.GetEnv() != nil:
 		for k, v := range l.GetEnv().GetEnvVariables() {
 			p.Env[k] = v
@@ -197,14 +236,14 @@ func (p *Plan) add(n int, l *ib.Layer) error {
 			n, l.GetWorkdir().GetWorkdir()))
 	case l.GetAptPackages() != nil:
 		return &LayerError{Layer: n, What: "apt_packages: " + strings.Join(l.GetAptPackages().GetPackages(), " "),
-			Why: "apt packages need a container image; " + noRuntime}
+			Why: "apt packages need a container image; " + noRuntime + kubeNot}
 	case l.GetCommands() != nil:
 		return &LayerError{Layer: n, What: "commands: " + strings.Join(l.GetCommands().GetCmd(), "; "),
-			Why: "commands need a container image; " + noRuntime}
+			Why: "commands need a container image; " + noRuntime + kubeNot}
 	case l.GetCopyConfig() != nil:
 		c := l.GetCopyConfig()
 		return &LayerError{Layer: n, What: fmt.Sprintf("copy_config: %s to %s", c.GetSrc(), c.GetDst()),
-			Why: "copying files into the image needs a container image; " + noRuntime}
+			Why: "copying files into the image needs a container image; " + noRuntime + kubeBuilds}
 	case l.GetPoetryProject() != nil:
 		return &LayerError{Layer: n, What: "poetry_project: " + l.GetPoetryProject().GetPyproject(),
 			Why: "poetry projects are not supported by this manager's builder; export the project's requirements (with_requirements) instead"}

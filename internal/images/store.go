@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -210,6 +211,9 @@ func (s *Store) Lookup(name string) (string, BuildRun, error) {
 	}
 	return e.FQIN, e.Run, nil
 }
+
+// Find is Lookup for GetImage (imagebuilder.Finder).
+func (s *Store) Find(_ context.Context, name string) (string, BuildRun, error) { return s.Lookup(name) }
 
 // Use marks key's environment in use by an attempt until release is
 // called, and returns its manifest; errs.ErrNotFound if it is not built.

@@ -89,11 +89,19 @@ func Setup(ctx context.Context, d *Deps) error {
 
 	triggers := trigger.NewService(st, cfg.Triggers.Minute, d.Log)
 
-	// Images: the local executor builds them as Python environments, and
-	// the SDK's remote builder finds its build-image task.
-	var envs *images.Store
+	// Images: the local executor builds them as Python environments, the
+	// kubernetes executor as OCI images in its registry; either way the
+	// SDK's remote builder finds its build-image task.
+	var envs imagebuilder.Finder
 	if ld, ok := exec.(*local.Driver); ok && ld.Images() != nil {
 		envs = ld.Images()
+	}
+	if kd, ok := exec.(*kube.Driver); ok {
+		if r, ok := kd.ImageRegistry(); ok {
+			envs = r
+		}
+	}
+	if envs != nil {
 		if err := images.Deploy(ctx, st.Tasks); err != nil {
 			return err
 		}
