@@ -24,14 +24,21 @@ import (
 	"fmgr.dev/internal/testkit"
 )
 
-// The console signs in, with auth.mode required over TLS, on SQLite: a
-// person signs in through the identity provider's authorization page (the
-// test provider approves at once) and, bound as a viewer of flytesnacks,
-// sees that project's runs but not another project's, and is refused when
-// aborting a run; after signing out the API refuses the page and the old
-// cookie alike. Then an API key signs in, and revoking it ends the session.
+// The console signs in, with auth.mode required over TLS, on both
+// databases: a person signs in through the identity provider's
+// authorization page (the test provider approves at once) and, bound as a
+// viewer of flytesnacks, sees that project's runs but not another
+// project's, and is refused when aborting a run; after signing out the API
+// refuses the page and the old cookie alike. Then an API key signs in, and
+// revoking it ends the session.
 func TestConsoleSignIn(t *testing.T) {
 	venv(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { consoleSignIn(t, b) })
+	}
+}
+
+func consoleSignIn(t *testing.T, db backend) {
 	if ln, err := net.Listen("tcp", "127.0.0.1:443"); err != nil {
 		t.Skipf("port 443 is not available (the SDK takes an API key's endpoint as https://<host>:443): %v", err)
 	} else {
@@ -54,7 +61,7 @@ func TestConsoleSignIn(t *testing.T) {
 `, iss.URL, iss.Audience, iss.ClientID, testProject), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mm := startManagerWith(t, mgrproc.Options{Bin: managerBin, DSN: backends[0].dsn(t), Port: 443, Config: []string{cfgFile},
+	mm := startManagerWith(t, mgrproc.Options{Bin: managerBin, DSN: db.dsn(t), Port: 443, Config: []string{cfgFile},
 		Env: append(sdkManagerEnv(t), "FLYTE_MANAGER_SERVER_TLS_ENABLED=true")})
 	m := authManager{manager: mm, t: t, ctx: ctx}
 	admin, _ := m.newKey("--role", "admin")
