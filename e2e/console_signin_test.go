@@ -95,6 +95,7 @@ func consoleSignIn(t *testing.T, db backend) {
 	b.open(runs)
 	b.waitText("#main h1", "Sign in")
 	b.waitText("#signin-provider", "Sign in with Test IdP")
+	b.screenshot("sign-in")
 
 	// The provider's authorization page approves vic at once and sends
 	// the browser back to the page it signed in from.
@@ -159,10 +160,16 @@ func consoleSignIn(t *testing.T, db backend) {
 	b.open(runs)
 	b.run("the key's runs", chromedp.WaitVisible(css(fmt.Sprintf(`#runs [data-run=%q]`, held))))
 
-	// Revoking the key ends its session at once.
+	// Revoking the key ends its session at once: the next call the page
+	// makes (moving to the tasks view, without a reload) is refused, and
+	// the sign-in page comes back.
+	eval[bool](b, `window.__sameDocument = true`)
 	m.apikey("revoke", keyID)
-	b.open(runs)
+	b.run("move to the tasks", chromedp.Click(css(`#main a.button[href$="/tasks"]`)))
 	b.waitText("#main h1", "Sign in")
+	if !eval[bool](b, `window.__sameDocument === true`) {
+		t.Error("the page reloaded to show the sign-in page")
+	}
 }
 
 // sessionCookie is the browser's console session cookie.
