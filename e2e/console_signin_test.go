@@ -28,7 +28,7 @@ import (
 // databases: a person signs in through the identity provider's
 // authorization page (the test provider approves at once) and, bound as a
 // viewer of flytesnacks, sees that project's runs but not another
-// project's, and is refused when aborting a run; after signing out the API
+// project's, follows a log stream, and is refused when aborting a run; after signing out the API
 // refuses the page and the old cookie alike. Then an API key signs in, and
 // revoking it ends the session.
 func TestConsoleSignIn(t *testing.T) {
@@ -88,6 +88,7 @@ func consoleSignIn(t *testing.T, db backend) {
 		return match[1]
 	}
 	held := run(testProject, "second_try", "--dir", hold)
+	logged := run(testProject, "double", "--x", "3")
 	other := run("otherproject", "double", "--x", "1")
 
 	b := newBrowser(t, 0, chromedp.Flag("ignore-certificate-errors", true))
@@ -130,6 +131,11 @@ func consoleSignIn(t *testing.T, db backend) {
 	if eval[bool](b, `document.getElementById("main").textContent.includes("otherproject")`) {
 		t.Error("the projects list shows otherproject to a viewer of flytesnacks")
 	}
+
+	// The log stream works with the session.
+	b.open(m.URL + consoleProject + "/runs/" + logged + "?tab=logs")
+	b.waitText("#log-lines", "double got x=3")
+	b.waitText("#log-state", "End of log")
 
 	// A viewer may not abort.
 	b.open(m.URL + consoleProject + "/runs/" + held)
