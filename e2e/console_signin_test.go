@@ -28,9 +28,9 @@ import (
 // databases: a person signs in through the identity provider's
 // authorization page (the test provider approves at once) and, bound as a
 // viewer of flytesnacks, sees that project's runs but not another
-// project's, follows a log stream, and is refused when aborting a run; after signing out the API
-// refuses the page and the old cookie alike. Then an API key signs in, and
-// revoking it ends the session.
+// project's, follows a log stream, and is refused when aborting a run;
+// after signing out the API refuses the page and the old cookie alike.
+// Then an API key signs in, and revoking it ends the session.
 func TestConsoleSignIn(t *testing.T) {
 	venv(t)
 	for _, b := range backends {
