@@ -3,6 +3,7 @@ package consoleauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -21,11 +22,17 @@ import (
 // A person signs in at the provider: the manager redirects with PKCE, a
 // state and a nonce, the provider redirects back with a code, and the
 // session that starts names the person with the roles their group's
-// binding gives. A callback whose state is not the flow's, or without the
-// flow's cookie, starts nothing.
+// binding gives (of a person in more groups than a cookie holds, the
+// session keeps the bound ones). A callback whose state is not the flow's,
+// or without the flow's cookie, starts nothing.
 func TestSignInThroughTheProvider(t *testing.T) {
 	iss := oidctest.New(t)
-	iss.SetUser(oidctest.User{Subject: "bob", Email: "bob@example.com", Groups: []string{"ml"}})
+	// More groups than a cookie holds: the session keeps the bound one.
+	groups := []string{}
+	for i := range 400 {
+		groups = append(groups, fmt.Sprintf("group-%03d", i))
+	}
+	iss.SetUser(oidctest.User{Subject: "bob", Email: "bob@example.com", Groups: append(groups, "ml")})
 	users := oidcauth.New(config.Auth{
 		OIDC:     config.OIDC{Issuer: iss.URL, Audiences: []string{iss.Audience}, ClientID: iss.ClientID, SubjectClaim: "sub", GroupsClaim: "groups"},
 		Bindings: []config.AuthBinding{{Group: "ml", Role: "viewer", Project: "flytesnacks"}},
@@ -75,8 +82,8 @@ func TestSignInThroughTheProvider(t *testing.T) {
 			cookie = c.Value
 		}
 	}
-	if cookie == "" {
-		t.Fatal("no session cookie")
+	if cookie == "" || len(cookie) > maxCookie {
+		t.Fatalf("session cookie of %d bytes, want one of at most %d", len(cookie), maxCookie)
 	}
 	ctx := requrl.WithBaseURL(context.Background(), srv.URL)
 	h := consoleHeaders(cookie)

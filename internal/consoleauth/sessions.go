@@ -36,6 +36,8 @@ type Keys interface {
 type Users interface {
 	VerifyIDToken(ctx context.Context, raw, clientID, nonce string) (oidcauth.Identity, error)
 	Principal(id oidcauth.Identity) authn.Principal
+	// BoundGroups is those of groups some binding names.
+	BoundGroups(groups []string) []string
 	Discovery() *oidcauth.Discovery
 }
 
@@ -97,10 +99,25 @@ type session struct {
 
 const sessionPurpose = "session"
 
-// issue seals a new session for key or user.
+// maxCookie is the most a session cookie's value may take: browsers drop
+// cookies over 4 KB, name and attributes included.
+const maxCookie = 3800
+
+// issue seals a new session for key or user. A person with more groups
+// than a cookie holds keeps only the groups auth.bindings name.
 func (s *Sessions) issue(keyID string, user *oidcauth.Identity) (value string, expires time.Time, err error) {
 	expires = s.now().Add(s.cfg.TTL)
-	value, err = s.seal.seal(sessionPurpose, session{ID: randomString(16), Key: keyID, User: user, Exp: expires.Unix()})
+	sess := session{ID: randomString(16), Key: keyID, User: user, Exp: expires.Unix()}
+	value, err = s.seal.seal(sessionPurpose, sess)
+	if err == nil && len(value) > maxCookie && user != nil && s.cfg.Users != nil {
+		slim := *user
+		slim.Groups = s.cfg.Users.BoundGroups(user.Groups)
+		sess.User = &slim
+		value, err = s.seal.seal(sessionPurpose, sess)
+	}
+	if err == nil && len(value) > maxCookie {
+		err = errors.New("the session does not fit in a cookie (too many groups bound, or too long a name)")
+	}
 	return value, expires, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"fmgr.dev/internal/authn"
+	"fmgr.dev/internal/config"
 )
 
 // Identity is who an ID token names: what a console session keeps, so the
@@ -52,4 +53,17 @@ func (v *Verifier) VerifyIDToken(ctx context.Context, raw, clientID, nonce strin
 // now (as Verify gives a token's subject).
 func (v *Verifier) Principal(id Identity) authn.Principal {
 	return authn.Principal{Subject: "user:" + id.Subject, Name: id.Name, Kind: authn.KindUser, Bindings: v.bind(id.Subject, id.Groups)}
+}
+
+// BoundGroups is those of groups that some binding of auth.bindings names:
+// all a session needs to keep of a person's groups when there are too many
+// for a cookie.
+func (v *Verifier) BoundGroups(groups []string) []string {
+	var out []string
+	for _, g := range groups {
+		if slices.ContainsFunc(v.bindings, func(b config.AuthBinding) bool { return b.Group == g }) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
