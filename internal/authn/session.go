@@ -16,6 +16,11 @@ type SessionVerifier interface {
 	// for a request that is not the console's own (a cross-site form,
 	// another origin's page); any other error is internal.
 	VerifySession(ctx context.Context, h http.Header) (Principal, error)
+	// VerifyRead is VerifySession for a plain GET the browser makes
+	// itself (a link the console opens in a new tab): without the
+	// console's header, but only from the console's origin or on the
+	// user's own (Sec-Fetch-Site same-origin or none).
+	VerifyRead(ctx context.Context, h http.Header) (Principal, error)
 }
 
 // ErrNoSession is a request without a session cookie.

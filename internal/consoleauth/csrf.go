@@ -49,3 +49,23 @@ func sameOrigin(ctx context.Context, origin string) bool {
 	own, err := requrl.ParseOrigin(requrl.BaseURL(ctx))
 	return err == nil && got == own
 }
+
+// browserRead reports whether h is a read the console's page makes (its
+// header) or the browser makes from the console's origin or on its user's
+// own: a link opened in a new tab is same-origin, a typed address "none";
+// another site's link, image or frame is cross-site and refused. Browsers
+// that send no Sec-Fetch-Site need the console's header.
+func browserRead(ctx context.Context, h http.Header) error {
+	if h.Get(Header) != "" {
+		return consoleRequest(ctx, h)
+	}
+	switch h.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+	default:
+		return authn.ErrCrossSite
+	}
+	if o := h.Get("Origin"); o != "" && !sameOrigin(ctx, o) {
+		return authn.ErrCrossSite
+	}
+	return nil
+}

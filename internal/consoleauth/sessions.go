@@ -155,6 +155,18 @@ func (s *Sessions) VerifySession(ctx context.Context, h http.Header) (authn.Prin
 	return s.principal(ctx, sess)
 }
 
+// VerifyRead implements authn.SessionVerifier.
+func (s *Sessions) VerifyRead(ctx context.Context, h http.Header) (authn.Principal, error) {
+	sess, err := s.read(h)
+	if err != nil {
+		return authn.Principal{}, err
+	}
+	if err := browserRead(ctx, h); err != nil {
+		return authn.Principal{}, err
+	}
+	return s.principal(ctx, sess)
+}
+
 // principal is who sess names, with their roles now: a key is read on
 // every request (revoking it ends its sessions), a person's roles come
 // from auth.bindings for their subject and groups.

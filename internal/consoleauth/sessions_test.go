@@ -210,3 +210,39 @@ func TestSafeNext(t *testing.T) {
 		}
 	}
 }
+
+// A read the browser makes itself (a log link opened in a new tab, an
+// address typed in) carries the session without the console's header;
+// another site's link, image or frame does not.
+func TestVerifyRead(t *testing.T) {
+	s := newSessions(t, &fakeKeys{})
+	ctx := requrl.WithBaseURL(context.Background(), base)
+	_, c := signIn(t, s, "fmkgood:secret", consoleHeaders(""))
+	if c == nil {
+		t.Fatal("no cookie")
+	}
+	nav := func(site string) http.Header {
+		h := http.Header{"Cookie": {CookieName + "=" + c.Value}}
+		if site != "" {
+			h.Set("Sec-Fetch-Site", site)
+		}
+		return h
+	}
+	for site, want := range map[string]error{"same-origin": nil, "none": nil, "cross-site": authn.ErrCrossSite,
+		"same-site": authn.ErrCrossSite, "": authn.ErrCrossSite} {
+		if _, err := s.VerifyRead(ctx, nav(site)); !errors.Is(err, want) && !(want == nil && err == nil) {
+			t.Errorf("Sec-Fetch-Site %q: %v, want %v", site, err, want)
+		}
+	}
+	if _, err := s.VerifyRead(ctx, consoleHeaders(c.Value)); err != nil {
+		t.Errorf("the console's own fetch: %v", err)
+	}
+	h := nav("same-origin")
+	h.Set("Origin", "https://evil.example")
+	if _, err := s.VerifyRead(ctx, h); !errors.Is(err, authn.ErrCrossSite) {
+		t.Errorf("another origin: %v", err)
+	}
+	if _, err := s.VerifyRead(ctx, http.Header{"Sec-Fetch-Site": {"same-origin"}}); !errors.Is(err, authn.ErrNoSession) {
+		t.Errorf("no cookie: %v", err)
+	}
+}
