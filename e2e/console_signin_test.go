@@ -28,9 +28,10 @@ import (
 // databases: a person signs in through the identity provider's
 // authorization page (the test provider approves at once) and, bound as a
 // viewer of flytesnacks, sees that project's runs but not another
-// project's, follows a log stream, and is refused when aborting a run;
-// after signing out the API refuses the page and the old cookie alike.
-// Then an API key signs in, and revoking it ends the session.
+// project's, follows a log stream and opens its log link, and is refused
+// when aborting a run; after signing out the API refuses the page and the
+// old cookie alike. Then an API key signs in, and revoking it ends the
+// session.
 func TestConsoleSignIn(t *testing.T) {
 	venv(t)
 	for _, b := range backends {
@@ -136,6 +137,21 @@ func consoleSignIn(t *testing.T, db backend) {
 	b.open(m.URL + consoleProject + "/runs/" + logged + "?tab=logs")
 	b.waitText("#log-lines", "double got x=3")
 	b.waitText("#log-state", "End of log")
+	// Its log link, opened as a page, reads with the session; without
+	// one the endpoint refuses.
+	logURL := eval[string](b, `[...document.querySelectorAll("#log-links a")].map((a) => a.href).find((u) => u.includes("/logs/")) || ""`)
+	if logURL == "" {
+		t.Fatal("the run has no link to the manager's log endpoint")
+	}
+	b.run("open the log link", chromedp.Navigate(logURL))
+	if text := eval[string](b, `document.body.textContent`); !strings.Contains(text, "double got x=3") {
+		t.Errorf("the log page with the session: %.300q", text)
+	}
+	if resp, err := insecure.Get(logURL); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the log page without a credential: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	// A viewer may not abort.
 	b.open(m.URL + consoleProject + "/runs/" + held)
