@@ -9,6 +9,7 @@ import (
 
 	"fmgr.dev/gen/go/flyteidl2/common"
 	"fmgr.dev/gen/go/flyteidl2/dataproxy"
+	"fmgr.dev/gen/go/flyteidl2/dataproxy/dataproxyconnect"
 	"fmgr.dev/internal/errs"
 	"fmgr.dev/internal/loglink"
 )
@@ -35,9 +36,16 @@ func (s *Service) serveLog(w http.ResponseWriter, r *http.Request) {
 		},
 		Attempt: uint32(a.Number),
 	}
+	ctx := r.Context()
+	if s.authRead != nil { // with auth required: who may read TailLogs
+		if ctx, err = s.authRead(r, dataproxyconnect.DataProxyServiceTailLogsProcedure, req); err != nil {
+			s.logError(w, r, err)
+			return
+		}
+	}
 	rc := http.NewResponseController(w)
 	started := false
-	err = s.Runs.Logs(r.Context(), req, func(resp *dataproxy.TailLogsResponse) error {
+	err = s.Runs.Logs(ctx, req, func(resp *dataproxy.TailLogsResponse) error {
 		if !started {
 			started = true
 			logHeaders(w.Header())

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"fmgr.dev/gen/go/flyteidl2/cluster/clusterconnect"
@@ -59,6 +60,9 @@ type Deps struct {
 	Log *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// AuthorizeRead checks who may read the log endpoint (server.Server's,
+	// set by Setup); nil lets everyone.
+	AuthorizeRead func(r *http.Request, procedure string, msg proto.Message) (context.Context, error)
 }
 
 // Service implements DataProxyService and ClusterService and serves
@@ -74,6 +78,7 @@ type Service struct {
 	presign   bool
 	log       *slog.Logger
 	now       func() time.Time
+	authRead  func(r *http.Request, procedure string, msg proto.Message) (context.Context, error)
 }
 
 var (
@@ -90,7 +95,7 @@ func New(d Deps) *Service {
 	if d.Presign && !d.Store.CanPresign() {
 		panic("dataproxy.New: Presign needs a store that can presign URLs")
 	}
-	s := &Service{Runs: d.Runs, store: d.Store, signer: d.Signer, maxUpload: d.MaxUploadBytes, presign: d.Presign, log: d.Log, now: d.Now}
+	s := &Service{Runs: d.Runs, store: d.Store, signer: d.Signer, maxUpload: d.MaxUploadBytes, presign: d.Presign, log: d.Log, now: d.Now, authRead: d.AuthorizeRead}
 	if s.maxUpload <= 0 {
 		s.maxUpload = DefaultMaxUploadBytes
 	}

@@ -6,6 +6,9 @@ import "fmgr.dev/internal/server"
 // routes beside them (srv.Handle: the signed-URL blobs and the log
 // endpoint take no Connect options and no gzip pre-decompression).
 func Setup(srv *server.Server, d Deps) error {
+	if d.AuthorizeRead == nil {
+		d.AuthorizeRead = srv.AuthorizeRead
+	}
 	for _, r := range New(d).Handlers(srv.HandlerOptions()...) {
 		var err error
 		if r.Plain {

@@ -47,8 +47,9 @@ type browser struct {
 	errors []string
 }
 
-// newBrowser starts Chromium at a laptop's width (width 0 means 1280).
-func newBrowser(t *testing.T, width int) *browser {
+// newBrowser starts Chromium at a laptop's width (width 0 means 1280),
+// with extra options (a flag the test needs).
+func newBrowser(t *testing.T, width int, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	if width == 0 {
 		width = 1280
@@ -60,6 +61,7 @@ func newBrowser(t *testing.T, width int) *browser {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(width, 900),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	b := &browser{t: t}
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(b.observe))

@@ -31,6 +31,8 @@ type Auth struct {
 	// OIDC and Bindings: people from an identity provider (auth_oidc.go).
 	OIDC     OIDC          `mapstructure:"oidc" yaml:"oidc"`
 	Bindings []AuthBinding `mapstructure:"bindings" yaml:"bindings"`
+	// Console is the web console's sign-in (auth_console.go).
+	Console ConsoleAuth `mapstructure:"console" yaml:"console"`
 }
 
 // Required reports whether callers must authenticate.
@@ -46,6 +48,7 @@ func defaultAuth() Auth {
 		TokenTTL:                 time.Hour,
 		OIDC:                     defaultOIDC(),
 		Bindings:                 []AuthBinding{},
+		Console:                  defaultConsoleAuth(),
 	}
 }
 
@@ -60,4 +63,5 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 		bad("auth.tokenTTL", "must be between 1m and 24h, got %s", a.TokenTTL)
 	}
 	a.validateOIDC(bad)
+	a.Console.validate(bad)
 }

@@ -33,6 +33,9 @@ func (c Config) Redacted() Config {
 	if r.Telemetry.Tracing.Headers != "" {
 		r.Telemetry.Tracing.Headers = RedactedValue
 	}
+	if r.Auth.Console.ClientSecret != "" {
+		r.Auth.Console.ClientSecret = RedactedValue
+	}
 	if r.Secrets.Key != "" {
 		r.Secrets.Key = RedactedValue
 	}

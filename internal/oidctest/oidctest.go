@@ -2,7 +2,8 @@
 // at a loopback address: discovery, a JWKS with key rotation, a token
 // endpoint (authorization_code with PKCE, device_code, refresh_token), a
 // device authorization endpoint that approves at once, and an
-// authorization endpoint that redirects straight back with a code. Tokens
+// authorization endpoint that redirects straight back with a code (its ID
+// token carries the client id as aud and the request's nonce). Tokens
 // are ES256 JWTs for the current user (SetUser).
 package oidctest
 
@@ -15,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -54,6 +56,7 @@ type grant struct {
 	user      User
 	challenge string // authorization codes: the PKCE S256 challenge
 	redirect  string
+	nonce     string // authorization codes: the nonce the ID token carries
 }
 
 // New starts a provider for t, signing in User{Subject: "alice"}.
@@ -205,7 +208,7 @@ func (i *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "PKCE with S256 is required", http.StatusBadRequest)
 		return
 	}
-	code := i.newGrant(grant{challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")})
+	code := i.newGrant(grant{challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri"), nonce: q.Get("nonce")})
 	back := redirect.Query()
 	back.Set("code", code)
 	back.Set("state", q.Get("state"))
@@ -254,7 +257,13 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	i.seen[gt]++
 	i.mu.Unlock()
 	access := i.Sign(claims)
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "id_token": access, "token_type": "Bearer",
+	// The ID token is for the client (its aud), with the sign-in's nonce.
+	idClaims := maps.Clone(claims)
+	idClaims["aud"] = i.ClientID
+	if g.nonce != "" {
+		idClaims["nonce"] = g.nonce
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "id_token": i.Sign(idClaims), "token_type": "Bearer",
 		"expires_in": 3600, "refresh_token": refresh})
 }
 

@@ -19,6 +19,9 @@ import (
 type Auth struct {
 	Header   string
 	Verifier authn.Verifier
+	// Session, when set, authenticates requests without a bearer
+	// credential by the console's session cookie (session.go).
+	Session authn.SessionVerifier
 }
 
 // RequireAuth makes every Connect call authenticate (see Auth). Call it
@@ -102,6 +105,11 @@ func (s *Server) authenticate(ctx context.Context, procedure string, h http.Head
 	token := authn.Bearer(h.Get(a.Header))
 	if token == "" && a.Header != "authorization" {
 		token = authn.Bearer(h.Get("authorization"))
+	}
+	if token == "" && a.Session != nil {
+		if p, err := a.Session.VerifySession(ctx, h); !errors.Is(err, authn.ErrNoSession) {
+			return s.sessionResult(ctx, procedure, p, err)
+		}
 	}
 	if token == "" {
 		return ctx, errNoCredential

@@ -297,7 +297,11 @@ func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slo
 		return nil
 	}
 	issuer := newIssuer(cfg, gdb)
-	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier(cfg, gdb)})
+	sessions, err := setupConsoleSignIn(cfg, gdb, srv, logger)
+	if err != nil {
+		return err
+	}
+	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier(cfg, gdb), Session: sessions})
 	tokens := issuer.TokenHandler(logger)
 	if cfg.Auth.OIDC.Enabled() { // the SDK's interactive grants go on to the provider (internal/oidcauth)
 		tokens = oidcauth.TokenEndpoint(tokens, oidcauth.NewDiscovery(cfg.Auth.OIDC.Issuer, nil), nil, logger)

@@ -2,6 +2,8 @@
 import { h, replace } from "./lib/dom.js";
 import { route, match, start, navigate } from "./lib/router.js";
 import { errorBox } from "./lib/ui.js";
+import { currentSession, signOut } from "./lib/session.js";
+import { signInPage } from "./views/signin.js";
 
 const P = "/v2/domain/:domain/project/:project";
 route("/v2", () => Promise.resolve({ default: () => navigate("/v2/projects", { replace: true }) }));
@@ -63,10 +65,66 @@ document.getElementById("theme").addEventListener("click", () => {
   applyTheme(next);
 });
 
-start((path) => {
-  show(path);
-  main.focus({ preventScroll: true });
+// Signing in, when the manager requires it: the sign-in page stands in
+// for every view until a session is open; the header names who is signed
+// in, with a sign-out button. With auth off none of this shows.
+const who = h("span", { id: "who", class: "muted" });
+const signOutButton = h("button", { id: "signout", type: "button", onclick: async () => {
+  signOutButton.disabled = true;
+  try {
+    await signOut();
+    showSignIn(await currentSession());
+  } catch (e) {
+    replace(main, errorBox(e));
+  } finally {
+    signOutButton.disabled = false;
+  }
+} }, "Sign out");
+let authOn = false;
+let started = false;
+
+function showSignedIn(session) {
+  signingIn = false;
+  if (session.state === "in") {
+    authOn = true;
+    replace(who, "Signed in as ", h("strong", null, session.name));
+    document.getElementById("theme").before(who, signOutButton);
+  }
+  if (!started) {
+    started = true;
+    start((path) => {
+      if (signingIn) return;
+      show(path);
+      main.focus({ preventScroll: true });
+    });
+  } else {
+    show(location.pathname);
+  }
+}
+
+let signingIn = false;
+function showSignIn(info) {
+  authOn = true;
+  signingIn = true;
+  current?.abort();
+  current = null;
+  who.remove();
+  signOutButton.remove();
+  setCrumbs([["Sign in"]]);
+  signInPage(main, info, (session) => showSignedIn(session));
+}
+
+window.addEventListener("flyte:unauthenticated", () => {
+  if (authOn && !signingIn) currentSession().then((s) => { if (s.state === "out") showSignIn(s); }).catch(() => {});
 });
+
+try {
+  const session = await currentSession();
+  if (session.state === "out") showSignIn(session);
+  else showSignedIn(session);
+} catch (e) {
+  replace(main, errorBox(e));
+}
 
 // Leaving the page (a reload, another site, the back/forward cache) ends
 // the view's streams at once rather than when the browser gets round to
@@ -76,5 +134,5 @@ window.addEventListener("pagehide", () => {
   current = null;
 });
 window.addEventListener("pageshow", (e) => {
-  if (e.persisted) show(location.pathname);
+  if (e.persisted && !signingIn) show(location.pathname);
 });

@@ -55,7 +55,9 @@ async function post(service, method, contentType, body, signal) {
   try {
     resp = await fetch(url(service, method), {
       method: "POST",
-      headers: { "Content-Type": contentType, "Connect-Protocol-Version": "1" },
+      // The console's header: with auth required the manager accepts the
+      // session cookie only on requests that carry it (lib/session.js).
+      headers: { "Content-Type": contentType, "Connect-Protocol-Version": "1", "X-Flyte-Console": "1" },
       body,
       credentials: "same-origin",
       signal,
@@ -64,7 +66,13 @@ async function post(service, method, contentType, body, signal) {
     if (e.name === "AbortError") throw e;
     throw new ConnectError("unavailable", "the manager cannot be reached");
   }
-  if (!resp.ok) throw await errorFrom(resp);
+  if (!resp.ok) {
+    const err = await errorFrom(resp);
+    // The session ended (expired, signed out elsewhere, its key revoked):
+    // the app shows its sign-in page.
+    if (err.code === "unauthenticated") window.dispatchEvent(new CustomEvent("flyte:unauthenticated"));
+    throw err;
+  }
   return resp;
 }
 
