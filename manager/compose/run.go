@@ -286,6 +286,7 @@ func verifier(cfg *config.Config, gdb *gorm.DB) authn.Verifier {
 	if cfg.Auth.OIDC.Enabled() { // people from an identity provider (internal/oidcauth)
 		next = authn.Verifiers{oidcauth.New(cfg.Auth, nil), next}
 	}
+	next = authn.Verifiers{appCredentialKey(cfg, gdb), next} // apps' replicas (internal/appcred)
 	return taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: next}
 }
 
