@@ -47,7 +47,7 @@ func TestKeysBesideAnIdentityProvider(t *testing.T) {
 			t.Fatalf("API key: %+v, %v", p, err)
 		}
 
-		srv := httptest.NewServer(oidcauth.TokenEndpoint(iss.TokenHandler(nil), provider.Discovery(), nil, slog.New(slog.DiscardHandler)))
+		srv := httptest.NewServer(oidcauth.TokenEndpoint(iss.TokenHandler(nil), IsKeyID, provider.Discovery(), nil, slog.New(slog.DiscardHandler)))
 		defer srv.Close()
 		resp, err := http.PostForm(srv.URL, url.Values{"grant_type": {"client_credentials"}, "client_id": {k.KeyID}, "client_secret": {secret}})
 		if err != nil {

@@ -21,6 +21,13 @@ import (
 // client ids.
 const keyIDPrefix = "fmk"
 
+// IsKeyID reports whether id has the shape of a key id: the token
+// endpoint answers client_credentials for such ids itself and forwards
+// other client ids to the identity provider (internal/oidcauth).
+func IsKeyID(id string) bool {
+	return len(id) == len(keyIDPrefix)+16 && strings.HasPrefix(id, keyIDPrefix)
+}
+
 func newKeyMaterial() (id, secret string, err error) {
 	idb, sb := make([]byte, 8), make([]byte, 32)
 	if _, err := rand.Read(idb); err != nil {

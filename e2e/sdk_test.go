@@ -105,11 +105,24 @@ func driver(t *testing.T, ctx context.Context, out any, script string, args ...s
 // HOME of the test's, so that the SDK's client cache outlives one script.
 func driverWith(t *testing.T, ctx context.Context, env []string, out any, script string, args ...string) {
 	t.Helper()
+	driverIn(t, ctx, "", env, out, script, args...)
+}
+
+// driverIn is driverWith running in dir, a copy of testdata/sdk (so dir is
+// the code bundle's root, as a user's working directory is); "" runs
+// testdata/sdk's script from a directory of its own.
+func driverIn(t *testing.T, ctx context.Context, dir string, env []string, out any, script string, args ...string) {
+	t.Helper()
 	path, err := filepath.Abs(filepath.Join("testdata", "sdk", script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := venvCommand(t, ctx, t.TempDir(), "python", append([]string{path}, args...)...)
+	if dir == "" {
+		dir = t.TempDir()
+	} else {
+		path = filepath.Join(dir, script)
+	}
+	cmd := venvCommand(t, ctx, dir, "python", append([]string{path}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -14,7 +14,8 @@ import (
 // (auth.oidc): the SDK's Pkce opens the provider's authorization endpoint
 // and its DeviceFlow asks the provider's device endpoint, while the token
 // endpoint stays the manager's, which keeps API keys' client_credentials
-// and forwards every other grant to the provider
+// and forwards every other request (the provider's machine clients'
+// client_credentials, the interactive grants) to the provider
 // (internal/oidcauth.TokenEndpoint): the SDK reads one token endpoint for
 // every flow.
 func (s *AuthMetadataService) providerMetadata(ctx context.Context, base string) (*connect.Response[auth.GetOAuth2MetadataResponse], error) {

@@ -10,6 +10,7 @@ import (
 	"fmgr.dev/executor/contract"
 	"fmgr.dev/gen/go/flyteidl2/core"
 	"fmgr.dev/gen/go/flyteidl2/task"
+	"fmgr.dev/internal/appruntime"
 	"fmgr.dev/internal/store"
 )
 
@@ -42,6 +43,9 @@ type CredentialAccess struct {
 	// Mint returns the credential of a's current attempt, valid for at
 	// least valid (the attempt's time limit; 0: none).
 	Mint func(a *store.Action, valid time.Duration) string
+	// MintApp, when set, returns the credential of app k's replicas
+	// (internal/appcred); nil gives apps none.
+	MintApp func(k appruntime.Key) string
 }
 
 // CredentialSecretKey is the Key of the secret carrying an attempt's

@@ -26,6 +26,9 @@ type AppEnvSpec struct {
 	Endpoint string // the manager's host:port
 	TLS      bool
 	Port     int
+	// Auth, when set, has the SDK in the replica authenticate with the
+	// app's credential (delivered separately, as the secret EnvTaskToken).
+	Auth *TaskAuth
 }
 
 // BuildAppEnv assembles a replica's environment: the first layers of
@@ -66,5 +69,12 @@ func BuildAppEnv(s AppEnvSpec) (Env, error) {
 	b.set(EnvEndpoint, s.Endpoint)
 	b.set(EnvInsecure, insecure)
 	b.set(EnvPort, strconv.Itoa(s.Port))
+	if s.Auth != nil {
+		b.set(EnvAuthType, authTypeExternal)
+		b.set(EnvAuthCommand, taskTokenCommand)
+		if s.Auth.SkipVerify {
+			b.set(EnvSkipVerify, "true")
+		}
+	}
 	return b.env, nil
 }

@@ -54,7 +54,16 @@ func (d *Driver) Apps(rep appruntime.Reporter, o AppsOptions) *apps.Runtime {
 			return h.Values(ctx, &store.Action{ActionKey: appAction(k)}, names)
 		}
 	}
+	var credential func(appruntime.Key) string
+	var tls bool
+	var auth *contract.TaskAuth
+	if cr := d.hooks.Credential; cr != nil && cr.MintApp != nil {
+		credential, tls, auth = cr.MintApp, cr.TLS, &contract.TaskAuth{SkipVerify: cr.SkipVerify}
+	}
 	return apps.New(apps.Config{
+		Credential:    credential,
+		TLS:           tls,
+		Auth:          auth,
 		Secrets:       secrets,
 		StorageKey:    storageKey,
 		Dir:           filepath.Join(d.cfg.WorkDir, appsDir),

@@ -8,6 +8,9 @@ import (
 // KindUser is a person signed in at an identity provider (internal/oidcauth).
 const KindUser = "user"
 
+// KindApp is an app's replicas (internal/appcred).
+const KindApp = "app"
+
 // Verifiers asks each verifier in turn: the first that does not answer
 // ErrBadCredential decides. Each verifier refuses a credential of a shape
 // it does not issue (a JWT, an API key token) with ErrBadCredential

@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -39,10 +40,13 @@ type OIDC struct {
 func (o OIDC) Enabled() bool { return o.Issuer != "" }
 
 // AuthBinding grants Role on Project and Domain ("*" or empty for any) to
-// a provider's Subject (the SubjectClaim's value) or to everyone in Group.
+// a provider's Subject (the SubjectClaim's value), to everyone in Group, or
+// to every token issued to the provider's confidential Client (its
+// client_credentials machine client; internal/oidcauth/clients.go).
 type AuthBinding struct {
 	Subject string `mapstructure:"subject" yaml:"subject"`
 	Group   string `mapstructure:"group" yaml:"group"`
+	Client  string `mapstructure:"client" yaml:"client"`
 	Role    string `mapstructure:"role" yaml:"role"`
 	Project string `mapstructure:"project" yaml:"project"`
 	Domain  string `mapstructure:"domain" yaml:"domain"`
@@ -81,8 +85,11 @@ func (a Auth) validateOIDC(bad func(key, format string, args ...any)) {
 		}
 	}
 	for i, b := range a.Bindings {
-		if (b.Subject == "") == (b.Group == "") {
-			bad("auth.bindings", "binding %d must name exactly one of subject or group", i)
+		if n := len(slices.DeleteFunc([]string{b.Subject, b.Group, b.Client}, func(s string) bool { return s == "" })); n != 1 {
+			bad("auth.bindings", "binding %d must name exactly one of subject, group or client", i)
+		}
+		if b.Client != "" && b.Client == o.ClientID {
+			bad("auth.bindings", "binding %d: client %q is auth.oidc.clientId, the public client people sign in with; bind a confidential machine client", i, b.Client)
 		}
 		if b.Role != "viewer" && b.Role != "contributor" && b.Role != "admin" {
 			bad("auth.bindings", "binding %d: role must be viewer, contributor or admin, got %q", i, b.Role)

@@ -33,14 +33,16 @@ func TestAuthOIDCConfig(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		"auth off":          {func(c *Config) { c.Auth.Mode = AuthOff }, "auth.oidc.issuer"},
-		"plain http":        {func(c *Config) { c.Auth.OIDC.Issuer = "http://idp.example.com" }, "auth.oidc.issuer"},
-		"relative issuer":   {func(c *Config) { c.Auth.OIDC.Issuer = "idp.example.com" }, "auth.oidc.issuer"},
-		"no audience":       {func(c *Config) { c.Auth.OIDC.Audiences = nil }, "auth.oidc.audiences"},
-		"no client":         {func(c *Config) { c.Auth.OIDC.ClientID = "" }, "auth.oidc.clientId"},
-		"unknown role":      {func(c *Config) { c.Auth.Bindings[0].Role = "owner" }, "auth.bindings"},
-		"subject and group": {func(c *Config) { c.Auth.Bindings[0].Group = "ml" }, "auth.bindings"},
-		"bindings no idp":   {func(c *Config) { c.Auth.OIDC.Issuer = "" }, "auth.bindings"},
+		"auth off":            {func(c *Config) { c.Auth.Mode = AuthOff }, "auth.oidc.issuer"},
+		"plain http":          {func(c *Config) { c.Auth.OIDC.Issuer = "http://idp.example.com" }, "auth.oidc.issuer"},
+		"relative issuer":     {func(c *Config) { c.Auth.OIDC.Issuer = "idp.example.com" }, "auth.oidc.issuer"},
+		"no audience":         {func(c *Config) { c.Auth.OIDC.Audiences = nil }, "auth.oidc.audiences"},
+		"no client":           {func(c *Config) { c.Auth.OIDC.ClientID = "" }, "auth.oidc.clientId"},
+		"unknown role":        {func(c *Config) { c.Auth.Bindings[0].Role = "owner" }, "auth.bindings"},
+		"subject and group":   {func(c *Config) { c.Auth.Bindings[0].Group = "ml" }, "auth.bindings"},
+		"bindings no idp":     {func(c *Config) { c.Auth.OIDC.Issuer = "" }, "auth.bindings"},
+		"subject and client":  {func(c *Config) { c.Auth.Bindings[0].Client = "robot" }, "auth.bindings"},
+		"public client bound": {func(c *Config) { c.Auth.Bindings[0] = AuthBinding{Client: "flyte-cli", Role: "viewer"} }, "auth.oidc.clientId"},
 	} {
 		cc := *c
 		cc.Auth.Bindings = append([]AuthBinding(nil), c.Auth.Bindings...)
@@ -50,6 +52,10 @@ func TestAuthOIDCConfig(t *testing.T) {
 		}
 	}
 	cc := *c
+	cc.Auth.Bindings = []AuthBinding{{Client: "ci-robot", Role: "contributor"}}
+	if err := cc.Validate(); err != nil {
+		t.Errorf("a machine client's binding: %v", err)
+	}
 	cc.Auth.OIDC.Issuer = "http://127.0.0.1:5556"
 	if err := cc.Validate(); err != nil {
 		t.Errorf("loopback http issuer: %v", err)

@@ -50,9 +50,9 @@ func (v *Verifier) VerifyIDToken(ctx context.Context, raw, clientID, nonce strin
 }
 
 // Principal is the principal of id, with the roles auth.bindings give it
-// now (as Verify gives a token's subject).
+// now (as Verify gives a token's subject; a person, so no client binding).
 func (v *Verifier) Principal(id Identity) authn.Principal {
-	return authn.Principal{Subject: "user:" + id.Subject, Name: id.Name, Kind: authn.KindUser, Bindings: v.bind(id.Subject, id.Groups)}
+	return authn.Principal{Subject: "user:" + id.Subject, Name: id.Name, Kind: authn.KindUser, Bindings: v.bind(id.Subject, id.Groups, "")}
 }
 
 // BoundGroups is those of groups that some binding of auth.bindings names:

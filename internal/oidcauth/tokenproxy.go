@@ -15,12 +15,15 @@ import (
 const maxTokenForm = 16 << 10
 
 // TokenEndpoint serves the manager's token endpoint when a provider is
-// configured: client_credentials (API keys) goes to local, every other
-// grant (the SDK's authorization_code, device_code and refresh_token) is
-// forwarded unchanged to the provider's token endpoint, and its answer
-// returned unchanged. So one advertised token endpoint serves FLYTE_API_KEY,
-// ClientSecret, Pkce and DeviceFlow.
-func TokenEndpoint(local http.Handler, disc *Discovery, client *http.Client, log *slog.Logger) http.Handler {
+// configured: client_credentials for a client id localClient claims (an
+// API key's id) goes to local; every other request (the provider's own
+// machine clients' client_credentials, and the SDK's authorization_code,
+// device_code and refresh_token) is forwarded unchanged to the provider's
+// token endpoint, and its answer returned unchanged. So one advertised
+// token endpoint serves FLYTE_API_KEY, ClientSecret (API keys and the
+// provider's clients), Pkce and DeviceFlow; an API key's secret never
+// reaches the provider.
+func TokenEndpoint(local http.Handler, localClient func(clientID string) bool, disc *Discovery, client *http.Client, log *slog.Logger) http.Handler {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -31,7 +34,7 @@ func TokenEndpoint(local http.Handler, disc *Discovery, client *http.Client, log
 			return
 		}
 		form, err := url.ParseQuery(string(body))
-		if err != nil || form.Get("grant_type") == "" || form.Get("grant_type") == "client_credentials" {
+		if err != nil || form.Get("grant_type") == "" || isLocal(r, form, localClient) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			local.ServeHTTP(w, r)
 			return

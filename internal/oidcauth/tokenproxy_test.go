@@ -21,7 +21,7 @@ func TestTokenEndpoint(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Local", string(body))
 	})
-	srv := httptest.NewServer(TokenEndpoint(local, NewDiscovery(iss.URL, nil), nil, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(TokenEndpoint(local, func(id string) bool { return strings.HasPrefix(id, "fmk") }, NewDiscovery(iss.URL, nil), nil, slog.New(slog.DiscardHandler)))
 	defer srv.Close()
 
 	resp, err := http.PostForm(srv.URL, url.Values{"grant_type": {"client_credentials"}})

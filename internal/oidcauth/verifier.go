@@ -94,16 +94,18 @@ func (v *Verifier) Verify(ctx context.Context, credential string) (authn.Princip
 		Subject:  "user:" + subject,
 		Name:     displayName(claims, subject),
 		Kind:     authn.KindUser,
-		Bindings: v.bind(subject, groups),
+		Bindings: v.bind(subject, groups, clientOf(claims)),
 	}, nil
 }
 
-// bind is the roles auth.bindings give subject and groups; none is a
-// person who authenticates but may do nothing (PERMISSION_DENIED).
-func (v *Verifier) bind(subject string, groups []string) []authn.Binding {
+// bind is the roles auth.bindings give subject, groups and the client the
+// token was issued to; none is a caller who authenticates but may do
+// nothing (PERMISSION_DENIED).
+func (v *Verifier) bind(subject string, groups []string, client string) []authn.Binding {
 	var out []authn.Binding
 	for _, b := range v.bindings {
-		if (b.Subject != "" && b.Subject == subject) || (b.Group != "" && slices.Contains(groups, b.Group)) {
+		if (b.Subject != "" && b.Subject == subject) || (b.Group != "" && slices.Contains(groups, b.Group)) ||
+			(b.Client != "" && b.Client == client) {
 			out = append(out, authn.Binding{Role: b.Role, Project: orAny(b.Project), Domain: orAny(b.Domain)})
 		}
 	}

@@ -1,6 +1,7 @@
 // Package oidctest is an OpenID Connect provider for tests, on plain HTTP
 // at a loopback address: discovery, a JWKS with key rotation, a token
-// endpoint (authorization_code with PKCE, device_code, refresh_token), a
+// endpoint (authorization_code with PKCE, device_code, refresh_token, and
+// client_credentials for confidential clients), a
 // device authorization endpoint that approves at once, and an
 // authorization endpoint that redirects straight back with a code (its ID
 // token carries the client id as aud and the request's nonce). Tokens
@@ -50,6 +51,8 @@ type Issuer struct {
 	user   User
 	grants map[string]grant // device codes, authorization codes, refresh tokens
 	seen   map[string]int   // grant types the token endpoint served
+
+	clients map[string]Client // confidential clients (clients.go)
 }
 
 type grant struct {
@@ -224,6 +227,9 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 		key = r.PostFormValue("device_code")
 	case "authorization_code", "refresh_token":
 		key = r.PostFormValue("code") + r.PostFormValue("refresh_token")
+	case "client_credentials":
+		i.clientCredentials(w, r) // clients.go
+		return
 	default:
 		writeJSON(w, http.StatusBadRequest, oauthErr("unsupported_grant_type", gt))
 		return

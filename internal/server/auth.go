@@ -151,8 +151,8 @@ func authorize(ctx context.Context, procedure string, msg any) error {
 	if authz.Internal[procedure] {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s is the manager's own: only its tasks may call it, with the credential they are given", procedure))
 	}
-	project, domain, _ := authz.Scope(m)
-	if authz.Allowed(p.Bindings, procedure, action, project, domain) {
+	project, domain, allowed := authz.AllowedRequest(p.Bindings, procedure, action, m)
+	if allowed {
 		return nil
 	}
 	where := "without naming a project"

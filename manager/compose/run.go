@@ -286,6 +286,7 @@ func verifier(cfg *config.Config, gdb *gorm.DB) authn.Verifier {
 	if cfg.Auth.OIDC.Enabled() { // people from an identity provider (internal/oidcauth)
 		next = authn.Verifiers{oidcauth.New(cfg.Auth, nil), next}
 	}
+	next = authn.Verifiers{appCredentialKey(cfg, gdb), next} // apps' replicas (internal/appcred)
 	return taskcred.Chain{Tasks: taskCredentialKey(cfg), Next: next}
 }
 
@@ -304,7 +305,7 @@ func setupAuth(cfg *config.Config, gdb *gorm.DB, srv *server.Server, logger *slo
 	srv.RequireAuth(server.Auth{Header: cfg.Auth.AuthorizationMetadataKey, Verifier: verifier(cfg, gdb), Session: sessions})
 	tokens := issuer.TokenHandler(logger)
 	if cfg.Auth.OIDC.Enabled() { // the SDK's interactive grants go on to the provider (internal/oidcauth)
-		tokens = oidcauth.TokenEndpoint(tokens, oidcauth.NewDiscovery(cfg.Auth.OIDC.Issuer, nil), nil, logger)
+		tokens = oidcauth.TokenEndpoint(tokens, apikey.IsKeyID, oidcauth.NewDiscovery(cfg.Auth.OIDC.Issuer, nil), nil, logger)
 	}
 	if !cfg.Server.TLS.Enabled {
 		logger.Warn("auth.mode is required but server.tls is off: the SDK sends credentials only over TLS, so SDK clients will be refused unless a TLS proxy sits in front")

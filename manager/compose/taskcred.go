@@ -1,9 +1,15 @@
 package compose
 
 import (
+	"context"
 	"time"
 
+	"gorm.io/gorm"
+
+	"fmgr.dev/app"
 	"fmgr.dev/executor/attempt"
+	"fmgr.dev/internal/appcred"
+	"fmgr.dev/internal/appruntime"
 	"fmgr.dev/internal/authn"
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/store"
@@ -41,5 +47,22 @@ func taskCredentials(cfg *config.Config) *attempt.CredentialAccess {
 			}
 			return key.Mint(authn.RunScope{Org: a.Org, Project: a.Project, Domain: a.Domain, Run: a.RunName}, a.Name, time.Now().Add(life))
 		},
+		MintApp: func(k appruntime.Key) string {
+			return appCredentialKey(cfg, nil).Mint(appcred.App{Org: k.Org, Project: k.Project, Domain: k.Domain, Name: k.Name})
+		},
 	}
+}
+
+// appCredentialKey is the key apps' credentials are signed with; a
+// credential verifies while its app is in apps and not stopped (nil gdb:
+// for minting only).
+func appCredentialKey(cfg *config.Config, gdb *gorm.DB) *appcred.Key {
+	var alive appcred.Alive
+	if gdb != nil {
+		apps := app.NewStore(gdb)
+		alive = func(ctx context.Context, a appcred.App) (bool, error) {
+			return apps.Running(ctx, app.Key{Org: a.Org, Project: a.Project, Domain: a.Domain, Name: a.Name})
+		}
+	}
+	return appcred.DeriveKey(cfg.Storage.SigningKey, alive)
 }

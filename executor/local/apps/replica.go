@@ -83,7 +83,8 @@ func (r *Runtime) startReplica(a *appState) error {
 		return err
 	}
 	env, err := contract.BuildAppEnv(contract.AppEnvSpec{Host: r.cfg.Host, PassThrough: r.cfg.PassThrough, Defaults: r.cfg.Env,
-		AppEnv: c.GetEnv(), Org: a.key.Org, Project: a.key.Project, Domain: a.key.Domain, Endpoint: endpoint, Port: rn.port})
+		AppEnv: c.GetEnv(), Org: a.key.Org, Project: a.key.Project, Domain: a.key.Domain, Endpoint: endpoint, Port: rn.port,
+		TLS: r.cfg.TLS, Auth: r.cfg.Auth})
 	if err != nil {
 		rn.close()
 		return err

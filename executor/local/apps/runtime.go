@@ -85,6 +85,14 @@ type Config struct {
 	// of k, whose data goes under prefix: a key that writes only there
 	// (secrets.go). Env then holds none.
 	StorageKey func(k appruntime.Key, prefix string) ([]contract.Secret, error)
+	// Credential, when set (auth.mode required), is the app's credential
+	// its replicas call the API with (internal/appcred), delivered like a
+	// secret (contract.EnvTaskToken) and read by the SDK through its
+	// ExternalCommand auth, as an attempt's is; TLS and Auth are the
+	// replica's side of it.
+	Credential func(k appruntime.Key) string
+	TLS        bool
+	Auth       *contract.TaskAuth
 	// Network is how replicas are networked (network.go): NetworkAuto
 	// ("" too), NetworkHost or NetworkNamespace.
 	Network string

@@ -19,6 +19,9 @@ import (
 // files in <replica>/secrets of its user's alone, removed when it ends;
 // never in a log or a report.
 
+// appCredentialKey is the Key of the secret carrying the app's credential.
+const appCredentialKey = "flyte-manager:app-credential"
+
 // secretsTimeout bounds the lookup of an app's secrets (a variable for
 // the tests).
 var secretsTimeout = 10 * time.Second
@@ -41,6 +44,9 @@ func (r *Runtime) replicaSecrets(a *appState, prefix string) ([]contract.Secret,
 			return nil, fmt.Errorf("could not make the replica's storage key: %w", err)
 		}
 		out = append(out, own...)
+	}
+	if r.cfg.Credential != nil {
+		out = append(out, contract.Secret{Key: appCredentialKey, Value: []byte(r.cfg.Credential(k)), EnvVar: contract.EnvTaskToken})
 	}
 	reqs := spec.GetSecurityContext().GetSecrets()
 	if len(reqs) == 0 {
