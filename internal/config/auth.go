@@ -2,7 +2,7 @@ package config
 
 import "time"
 
-// Auth modes.
+// Auth modes (and AuthAuto, authmode.go).
 const (
 	AuthOff      = "off"
 	AuthRequired = "required"
@@ -10,11 +10,15 @@ const (
 
 // Auth configures who may call the API (docs/auth.md).
 type Auth struct {
-	// Mode is "off" (every caller is anonymous; the default, for the
-	// loopback embedded manager) or "required" (every procedure but
+	// Mode is "auto" (the default: off while every listener is on
+	// loopback, required otherwise; see ResolveAuth), "off" (every caller
+	// is anonymous) or "required" (every procedure but
 	// AuthMetadataService needs a credential). The SDK sends credentials
 	// only over TLS, so "required" goes with server.tls.
 	Mode string `mapstructure:"mode" yaml:"mode"`
+	// Effective is Mode with "auto" resolved (ResolveAuth; not a
+	// configuration key). Empty until resolved.
+	Effective string `mapstructure:"-" yaml:"-"`
 	// AuthorizationMetadataKey is the header clients put "Bearer <token>"
 	// in, advertised by GetPublicClientConfig ("authorization" is also
 	// read when it is another).
@@ -33,12 +37,18 @@ type Auth struct {
 	Bindings []AuthBinding `mapstructure:"bindings" yaml:"bindings"`
 }
 
-// Required reports whether callers must authenticate.
-func (a Auth) Required() bool { return a.Mode == AuthRequired }
+// Required reports whether callers must authenticate: the resolved mode
+// (ResolveAuth), or before resolution an explicit "required".
+func (a Auth) Required() bool {
+	if a.Effective != "" {
+		return a.Effective == AuthRequired
+	}
+	return a.Mode == AuthRequired
+}
 
 func defaultAuth() Auth {
 	return Auth{
-		Mode:                     AuthOff,
+		Mode:                     AuthAuto,
 		AuthorizationMetadataKey: "authorization",
 		ClientID:                 "flyte-sdk",
 		RedirectURI:              "http://localhost:53593/callback",
@@ -50,8 +60,8 @@ func defaultAuth() Auth {
 }
 
 func (a Auth) validate(bad func(key, format string, args ...any)) {
-	if a.Mode != AuthOff && a.Mode != AuthRequired {
-		bad("auth.mode", "must be %q or %q, got %q", AuthOff, AuthRequired, a.Mode)
+	if a.Mode != AuthAuto && a.Mode != AuthOff && a.Mode != AuthRequired {
+		bad("auth.mode", "must be %q, %q or %q, got %q", AuthAuto, AuthOff, AuthRequired, a.Mode)
 	}
 	if a.AuthorizationMetadataKey == "" {
 		bad("auth.authorizationMetadataKey", "must not be empty")
