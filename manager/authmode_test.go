@@ -16,7 +16,8 @@ import (
 // loopback warns in the log, in the banner and in /readyz (which stays
 // ready); auto with a listener beyond loopback requires auth, and with no
 // API key yet says how to mint the first admin key, which `apikey create`
-// does on the manager's home, after which the hint is gone.
+// does on the manager's home, after which the hint is gone; a bootstrap
+// key from the configuration is stored once and never printed.
 func TestAuthModeNoticesAtStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -98,6 +99,20 @@ func TestAuthModeNoticesAtStart(t *testing.T) {
 		}
 		if out := p.Output(); strings.Contains(out, hint) || !strings.Contains(out, "Authentication is required") {
 			t.Errorf("after the first key, the banner:\n%s", out)
+		}
+		// A deployment's bootstrap key (the chart's) is stored at start, once.
+		const boot = "fmk0123456789abcdef:abcdefghijklmnopqrstuvwxyz0123456789"
+		for range 2 {
+			if err := p.Restart(ctx, "FLYTE_MANAGER_AUTH_BOOTSTRAPKEY="+boot); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.Contains(p.Output(), "abcdefghijklmnop") {
+			t.Errorf("the manager printed the bootstrap key's secret:\n%s", p.Output())
+		}
+		list, err := exec.Command(bin, "apikey", "list", "--home", home).Output()
+		if err != nil || strings.Count(string(list), "fmk0123456789abcdef") != 1 || !strings.Contains(string(list), "bootstrap-admin") {
+			t.Errorf("apikey list after two starts with a bootstrap key: %v\n%s", err, list)
 		}
 	})
 }

@@ -32,6 +32,12 @@ type Auth struct {
 	// TokenTTL is how long a token from the token endpoint is valid;
 	// clients fetch a new one when it is refused.
 	TokenTTL time.Duration `mapstructure:"tokenTTL" yaml:"tokenTTL"`
+	// BootstrapKey, "<key id>:<secret>", is an admin API key (any project
+	// and domain) the manager stores at start unless a key with that id
+	// exists, revoked or not: how a deployment provides the first key
+	// (the chart generates one into its Secret). Secret: redacted when
+	// printed, never logged.
+	BootstrapKey string `mapstructure:"bootstrapKey" yaml:"bootstrapKey"`
 	// OIDC and Bindings: people from an identity provider (auth_oidc.go).
 	OIDC     OIDC          `mapstructure:"oidc" yaml:"oidc"`
 	Bindings []AuthBinding `mapstructure:"bindings" yaml:"bindings"`
@@ -68,6 +74,11 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 	}
 	if a.TokenTTL < time.Minute || a.TokenTTL > 24*time.Hour {
 		bad("auth.tokenTTL", "must be between 1m and 24h, got %s", a.TokenTTL)
+	}
+	if a.BootstrapKey != "" {
+		if _, _, err := ParseBootstrapKey(a.BootstrapKey); err != nil {
+			bad("auth.bootstrapKey", "%v", err)
+		}
 	}
 	a.validateOIDC(bad)
 }

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"net"
+	"regexp"
 	"strings"
 )
 
@@ -84,4 +86,17 @@ func (c *Config) AuthOffButExposed() []string {
 		return nil
 	}
 	return c.ExposedListeners()
+}
+
+// bootstrapKeyID is what auth.bootstrapKey's id may be: the prefix of the
+// manager's own key ids (apikey), then what a deployment tool generates.
+var bootstrapKeyID = regexp.MustCompile(`^fmk[A-Za-z0-9_-]{8,64}$`)
+
+// ParseBootstrapKey splits auth.bootstrapKey, "<key id>:<secret>".
+func ParseBootstrapKey(v string) (keyID, secret string, err error) {
+	keyID, secret, ok := strings.Cut(v, ":")
+	if !ok || !bootstrapKeyID.MatchString(keyID) || len(secret) < 32 || strings.ContainsAny(secret, ": \t\n") {
+		return "", "", errors.New(`must be "<key id>:<secret>": an id of "fmk" and 8 to 64 letters, digits, _ or -, and a secret of at least 32 characters without ":" or spaces`)
+	}
+	return keyID, secret, nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -111,5 +112,26 @@ func TestAuthModeAutoWithOIDC(t *testing.T) {
 	}
 	if _, err := Load(Sources{Overrides: map[string]any{"home": t.TempDir(), "auth.mode": "sometimes"}}); err == nil {
 		t.Error("auth.mode sometimes was accepted")
+	}
+}
+
+// auth.bootstrapKey is checked at load and redacted when printed.
+func TestAuthBootstrapKey(t *testing.T) {
+	isolate(t)
+	const key = "fmk0123456789abcdef:abcdefghijklmnopqrstuvwxyz0123456789"
+	c, err := Load(Sources{Overrides: map[string]any{"home": t.TempDir(), "auth.bootstrapKey": key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, secret, err := ParseBootstrapKey(c.Auth.BootstrapKey); err != nil || id != "fmk0123456789abcdef" || secret != "abcdefghijklmnopqrstuvwxyz0123456789" {
+		t.Errorf("parsed %q %q %v", id, secret, err)
+	}
+	if y, err := c.YAML(); err != nil || strings.Contains(string(y), "abcdefghijklmnop") {
+		t.Errorf("the printed configuration shows the bootstrap key: %v\n%s", err, y)
+	}
+	for _, bad := range []string{"fmk0123456789abcdef", "xyz0123456789abcdef:abcdefghijklmnopqrstuvwxyz0123456789", "fmk0123456789abcdef:short"} {
+		if _, err := Load(Sources{Overrides: map[string]any{"home": t.TempDir(), "auth.bootstrapKey": bad}}); err == nil || !strings.Contains(err.Error(), "auth.bootstrapKey") {
+			t.Errorf("auth.bootstrapKey %q: %v", bad, err)
+		}
 	}
 }

@@ -82,3 +82,23 @@ and give it to the SDK as FLYTE_API_KEY (docs/auth.md).
 `)
 	}
 }
+
+// ensureBootstrapKey stores auth.bootstrapKey, the admin key a deployment
+// provides (the chart's Secret), unless its id exists already.
+func ensureBootstrapKey(ctx context.Context, logger *slog.Logger, cfg *config.Config, gdb *gorm.DB) error {
+	if cfg.Auth.BootstrapKey == "" {
+		return nil
+	}
+	id, secret, err := config.ParseBootstrapKey(cfg.Auth.BootstrapKey)
+	if err != nil {
+		return fmt.Errorf("auth.bootstrapKey: %w", err)
+	}
+	stored, err := apikey.NewStore(gdb).EnsureBootstrap(ctx, id, secret)
+	if err != nil {
+		return err
+	}
+	if stored {
+		logger.Info("stored the bootstrap API key (auth.bootstrapKey)", "keyID", id)
+	}
+	return nil
+}

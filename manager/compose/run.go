@@ -97,6 +97,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
 		return closeAfter(srv, err)
 	}
+	if err := ensureBootstrapKey(ctx, logger, cfg, gdb); err != nil {
+		return closeAfter(srv, err)
+	}
 	notices := noticeAuthMode(ctx, logger, cfg, gdb, srv)
 	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version, Tracing: tp}
 	if err := Setup(ctx, d); err != nil {
