@@ -110,6 +110,18 @@ func TestAuthModeNoticesAtStart(t *testing.T) {
 		if strings.Contains(p.Output(), "abcdefghijklmnop") {
 			t.Errorf("the manager printed the bootstrap key's secret:\n%s", p.Output())
 		}
+		// It authenticates, as the SDK's token exchange would present it.
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/flyteidl2.project.ProjectService/ListProjects", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+boot)
+		resp, err = mgrproc.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("ListProjects with the bootstrap key answered %d, want 200", resp.StatusCode)
+		}
 		list, err := exec.Command(bin, "apikey", "list", "--home", home).Output()
 		if err != nil || strings.Count(string(list), "fmk0123456789abcdef") != 1 || !strings.Contains(string(list), "bootstrap-admin") {
 			t.Errorf("apikey list after two starts with a bootstrap key: %v\n%s", err, list)
