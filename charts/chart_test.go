@@ -49,6 +49,10 @@ var variants = []variant{
 	{name: "tracing", set: []string{"configuration.tracing.enabled=true", "configuration.tracing.endpoint=http://otel-collector.monitoring:4318",
 		"configuration.tracing.headers=x-api-key=" + tracingHeader, "configuration.tracing.sampleRatio=0.25", "configuration.tracing.resourceAttributes=deployment.environment=prod"}},
 	{name: "ingress-plain", set: []string{"ingress.create=true", "ingress.host=flyte.local", "service.type=NodePort", "service.nodePorts.http=30080"}},
+	{name: "auth-off", set: []string{"configuration.auth.mode=off", "configuration.tls.enabled=false", "configuration.auth.bootstrapKey.enabled=false"}},
+	{name: "oidc-tls-secret", set: []string{"configuration.tls.secretName=flyte-tls", "configuration.auth.oidc.issuer=https://idp.example.com",
+		"configuration.auth.oidc.audiences[0]=flyte", "configuration.auth.oidc.clientId=flyte-cli",
+		"configuration.auth.bindings[0].group=ml", "configuration.auth.bindings[0].role=contributor"}},
 }
 
 func (v variant) args() []string {

@@ -61,7 +61,8 @@ func newSandboxCmd(g *globalFlags) *cobra.Command {
 			"S3.for_sandbox()), apps on 0.0.0.0:30081 too, tasks as local processes. " + sandboxConfigDir + "/config.yaml,\n" +
 			"when present, is merged over those defaults (then any --config). With $" + envKubeconfigOut + " set, a\n" +
 			"kubeconfig (context flyte-devbox) with a new token is written there at every start; earlier tokens\n" +
-			"are revoked. $" + envDev + "=True turns on debug logging. See docs/sandbox.md.",
+			"are revoked. $" + envDev + "=True turns on debug logging. auth.mode is off (the SDK's devbox config is plain\n" +
+			"http, which carries no credentials): publish the ports on 127.0.0.1 only. See docs/sandbox.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadSandboxConfig(cmd, g, storage, configDir, python, envTrue(os.Getenv(envDev)))
@@ -127,6 +128,13 @@ func writeSandboxDefaults(storage, python string, dev bool) (string, error) {
 			"listen":    net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxAppsPort)),
 			"publicURL": "http://localhost:" + strconv.Itoa(sandboxAppsPort) + config.DefaultAppsPathPrefix + "/{project}/{domain}/{name}/",
 		},
+		// Auth off, explicitly (so the manager warns at start and in
+		// /readyz): the SDK's devbox config (`flyte create config
+		// --devbox`) is plain http, over which the SDK sends no
+		// credentials, so required would shut every client out. The
+		// container is the boundary; docs/sandbox.md says how to publish
+		// its ports on loopback only, or turn auth on.
+		"auth": map[string]any{"mode": config.AuthOff},
 		"storage": map[string]any{
 			"s3Endpoint": map[string]any{
 				"listen":          net.JoinHostPort("0.0.0.0", strconv.Itoa(sandboxS3Port)),

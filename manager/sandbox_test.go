@@ -21,6 +21,7 @@ import (
 func TestSandboxConfigAndKubeconfig(t *testing.T) {
 	isolate(t)
 	storage, configDir, bin := filepath.Join(t.TempDir(), "storage"), t.TempDir(), t.TempDir()
+	wantAuth := "off" // explicitly, warned about: its listeners are beyond loopback
 	load := func(dev bool) (host string, port int, listen, level, python string, allowed []string) {
 		t.Helper()
 		g := &globalFlags{}
@@ -37,6 +38,9 @@ func TestSandboxConfigAndKubeconfig(t *testing.T) {
 		if a := cfg.Apps; a.Listen != "0.0.0.0:30081" || a.PublicURL != "http://localhost:30081/apps/{project}/{domain}/{name}/" {
 			t.Errorf("apps %+v, want them on 0.0.0.0:30081 with public URLs there", a)
 		}
+		if required := wantAuth == "required"; cfg.Auth.Mode != wantAuth || cfg.Auth.Required() != required || (len(cfg.AuthOffButExposed()) == 0) == !required {
+			t.Errorf("auth.mode %q (required %v, warned about %v), want %s", cfg.Auth.Mode, cfg.Auth.Required(), cfg.AuthOffButExposed(), wantAuth)
+		}
 		if cfg.Executor.Local.RunAs.Mode != "manager" {
 			t.Errorf("executor.local.runAs.mode %q, want manager", cfg.Executor.Local.RunAs.Mode)
 		}
@@ -51,7 +55,8 @@ func TestSandboxConfigAndKubeconfig(t *testing.T) {
 		t.Errorf("FLYTE_DEV: log level %s", level)
 	}
 
-	yamlText := "server:\n  allowedHosts: [sandbox.example]\nkubeAPI:\n  listen: 127.0.0.1:16443\n"
+	yamlText := "server:\n  allowedHosts: [sandbox.example]\nkubeAPI:\n  listen: 127.0.0.1:16443\nauth:\n  mode: required\n"
+	wantAuth = "required"
 	if err := os.WriteFile(filepath.Join(configDir, "config.yaml"), []byte(yamlText), 0o600); err != nil {
 		t.Fatal(err)
 	}

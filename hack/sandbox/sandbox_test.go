@@ -72,6 +72,21 @@ func TestSandbox(t *testing.T) {
 		t.Fatalf("python examples/hello.py: want a run that returned Hello, World!:\n%s", out)
 	}
 	run := m[1]
+	// The quick start works because auth is off (the devbox config is
+	// plain http, which carries no credentials); the sandbox says so at
+	// start and in /readyz, which stays ready.
+	if resp, err := http.Get("http://localhost:30080/readyz"); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "auth: ok (auth.mode off while listening beyond loopback on 0.0.0.0:30080") {
+			t.Errorf("/readyz = %s %s, want ready with the auth detail", resp.Status, b)
+		}
+	}
+	if !strings.Contains(c.output.String(), "WARNING: AUTHENTICATION IS OFF") {
+		t.Errorf("the sandbox did not warn that auth is off:\n%s", c.output.String())
+	}
 	wantRun := func() {
 		t.Helper()
 		cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(), "get", "taskactions", "-o", "wide")

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -64,14 +63,14 @@ func defaultOIDC() OIDC {
 func (a Auth) validateOIDC(bad func(key, format string, args ...any)) {
 	o := a.OIDC
 	if o.Enabled() {
-		if a.Mode != AuthRequired {
-			bad("auth.oidc.issuer", "needs auth.mode %q", AuthRequired)
+		if a.Mode == AuthOff {
+			bad("auth.oidc.issuer", "needs auth.mode %q or %q", AuthRequired, AuthAuto)
 		}
 		u, err := url.Parse(o.Issuer)
 		switch {
 		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
 			bad("auth.oidc.issuer", "must be an absolute https:// URL, got %q", o.Issuer)
-		case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()):
 			bad("auth.oidc.issuer", "must be https:// (http:// only on a loopback address), got %q", o.Issuer)
 		}
 		if len(o.Audiences) == 0 {
@@ -101,12 +100,4 @@ func (a Auth) validateOIDC(bad func(key, format string, args ...any)) {
 	if len(a.Bindings) > 0 && !o.Enabled() {
 		bad("auth.bindings", "bind subjects and groups of an identity provider: set auth.oidc.issuer")
 	}
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }

@@ -77,6 +77,7 @@ const DefaultCopilotImage = ImageName + ":latest"
 //	executor.local.python ./.venv/bin if it exists, else the directory of a0 on PATH
 //	executor.local.workDir <home>/work
 //	executor.local.resources.cpus, .memory, .gpus  detected by the executor at start
+//	auth.mode "auto"      off or required by the listeners (ResolveAuth)
 func Default() Config {
 	return Config{
 		Home: "~/.flyte-manager",
@@ -268,6 +269,7 @@ func (c *Config) applyDerivedDefaults() error {
 			return fmt.Errorf("executor.kubernetes.kubeconfig: %w", err)
 		}
 	}
+	c.ResolveAuth()
 	return nil
 }
 

@@ -19,8 +19,10 @@ const SigningKeyFile = "signing.key"
 // umask 077, the home created or tightened to 0700, or refused when another
 // user owns it) and makes sure a signing key is set: when
 // storage.signingKey is empty it is read from <home>/signing.key, which is
-// created (mode 0600) with a random key the first time.
+// created (mode 0600) with a random key the first time. It also settles
+// auth.mode "auto" by the listeners as they are now (ResolveAuth).
 func (c *Config) Prepare() error {
+	c.ResolveAuth()
 	if err := c.makePrivate(); err != nil {
 		return err
 	}

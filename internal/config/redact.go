@@ -13,7 +13,7 @@ import (
 const RedactedValue = dsn.Redacted
 
 // Redacted returns a copy safe to print or log: the signing key, the S3
-// secret access keys (of the store and of the S3 endpoint), the secrets key, the tracing exporter's headers and any password in the database DSN
+// secret access keys (of the store and of the S3 endpoint), the secrets key, the bootstrap API key, the tracing exporter's headers and any password in the database DSN
 // are replaced (a DSN
 // that cannot be taken apart is shown as dsn.Unparseable).
 func (c Config) Redacted() Config {
@@ -35,6 +35,9 @@ func (c Config) Redacted() Config {
 	}
 	if r.Auth.Console.ClientSecret != "" {
 		r.Auth.Console.ClientSecret = RedactedValue
+	}
+	if r.Auth.BootstrapKey != "" {
+		r.Auth.BootstrapKey = RedactedValue
 	}
 	if r.Secrets.Key != "" {
 		r.Secrets.Key = RedactedValue

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"fmgr.dev/internal/config"
 	"fmgr.dev/internal/requrl"
@@ -151,14 +150,4 @@ func forbid(w http.ResponseWriter, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusForbidden)
 	_, _ = fmt.Fprintln(w, msg)
-}
-
-// IsLoopbackHost reports whether a listen host binds loopback only; other
-// binds expose the unauthenticated API to the network.
-func IsLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }

@@ -97,6 +97,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
 		return closeAfter(srv, err)
 	}
+	if err := ensureBootstrapKey(ctx, logger, cfg, gdb); err != nil {
+		return closeAfter(srv, err)
+	}
+	notices := noticeAuthMode(ctx, logger, cfg, gdb, srv)
 	d := &Deps{Config: cfg, DB: gdb, Log: logger, Server: srv, Version: o.Version, Tracing: tp}
 	if err := Setup(ctx, d); err != nil {
 		return closeAfter(srv, fmt.Errorf("setting up services: %w", err))
@@ -112,7 +116,6 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	// processes the address it got.
 	srv.StartWorkers()
 	logger.Info("serving", "addr", srv.Addr().String(), "home", cfg.Home, "version", o.Version)
-	WarnIfExposed(logger, cfg.Server.Host)
 	printBanner(o.Stdout, o.Version, cfg, srv.Addr(), consoleAddr)
 	if kubeAddr != nil {
 		fmt.Fprintf(o.Stdout, "\nkubectl (taskactions.flyte.org/v1):\n  https://%s\n  flyte-manager kubeconfig > ~/.kube/flyte.yaml && KUBECONFIG=~/.kube/flyte.yaml kubectl get taskactions\n", kubeAddr)
@@ -125,6 +128,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		}
 		fmt.Fprintf(o.Stdout, "\nS3 endpoint (bucket %s%s):\n  %s\n  eval \"$(flyte-manager storage env)\"   # what a client needs to read outputs itself\n", bucket, tasks, d.S3Endpoint)
 	}
+	printAuthNotices(o.Stdout, notices)
 	return srv.Serve(ctx)
 }
 
@@ -200,16 +204,6 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
-}
-
-// WarnIfExposed says, loudly, what binding beyond loopback means while the
-// manager has no authentication.
-func WarnIfExposed(logger *slog.Logger, host string) {
-	if server.IsLoopbackHost(host) {
-		return
-	}
-	logger.Warn("SERVING WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS: anyone who can reach this port can run any command as this user through CreateRun; bind server.host to 127.0.0.1, or firewall the port",
-		"host", host)
 }
 
 // printBanner tells the user where the manager listens, where its data

@@ -135,3 +135,39 @@ the rest of this render so that the Secret and the Pods' checksum agree.
 {{- end -}}
 {{- $s.key -}}
 {{- end -}}
+
+{{/* "true" when the API port serves https: configuration.tls.enabled, or by default when no
+Ingress terminates TLS in front. */}}
+{{- define "flyte-binary.tls" -}}
+{{- $e := .Values.configuration.tls.enabled -}}
+{{- if kindIs "bool" $e -}}{{ if $e }}true{{ end }}
+{{- else if not .Values.ingress.create }}true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The bootstrap admin key, "<key id>:<secret>": the one the chart's Secret already holds (a new one
+on every upgrade would break the clients given the first), else a new random one, remembered in
+.Values for the rest of this render so that the Secret and the Pods' checksum agree.
+*/}}
+{{- define "flyte-binary.bootstrapKey" -}}
+{{- $b := .Values.configuration.auth.bootstrapKey -}}
+{{- if not $b.generated -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "flyte-binary.secretName" .) -}}
+{{- $file := "" -}}
+{{- if and $existing $existing.data -}}{{- $file = index $existing.data "016-auth-bootstrap.yaml" | default "" -}}{{- end -}}
+{{- if $file -}}
+{{- $_ := set $b "generated" (index (fromYaml (b64dec $file)) "auth" "bootstrapKey") -}}
+{{- else -}}
+{{- $_ := set $b "generated" (printf "fmk%s:%s" (randAlphaNum 20 | lower) (randAlphaNum 43)) -}}
+{{- end -}}
+{{- end -}}
+{{- $b.generated -}}
+{{- end -}}
+
+{{/* The bootstrap key in the SDK's FLYTE_API_KEY format: base64("<host>:<key id>:<secret>:None"). */}}
+{{- define "flyte-binary.apiKey" -}}
+{{- $b := .Values.configuration.auth.bootstrapKey -}}
+{{- $host := $b.endpoint | default (and .Values.ingress.create .Values.ingress.host) | default "localhost" -}}
+{{- printf "%s:%s:None" $host (include "flyte-binary.bootstrapKey" .) | b64enc -}}
+{{- end -}}
