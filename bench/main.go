@@ -234,8 +234,24 @@ func run(ctx context.Context, o options) error {
 				fanouts = append(fanouts, s.fanout)
 			}
 		}
+		// The code bundle is read by the attempts, which run as leased
+		// users that cannot enter tmp (mode 0700, and hidden by their
+		// confinement): it gets a directory of its own that they may read.
+		// Nothing in it is secret.
+		tasksDir, err := os.MkdirTemp("", "fm-bench-tasks-")
+		if err != nil {
+			return err
+		}
+		if o.keep {
+			fmt.Fprintln(os.Stderr, "bench: keeping the real tasks in", tasksDir)
+		} else {
+			defer os.RemoveAll(tasksDir)
+		}
+		if err := os.Chmod(tasksDir, 0o755); err != nil {
+			return err
+		}
 		fmt.Fprintln(os.Stderr, "bench: building the real fan-out task with the SDK")
-		if e.real, err = buildRealTasks(ctx, root, filepath.Join(e.venvBin, "python"), filepath.Join(tmp, "realtasks"), fanouts); err != nil {
+		if e.real, err = buildRealTasks(ctx, root, filepath.Join(e.venvBin, "python"), tasksDir, fanouts); err != nil {
 			return err
 		}
 	}
