@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -126,7 +127,12 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
+// procScans counts forEachProc's passes over every process (for the
+// tests: each reads a file per process on the host).
+var procScans atomic.Int64
+
 func forEachProc(fn func(pid int, st procStat)) {
+	procScans.Add(1)
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return
