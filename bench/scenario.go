@@ -110,7 +110,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	profile := o.pprofDir != "" && s.runner == "noop"
+	profile := o.pprofDir != "" && (s.runner == "noop" || s.runner == "a0")
 	m, err := startManager(ctx, o.managerBin, home, dsn, vars, configs, profile)
 	if err != nil {
 		return result{}, err
