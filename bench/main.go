@@ -119,7 +119,7 @@ func main() {
 	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas,console", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0; replicas: cross-replica watch latency, PostgreSQL; console: the web console's tree drawing in headless Chromium)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
-	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop scenario's measured runs to this directory")
+	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop and a0 scenario's measured runs to this directory")
 	flag.BoolVar(&o.keep, "keep", false, "keep the managers' homes (logs, databases) instead of removing them")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on a scenario after this long")
 	flag.IntVar(&o.listRuns, "list-runs", 0, "measure only ListRuns paging over this many runs created through the store, e.g. 100000 (listruns.go; 0: the other scenarios)")
@@ -234,8 +234,24 @@ func run(ctx context.Context, o options) error {
 				fanouts = append(fanouts, s.fanout)
 			}
 		}
+		// The code bundle is read by the attempts, which run as leased
+		// users that cannot enter tmp (mode 0700, and hidden by their
+		// confinement): it gets a directory of its own that they may read.
+		// Nothing in it is secret.
+		tasksDir, err := os.MkdirTemp("", "fm-bench-tasks-")
+		if err != nil {
+			return err
+		}
+		if o.keep {
+			fmt.Fprintln(os.Stderr, "bench: keeping the real tasks in", tasksDir)
+		} else {
+			defer os.RemoveAll(tasksDir)
+		}
+		if err := os.Chmod(tasksDir, 0o755); err != nil {
+			return err
+		}
 		fmt.Fprintln(os.Stderr, "bench: building the real fan-out task with the SDK")
-		if e.real, err = buildRealTasks(ctx, root, filepath.Join(e.venvBin, "python"), filepath.Join(tmp, "realtasks"), fanouts); err != nil {
+		if e.real, err = buildRealTasks(ctx, root, filepath.Join(e.venvBin, "python"), tasksDir, fanouts); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseVmHWM(t *testing.T) {
@@ -78,5 +79,22 @@ func TestPlanSharesTheThroughputPoint(t *testing.T) {
 	}
 	if n := len(keys["sqlite/noop//181/10/181"]); n != 1 {
 		t.Errorf("fan-out curve point 10 (2000 / 11 = 181 runs) planned %d times, want 1", n)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command with spaces and a parenthesis; utime 150, stime 50,
+	// cutime 1000, cstime 230 ticks.
+	line := "4242 (a0 (warm) x) S 17 4242 4242 0 -1 4194560 100 0 0 0 150 50 1000 230 20 0 3 0 100 1000 200"
+	got, ok := parseStat(line)
+	if !ok {
+		t.Fatal("not parsed")
+	}
+	want := procTimes{ppid: 17, self: 2 * time.Second, child: 12300 * time.Millisecond}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if _, ok := parseStat("4242 (cut short"); ok {
+		t.Fatal("a line without its fields was parsed")
 	}
 }

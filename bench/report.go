@@ -75,7 +75,9 @@ func report(out io.Writer, o options, e *env, results []result, load string, too
 	fmt.Fprintln(out, "×today = against issue 10's figure before its work (noop: SQLite 168, PostgreSQL 108; a0: 2.4, 1.9 actions/s;")
 	fmt.Fprintln(out, "300 real children: 138 s); peak RSS = the manager's VmHWM; stmts/action = the manager's")
 	fmt.Fprintln(out, "flyte_manager_db_statements_total over the measured runs (transaction control not counted) / actions;")
-	fmt.Fprintf(out, "pg stmts/action = %s of the run's database, BEGIN/COMMIT/SAVEPOINT included.\n", pgSource)
+	fmt.Fprintf(out, "pg stmts/action = %s of the run's database, BEGIN/COMMIT/SAVEPOINT included;\n", pgSource)
+	fmt.Fprintln(out, "CPU per action (a0) = user + sys over the measured runs / actions, of the manager's children (the attempts'")
+	fmt.Fprintln(out, "processes, the warm server and what they reaped, from /proc/<pid>/stat) and of the manager itself.")
 }
 
 // table prints one group's results.
@@ -128,6 +130,11 @@ func table(out io.Writer, group string, rows []result) {
 				fmt.Fprintf(out, "; pg_stat_statements: %s", byKind(r.pgStmts, r.measuredActions()))
 			}
 			fmt.Fprintln(out)
+		}
+		if r.runner == "a0" && r.measuredActions() > 0 {
+			n := float64(r.measuredActions())
+			fmt.Fprintf(out, "  %s / %s, %d × (1 + %d): CPU per action: task processes %s, manager %s (user + sys)\n", r.backend, r.label(), r.runs, r.fanout,
+				round(time.Duration(float64(r.cpu.tasks)/n)), round(time.Duration(float64(r.cpu.manager)/n)))
 		}
 	}
 }

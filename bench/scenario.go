@@ -38,6 +38,7 @@ type result struct {
 	stmts      statements   // the manager's statements over the measured runs
 	pgStmts    statements   // pg_stat_statements of its database over the measured runs; nil if not read
 	kube       *kubeFigures // the kube runner's API writes and transactions
+	cpu        cpuTimes     // the manager's and its task processes' CPU over the measured runs
 }
 
 // measuredActions is what the scenario submitted: runs × (1 + fan-out).
@@ -109,7 +110,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	profile := o.pprofDir != "" && s.runner == "noop"
+	profile := o.pprofDir != "" && (s.runner == "noop" || s.runner == "a0")
 	m, err := startManager(ctx, o.managerBin, home, dsn, vars, configs, profile)
 	if err != nil {
 		return result{}, err
@@ -172,6 +173,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 		}
 	}
 
+	cpuBefore := readCPU(m.PID())
 	rs, wall := c.submitAll(ctx, w, "run", s.runs, s.inflight)
 
 	if profile {
@@ -207,6 +209,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 		return result{}, err
 	}
 	res.stmts = stmtsAfter.minus(stmtsBefore)
+	res.cpu = readCPU(m.PID()).minus(cpuBefore)
 	if pgMeasured {
 		if res.pgStmts, err = e.pgStats.read(ctx, dbName); err != nil {
 			return result{}, err

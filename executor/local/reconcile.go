@@ -329,9 +329,11 @@ func (d *Driver) dropEntry(e *ownAttempt) {
 	removeSecrets(e.dir)
 	d.queueAll(d.slots.Release(e.key))
 	d.queueAll(d.resources.release(e.key))
-	if started {
+	if started && !e.proc.Contained() {
 		// The process ended and took its cgroup and leftovers with it;
-		// this catches whatever entered the directory since.
+		// this catches whatever entered the directory since. A contained
+		// attempt's processes could not leave its cgroup, so none of them
+		// can be anywhere: no scan of every process on the host.
 		process.KillInDir(filepath.Join(e.dir, cwdDir))
 	}
 	d.handBack(e)

@@ -57,6 +57,13 @@ func (p *Process) Unenforced() string { return p.unenforced }
 // Detached processes were re-parented to the manager (a subreaper), so
 // their /proc parent links lead nowhere near the leader any more: the
 // directory is what still ties them to the attempt without a cgroup.
+//
+// An attempt of another user (a leased uid) in a cgroup cannot leave it:
+// moving a process to another cgroup takes write access to that cgroup's
+// procs file, which only the manager's user has. Once the cgroup is empty
+// nothing it started runs anywhere, and the scans of every process on
+// the host (its group, its directory) would find nothing of it: they are
+// skipped, and the attempt is contained.
 func (p *Process) killLeftovers(tree []Identity) {
 	n := 0
 	if p.cg != nil {
@@ -65,6 +72,14 @@ func (p *Process) killLeftovers(tree []Identity) {
 			p.log.system("%v", err)
 		}
 		n += k
+		if err == nil && p.user.Other() {
+			p.contained = true
+			p.signalAll(tree, syscall.SIGKILL)
+			if n > 0 {
+				p.log.system("killed %d process(es) the attempt left running", n)
+			}
+			return
+		}
 	}
 	if p.id.leader() != leaderRecycled {
 		n += len(groupMembers(p.id.PGID))

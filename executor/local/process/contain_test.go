@@ -311,3 +311,78 @@ func TestReaperLeavesOtherChildrenAlone(t *testing.T) {
 		}
 	}
 }
+
+// An attempt of a leased user in a cgroup cannot leave it, so its end
+// kills everything it left there, detached or not, without looking
+// through every process on the host for its group and its directory: only
+// untrack's pass for zombies of its group is left. An attempt of the
+// manager's own user could have moved out of its cgroup, and is looked
+// for everywhere as before.
+func TestContainedAttemptEndsWithoutScanningTheHost(t *testing.T) {
+	runAsRoot(t)
+	if err := EnableSubreaper(); err != nil {
+		t.Fatalf("subreaper: %v", err)
+	}
+	r := NewRunner(Config{KillGrace: 30 * time.Second})
+	if !r.Cgroups() {
+		t.Skipf("no cgroups here: %s", r.Containment())
+	}
+	// The detached processes write their pids into the attempt's own
+	// directory (the leased user may write nowhere else).
+	detach := strings.ReplaceAll(detachScript, "../", "") + "while [ ! -e release ]; do sleep 0.01; done\n"
+	for _, tc := range []struct {
+		name      string
+		user      bool
+		leftovers bool
+		contained bool
+	}{
+		{"leased user, leftovers", true, true, true},
+		{"leased user, nothing left", true, false, true},
+		{"manager's user, leftovers", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := taskAttempt(t)
+			script := "while [ ! -e release ]; do sleep 0.01; done\n"
+			if tc.leftovers {
+				script = detach
+			}
+			spec := a.spec(script)
+			if tc.user {
+				spec.User = testUser
+			}
+			p := start(t, r, spec)
+			var pids []int
+			if tc.leftovers {
+				pids = []int{readPid(t, filepath.Join(a.dir, "setsid.pid")), readPid(t, filepath.Join(a.dir, "double.pid"))}
+			}
+			scans := procScans.Load()
+			if err := os.WriteFile(filepath.Join(a.dir, "release"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if st := p.Wait(); st.Code != 0 || st.Signal != "" {
+				t.Fatalf("status %+v:\n%s", st, logText(t, a.log))
+			}
+			scans = procScans.Load() - scans
+			if p.Contained() != tc.contained {
+				t.Errorf("Contained() = %v, want %v", p.Contained(), tc.contained)
+			}
+			for _, pid := range pids {
+				if alive(pid) {
+					t.Errorf("pid %d survived the end of the attempt", pid)
+				}
+				testkit.Eventually(t, "pid "+strconv.Itoa(pid)+" reaped", patience, func() bool {
+					_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+					return os.IsNotExist(err)
+				})
+			}
+			if lines, _ := ReadLog(a.log); tc.leftovers && !containsMsg(lines, System, "killed 2 process(es) the attempt left running") {
+				t.Errorf("log does not say the 2 leftovers were killed:\n%s", strings.Join(messages(lines, System), "\n"))
+			}
+			assertCgroupRemoved(t, r, a.dir)
+			// Nothing left: untrack finds no zombie of the group in one pass.
+			if !tc.leftovers && scans != 1 {
+				t.Errorf("the end of a contained attempt looked through every process %d times, want 1", scans)
+			}
+		})
+	}
+}

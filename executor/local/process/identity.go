@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,11 +42,42 @@ type procStat struct {
 }
 
 func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	buf := statBufs.Get().(*[]byte)
+	defer statBufs.Put(buf)
+	b, err := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", *buf)
 	if err != nil {
 		return procStat{}, err
 	}
 	return parseStat(b)
+}
+
+// statBufs hold the reads of /proc/<pid>/stat, a line of a few hundred
+// bytes: the scans of every process read one per process.
+var statBufs = sync.Pool{New: func() any { b := make([]byte, 1024); return &b }}
+
+// readSmall reads a small file into buf with one read (open, read,
+// close: os.ReadFile also stats the file and reads again for EOF),
+// falling back to os.ReadFile if it does not fit.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var n int
+	for {
+		n, err = syscall.Read(fd, buf)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	syscall.Close(fd)
+	switch {
+	case err != nil:
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	case n == len(buf):
+		return os.ReadFile(path)
+	}
+	return buf[:n], nil
 }
 
 // parseStat reads "pid (comm) state ppid pgrp session ... starttime ...".
@@ -126,7 +159,12 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
+// procScans counts forEachProc's passes over every process (for the
+// tests: each reads a file per process on the host).
+var procScans atomic.Int64
+
 func forEachProc(fn func(pid int, st procStat)) {
+	procScans.Add(1)
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return

@@ -227,6 +227,11 @@ type Process struct {
 	// they are, or none were declared).
 	unenforced string
 	warm       bool // forked by the warm server
+	user       runas.User
+	// contained says that the attempt's end found everything it started
+	// in its cgroup and killed it there (see killLeftovers): nothing of
+	// it can be left anywhere else. Set by supervise before done closes.
+	contained bool
 }
 
 // leaderExit is how the attempt's leader ended, from os/exec or from the
@@ -291,6 +296,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		done:    make(chan struct{}),
 		dir:     spec.Dir,
 		limits:  spec.Limits,
+		user:    spec.User,
 	}
 	p.setUpCgroup(r.cg, spec)
 	binDir := r.cfg.BinDir
@@ -439,6 +445,18 @@ func (p *Process) Finished() bool {
 	select {
 	case <-p.done:
 		return true
+	default:
+		return false
+	}
+}
+
+// Contained reports, once Done is closed, whether everything the attempt
+// started was in its cgroup, which it could not leave, and was killed
+// there (see killLeftovers): no process of it runs anywhere any more.
+func (p *Process) Contained() bool {
+	select {
+	case <-p.done:
+		return p.contained
 	default:
 		return false
 	}

@@ -1,9 +1,13 @@
 package process
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,6 +107,9 @@ var trackMu sync.Mutex
 // whose leftovers were killed, once the zombies they left are reaped: a
 // killed process may take a moment to be re-parented to the manager, so
 // it waits (briefly) until nothing but the leader is left in the group.
+// (The group is looked for among every process, not only the manager's
+// children: a killed process whose parent is still exiting is re-parented
+// to the manager only after it left its cgroup.)
 func untrack(pid, pgid int) {
 	deadline := time.Now().Add(leftoverKillTimeout)
 	for {
@@ -132,6 +139,52 @@ func groupHasOthers(pgid, leader int) bool {
 	return found
 }
 
+// forEachChild calls fn for each child of the manager process: those
+// /proc/self/task/*/children list (every thread's: a child belongs to
+// the thread that forked it, or adopted it), which is far fewer reads
+// than every process on the host. Without that file (a kernel built
+// without CONFIG_PROC_CHILDREN) it looks at every process. A child
+// forked or adopted while the files are read may be missed; the reaper
+// runs again at the next SIGCHLD and on its timer.
+func forEachChild(fn func(pid int, st procStat)) {
+	self := os.Getpid()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		forEachProc(func(pid int, st procStat) {
+			if st.ppid == self {
+				fn(pid, st)
+			}
+		})
+		return
+	}
+	seen := map[int]bool{}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && t.Name() == strconv.Itoa(self) {
+				// No children files at all: the main thread always exists.
+				forEachProc(func(pid int, st procStat) {
+					if st.ppid == self {
+						fn(pid, st)
+					}
+				})
+				return
+			}
+			continue // a thread that ended meanwhile
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			if st, err := readStat(pid); err == nil && st.ppid == self {
+				fn(pid, st)
+			}
+		}
+	}
+}
+
 // reapOrphans reaps the zombie children that are adopted orphans (see the
 // rules above) and reports how many it reaped.
 func reapOrphans() int {
@@ -141,7 +194,7 @@ func reapOrphans() int {
 		return 0
 	}
 	n := 0
-	forEachProc(func(pid int, st procStat) {
+	forEachChild(func(pid int, st procStat) {
 		if st.ppid != reaper.self || !st.zombie() || reaper.leaders[pid] {
 			return
 		}

@@ -230,12 +230,31 @@ func statusUIDs(path string) []uint32 {
 	if err != nil {
 		return nil
 	}
-	var out []uint32
-	for _, line := range strings.Split(string(b), "\n") {
-		var r, e, s, f uint32
-		if n, _ := fmt.Sscanf(line, "Uid:\t%d\t%d\t%d\t%d", &r, &e, &s, &f); n == 4 {
-			return append(out, r, e, s, f)
+	return parseStatusUIDs(string(b))
+}
+
+// parseStatusUIDs finds the Uid line of a /proc/<pid>/status without
+// scanning every line with fmt (Lease reads one status per process).
+func parseStatusUIDs(status string) []uint32 {
+	i := strings.Index(status, "\nUid:")
+	if i < 0 {
+		return nil
+	}
+	line := status[i+len("\nUid:"):]
+	if j := strings.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	f := strings.Fields(line)
+	if len(f) != 4 {
+		return nil
+	}
+	out := make([]uint32, 0, 4)
+	for _, v := range f {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return nil
 		}
+		out = append(out, uint32(n))
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package runas
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"fmgr.dev/internal/config"
@@ -74,5 +75,23 @@ func TestLeaseFixedAndManager(t *testing.T) {
 		if l.Describe() == "" {
 			t.Error("no description")
 		}
+	}
+}
+
+func TestParseStatusUIDs(t *testing.T) {
+	const status = "Name:\tsh\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t7\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n"
+	if got := parseStatusUIDs(status); !slices.Equal(got, []uint32{1000, 1001, 1002, 1003}) {
+		t.Errorf("parseStatusUIDs = %v", got)
+	}
+	for _, bad := range []string{"", "Name:\tsh\n", "Name:\tsh\nUid:\t1\t2\n", "Name:\tsh\nUid:\t1\tx\t3\t4\n"} {
+		if got := parseStatusUIDs(bad); got != nil {
+			t.Errorf("parseStatusUIDs(%q) = %v, want none", bad, got)
+		}
+	}
+}
+
+func BenchmarkLiveUIDs(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		liveUIDs()
 	}
 }
