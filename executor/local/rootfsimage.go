@@ -156,6 +156,10 @@ func (d *Driver) rootfsImage(l *attempt.Launch) (key string, ok bool) {
 	return key, ok && m.Rootfs
 }
 
+// rootfsHome is the HOME of an attempt in a root filesystem image, in its
+// directory.
+const rootfsHome = "home"
+
 // rootfsPath is the PATH of a process in a root filesystem image.
 const rootfsPath = images.VenvDir + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -192,6 +196,16 @@ func (d *Driver) prepareRootfsRun(dir string, key string, args []string, env con
 	if err := os.Chown(cwd, int(uid), int(gid)); err != nil {
 		return nil, "", err
 	}
+	// A HOME of its own: the manager's is not in the image (and would not
+	// be its user's).
+	home := filepath.Join(dir, rootfsHome)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, "", err
+	}
+	if err := os.Chown(home, int(uid), int(gid)); err != nil {
+		return nil, "", err
+	}
+	env = env.With(contract.KV{Key: "HOME", Value: home})
 	id := containerID(dir)
 	spec := containerSpec(args, env.Environ(), cwd, uid, gid, [][2]string{{dir, dir}}, d.runner.ContainerCgroup(cwd, id))
 	// The host's network: the manager's endpoint and its storage's are on

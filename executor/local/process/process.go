@@ -385,7 +385,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// reaper_linux.go.
 		reaper.mu.RLock()
 		err := noNewPrivsThread(spec.User)
-		if err == nil && spec.User.Other() {
+		if err == nil && (spec.User.Other() || spec.UserNS != nil) {
+			// A user namespace's root is no one on the host either.
 			err = enterConfinement(r.confine)
 		}
 		if err == nil && spec.NetNS != nil {
