@@ -57,6 +57,10 @@ type imageBuild struct {
 	staging string // its staging directory ("" when it builds nothing)
 	waited  bool   // it waited for another build of key
 	release func() // the key's lock, held while it builds (nil: not held)
+	// A root filesystem's build (rootfsimage.go): its plan, and the
+	// user namespace its process starts in (nil when it builds nothing).
+	rootfs *images.RootfsPlan
+	ns     *process.IDRange
 }
 
 // contextDir is where a build's context is unpacked, in its staging
@@ -111,12 +115,26 @@ func (d *Driver) prepareBuild(ctx context.Context, a *store.Action, dir string, 
 			return nil, contract.Env{}, nil, err
 		}
 	}
-	plan, err := images.Analyse(spec)
+	key, err := images.Key(spec, images.ContextDigest(tarball))
 	if err != nil {
 		return nil, contract.Env{}, nil, err
 	}
-	key, err := images.Key(spec, images.ContextDigest(tarball))
+	var noRootfs error
+	if images.NeedsRootfs(spec) {
+		if noRootfs = d.rootfsBuilds(); noRootfs == nil {
+			b := &imageBuild{key: key, target: in[images.InputTarget]}
+			args, env, err := d.prepareRootfsBuild(dir, spec, tarball, b)
+			if err != nil {
+				return nil, contract.Env{}, nil, err
+			}
+			return args, env, b, nil
+		}
+	}
+	plan, err := images.Analyse(spec)
 	if err != nil {
+		if noRootfs != nil {
+			err = fmt.Errorf("%w (%v)", err, noRootfs)
+		}
 		return nil, contract.Env{}, nil, err
 	}
 	b := &imageBuild{plan: plan, key: key, target: in[images.InputTarget]}
@@ -262,7 +280,11 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 	}
 	if st.Code != 0 {
 		msg := fmt.Sprintf("image build failed: its script exited with code %d; the attempt's log says why", st.Code)
-		if le := b.plan.FailedLayer(st.Code); le != nil {
+		le := b.plan.FailedLayer(st.Code)
+		if b.rootfs != nil {
+			le = b.rootfs.FailedLayer(st.Code)
+		}
+		if le != nil {
 			msg = le.Error()
 		}
 		return d.writeResult(ctx, e, runlayout.ErrorFile, buildError(msg))
@@ -274,7 +296,12 @@ func (d *Driver) collectBuild(ctx context.Context, e *ownAttempt, st process.Exi
 			uid, gid = e.user.UID, int(d.users.Group())
 		}
 		var err error
-		if reused, err = d.envs.Install(b.staging, uid, gid, b.key, b.target, b.plan); err != nil {
+		if b.rootfs != nil {
+			reused, err = d.envs.InstallRootfs(b.staging, b.key, b.target, b.rootfs)
+		} else {
+			reused, err = d.envs.Install(b.staging, uid, gid, b.key, b.target, b.plan)
+		}
+		if err != nil {
 			d.log.Warn("image build rejected", "image", b.target, "run", e.key.RunName, "err", err)
 			return d.writeResult(ctx, e, runlayout.ErrorFile, buildError("image build failed after its last layer: "+err.Error()))
 		}
@@ -374,6 +401,9 @@ func (d *Driver) imageEnv(l *attempt.Launch, env contract.Env) (bin string, out 
 		}
 		v := os.Expand(m.Env[k], func(name string) string { s, _ := env.Get(name); return s })
 		env = env.With(contract.KV{Key: k, Value: v})
+	}
+	if m.Rootfs {
+		return "", env, release, nil // it runs in runc: rootfsimage.go
 	}
 	dir := d.envs.EnvDir(key)
 	env = env.With(contract.KV{Key: "VIRTUAL_ENV", Value: dir})

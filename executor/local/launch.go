@@ -174,6 +174,20 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		d.mu.Lock()
 		e.envRelease = release
 		d.mu.Unlock()
+		if key, ok := d.rootfsImage(l); ok && l.Raw == nil {
+			var note string
+			if args, note, err = d.prepareRootfsRun(dir, key, args, env, e.user); err == nil {
+				err = process.AppendSystemLine(filepath.Join(dir, logFile), note)
+			}
+			if err != nil {
+				removeSecrets(dir)
+				return nil, d.launchFailed(ctx, a, e, machine.Failed{Attempt: uint32(n), Kind: machine.KindUser,
+					Code: attempt.CodeLaunchFailed, Message: err.Error()})
+			}
+			d.mu.Lock()
+			e.container = true
+			d.mu.Unlock()
+		}
 	}
 	if l.Raw != nil {
 		var reason, note string
@@ -196,9 +210,10 @@ func (d *Driver) startProcess(ctx context.Context, a *store.Action, e *ownAttemp
 		LogPath: filepath.Join(dir, logFile),
 		Timeout: l.Timeout,
 		Limits:  s.limits,
-		Plain:   l.Raw != nil || e.build != nil, // not the SDK's runtime
+		Plain:   l.Raw != nil || e.build != nil || e.container, // not the SDK's runtime (here)
 		BinDir:  binDir,
 		User:    e.processUser(),
+		UserNS:  e.buildNS(),
 	})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -341,7 +356,7 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 // (rawcontainer.go); a container runtime that takes the user itself (runc)
 // runs it as e.user.
 func (e *ownAttempt) processUser() runas.User {
-	if e.launch != nil && e.launch.Raw != nil {
+	if e.launch != nil && e.launch.Raw != nil || e.container || e.buildNS() != nil {
 		return runas.User{}
 	}
 	return e.user
@@ -353,7 +368,7 @@ func (e *ownAttempt) processUser() runas.User {
 // the end (a downstream task reading its outputs) finds it the user's.
 func (d *Driver) waitFor(e *ownAttempt) {
 	st := e.proc.Wait()
-	if e.launch != nil && e.launch.Raw != nil {
+	if e.launch != nil && e.launch.Raw != nil || e.container {
 		d.removeContainer(e.dir)
 	}
 	d.handBack(e)

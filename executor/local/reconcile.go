@@ -38,6 +38,7 @@ type ownAttempt struct {
 
 	build      *imageBuild // set for a build of the built-in build-image task
 	envRelease func()      // releases the image environment it runs in
+	container  bool        // it runs in runc: its image is a root filesystem
 
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended

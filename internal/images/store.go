@@ -55,6 +55,9 @@ type Manifest struct {
 	Env    map[string]string `json:"env,omitempty"`
 	Bytes  int64             `json:"bytes"`
 	Built  time.Time         `json:"built"`
+	// Rootfs marks a root filesystem image (rootfs.go), run in the
+	// container runtime: the files are in rootfs/ of its directory.
+	Rootfs bool `json:"rootfs,omitempty"`
 }
 
 // Store keeps the environments of one host.
@@ -163,6 +166,9 @@ func (s *Store) Built(key, target string, run BuildRun) (*Manifest, error) {
 		return nil, fmt.Errorf("the environment %s is not complete", key)
 	}
 	fqin := FQIN(target, key)
+	if m.Rootfs {
+		fqin = RootfsFQIN(target, key)
+	}
 	if err := writeJSON(s.indexPath(target), indexEntry{Name: target, FQIN: fqin, Key: key, Run: run}); err != nil {
 		return nil, err
 	}

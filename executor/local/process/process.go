@@ -171,7 +171,18 @@ type Spec struct {
 	// (package netns; the caller holds and closes it). Such a process
 	// always starts plainly.
 	NetNS *netns.NS
+	// UserNS, when set, starts the process as root of a user namespace of
+	// its own (with mount and pid namespaces of its own) whose ids are the
+	// host's UserNS.First.. (an image build: its package scripts are root
+	// in the image, never on the host). User must be the zero User.
+	UserNS *IDRange
 }
+
+// IDRange is Count uids and gids of the host from First, the ids 0.. of a
+// user namespace. Group, when not 0, is a group of the host the process is
+// in besides (gid Count in the namespace): the attempts' group, which the
+// work directory belongs to.
+type IDRange struct{ First, Count, Group uint32 }
 
 // ExitStatus is how the process ended.
 type ExitStatus struct {
@@ -326,7 +337,7 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("process: pipe: %w", err)
 	}
 	p.pipes = []*os.File{outR, errR}
-	if r.warm != nil && !spec.Plain && spec.NetNS == nil && (spec.BinDir == "" || spec.BinDir == r.cfg.BinDir) {
+	if r.warm != nil && !spec.Plain && spec.NetNS == nil && spec.UserNS == nil && (spec.BinDir == "" || spec.BinDir == r.cfg.BinDir) {
 		if id, ok := p.startWarm(r.warm, path, spec, r.confine, env, outW, errW); ok {
 			outW.Close()
 			errW.Close()
@@ -344,6 +355,20 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		attr.UseCgroupFD, attr.CgroupFD = true, p.cg.fd
 	}
 	setCredential(attr, spec.User)
+	if ns := spec.UserNS; ns != nil {
+		if spec.User.Other() {
+			return nil, errors.New("process: a user namespace's process starts as the manager's user")
+		}
+		attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ns.First), Size: int(ns.Count)}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ns.First), Size: int(ns.Count)}}
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+		if ns.Group != 0 {
+			attr.GidMappings = append(attr.GidMappings, syscall.SysProcIDMap{ContainerID: int(ns.Count), HostID: int(ns.Group), Size: 1})
+			attr.Credential.Groups = []uint32{ns.Count}
+		}
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        spec.Args,
@@ -366,7 +391,8 @@ func (r *Runner) Start(spec Spec) (*Process, error) {
 		// reaper_linux.go.
 		reaper.mu.RLock()
 		err := noNewPrivsThread(spec.User)
-		if err == nil && spec.User.Other() {
+		if err == nil && (spec.User.Other() || spec.UserNS != nil) {
+			// A user namespace's root is no one on the host either.
 			err = enterConfinement(r.confine)
 		}
 		if err == nil && spec.NetNS != nil {
