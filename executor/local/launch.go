@@ -113,6 +113,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	d.wrote(e, a)
 	failpoint.Hit(failpoint.AttemptClaimed)
 
 	if err := freshAttemptDir(dir); err != nil {
@@ -137,6 +138,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return err
 	}
 	handedOff = true
+	d.wrote(e, running)
 	d.markRunning(ctx, running, e)
 	return nil
 }
@@ -324,8 +326,11 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 		if a.Attempts != e.n || a.Phase != phase.Initializing {
 			return
 		}
-		_, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)},
+		updated, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)},
 			attempt.Record{Logs: true, LogLinks: d.logLinks.links(key, e.n, e.spec)})
+		if err == nil {
+			d.wrote(e, updated)
+		}
 		if !errors.Is(err, errs.ErrConflict) {
 			if err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
@@ -333,6 +338,13 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 			return
 		}
 	}
+}
+
+// wrote remembers a as what the driver last wrote for e's attempt.
+func (d *Driver) wrote(e *ownAttempt, a *store.Action) {
+	d.mu.Lock()
+	e.written = a
+	d.mu.Unlock()
 }
 
 // processUser is who the attempt's host process runs as: its user (an
