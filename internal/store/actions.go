@@ -152,7 +152,8 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 	}
 	var out *Action
 	created := false
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
+		out, created = nil, false // a replay starts over
 		tx := w.tx
 		existing, parentFound, err := getForCreate(tx, n.Key, n.ParentName)
 		if err != nil {

@@ -71,7 +71,7 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 		return nil, errs.Invalidf("action %s: a retry cannot start in a terminal phase", key)
 	}
 	var out *Action
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
 		var err error
 		out, err = update(w, key, expected, u)
 		return err
@@ -97,7 +97,7 @@ func (r *Actions) UpdateFrom(ctx context.Context, a *Action, u Update) (*Action,
 		return nil, errs.Invalidf("action %s: UpdateFrom needs the action as read from the store", a.ActionKey)
 	}
 	var out *Action
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
 		if err := fenceFor(w, a.ActionKey, u); err != nil {
 			return err
 		}
@@ -354,7 +354,8 @@ func updateAttempt(ch *chain, a *Action, cur currentAttempt, u *Update, at time.
 // ended ones are left alone).
 func (r *Actions) RequestAbort(ctx context.Context, key ActionKey, abortInfo []byte) ([]Action, error) {
 	var marked []Action
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
+		marked = nil // a replay starts over
 		tx := w.tx
 		if _, err := getAction(tx, key); err != nil {
 			return err
