@@ -99,6 +99,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.waitingSince, key)
+	delete(d.recordedWait, key)
 	d.mu.Unlock()
 	handedOff := false
 	defer func() {
@@ -270,11 +271,15 @@ func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.T
 		d.q.addAfter(key, left) // to record the wait then if it still lasts
 		return nil, false, nil
 	}
-	if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{}); err != nil {
+	waiting, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{})
+	if err != nil {
 		return nil, false, err
 	}
 	d.mu.Lock()
 	delete(d.waitingSince, key) // recorded: the phase says it waits now
+	if waiting != a {
+		d.recordedWait[key] = waiting.ResourceVersion
+	}
 	d.mu.Unlock()
 	return nil, false, nil
 }

@@ -372,5 +372,6 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.waitingSince, key)
+	delete(d.recordedWait, key)
 	d.mu.Unlock()
 }
