@@ -91,6 +91,7 @@ type options struct {
 	keep                 bool
 	timeout              time.Duration
 	listRuns             int
+	pgTop                int
 }
 
 // runnerNames are the -runners values.
@@ -120,6 +121,7 @@ func main() {
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop and a0 scenario's measured runs to this directory")
+	flag.IntVar(&o.pgTop, "pg-top", 0, "after the tables, print the N statements PostgreSQL ran most per action in each scenario (pg_stat_statements; 0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the managers' homes (logs, databases) instead of removing them")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on a scenario after this long")
 	flag.IntVar(&o.listRuns, "list-runs", 0, "measure only ListRuns paging over this many runs created through the store, e.g. 100000 (listruns.go; 0: the other scenarios)")

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,24 +123,35 @@ func (p *statStatements) reset(ctx context.Context) error {
 	return err
 }
 
-// read is database dbName's statements since the last reset, by kind.
-func (p *statStatements) read(ctx context.Context, dbName string) (statements, error) {
+// queryCalls is one normalized statement of pg_stat_statements and how
+// often it ran.
+type queryCalls struct {
+	query string
+	calls float64
+}
+
+// read is database dbName's statements since the last reset, by kind, and
+// each statement's own count, most frequent first.
+func (p *statStatements) read(ctx context.Context, dbName string) (statements, []queryCalls, error) {
 	rows, err := p.conn.Query(ctx, `SELECT s.query, s.calls FROM pg_stat_statements s
 		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`, dbName)
 	if err != nil {
-		return nil, fmt.Errorf("pg_stat_statements: %w", err)
+		return nil, nil, fmt.Errorf("pg_stat_statements: %w", err)
 	}
 	defer rows.Close()
 	out := statements{}
+	var each []queryCalls
 	for rows.Next() {
 		var query string
 		var calls int64
 		if err := rows.Scan(&query, &calls); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[pgKind(query)] += float64(calls)
+		each = append(each, queryCalls{query: query, calls: float64(calls)})
 	}
-	return out, rows.Err()
+	slices.SortFunc(each, func(a, b queryCalls) int { return cmp.Compare(b.calls, a.calls) })
+	return out, each, rows.Err()
 }
 
 // pgKind is db.StatementKind, with transaction control (which the

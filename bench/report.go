@@ -68,6 +68,7 @@ func report(out io.Writer, o options, e *env, results []result, load string, too
 		}
 	}
 	reportKube(out, results)
+	reportTop(out, results, o.pgTop)
 	ratios(out, o, results)
 	summary(out, results)
 	fmt.Fprintln(out, "\nactions = roots + children that exist after the runs (ListActions); actions/s = runs × (1 + fan-out) / wall;")
@@ -258,4 +259,22 @@ func pgText(r result) string {
 		return ""
 	}
 	return " (pg: " + perActionText(r.perAction(r.pgStmts)) + ")"
+}
+
+// reportTop prints, for each scenario measured on PostgreSQL, its n most
+// frequent statements per action: where its round trips go.
+func reportTop(out io.Writer, results []result, n int) {
+	for _, r := range results {
+		if n <= 0 || len(r.pgQueries) == 0 || r.measuredActions() == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\n%s / %s, %d × (1 + %d): the %d statements run most, per action (pg_stat_statements)\n", r.backend, r.label(), r.runs, r.fanout, n)
+		for _, q := range r.pgQueries[:min(n, len(r.pgQueries))] {
+			text := strings.Join(strings.Fields(q.query), " ")
+			if len(text) > 160 {
+				text = text[:160] + "…"
+			}
+			fmt.Fprintf(out, "  %6.2f  %s\n", q.calls/float64(r.measuredActions()), text)
+		}
+	}
 }

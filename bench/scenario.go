@@ -37,6 +37,7 @@ type result struct {
 	peakRSS    int64        // the manager's VmHWM at the end, bytes
 	stmts      statements   // the manager's statements over the measured runs
 	pgStmts    statements   // pg_stat_statements of its database over the measured runs; nil if not read
+	pgQueries  []queryCalls // the same, statement by statement, most frequent first
 	kube       *kubeFigures // the kube runner's API writes and transactions
 	cpu        cpuTimes     // the manager's and its task processes' CPU over the measured runs
 }
@@ -211,7 +212,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 	res.stmts = stmtsAfter.minus(stmtsBefore)
 	res.cpu = readCPU(m.PID()).minus(cpuBefore)
 	if pgMeasured {
-		if res.pgStmts, err = e.pgStats.read(ctx, dbName); err != nil {
+		if res.pgStmts, res.pgQueries, err = e.pgStats.read(ctx, dbName); err != nil {
 			return result{}, err
 		}
 	}

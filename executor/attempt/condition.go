@@ -72,7 +72,7 @@ func (c *Core) Condition(ctx context.Context, a *store.Action) error {
 		return nil
 	}
 	u.Fence, u.At = fence, now
-	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.UpdateFrom(ctx, a, u)
 	if err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ func (c *Core) Apply(ctx context.Context, a *store.Action, spec *task.TaskSpec, 
 	}
 	u.At = db.Now()
 	u.Events = c.eventsFor(a, ev, dec, next.Phase, rec, u.At)
-	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.UpdateFrom(ctx, a, u)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -130,7 +130,7 @@ func (c *Core) ReportClusterEvents(ctx context.Context, a *store.Action, news []
 	e.ClusterEvents = news
 	reason := news[len(news)-1].GetReason()
 	u := store.Update{Fence: fence, At: at, Events: []store.Event{c.stored(e, reason, at)}}
-	updated, err := c.state.Update(ctx, a.ActionKey, a.ResourceVersion, u)
+	updated, err := c.state.UpdateFrom(ctx, a, u)
 	if err != nil {
 		return nil, err
 	}

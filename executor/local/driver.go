@@ -132,6 +132,10 @@ type Driver struct {
 	// until its wait is recorded (see waitGrace) or it starts.
 	waitingSince map[store.ActionKey]time.Time
 	waitGrace    time.Duration
+	// recordedWait is the version of the WAITING_FOR_RESOURCES record this
+	// driver wrote for an action that waits for capacity: the change feed
+	// brings that write back, and it needs no look (followSub).
+	recordedWait map[store.ActionKey]int64
 
 	life   sync.Mutex
 	status lifeStatus
@@ -203,6 +207,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		slots:          attempt.NewSlots(local.MaxParallelism),
 		running:        map[store.ActionKey]*ownAttempt{},
 		waitingSince:   map[store.ActionKey]time.Time{},
+		recordedWait:   map[store.ActionKey]int64{},
 		waitGrace:      defaultWaitGrace,
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),

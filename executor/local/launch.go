@@ -99,6 +99,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.waitingSince, key)
+	delete(d.recordedWait, key)
 	d.mu.Unlock()
 	handedOff := false
 	defer func() {
@@ -113,6 +114,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	if err != nil {
 		return err
 	}
+	d.wrote(e, a)
 	failpoint.Hit(failpoint.AttemptClaimed)
 
 	if err := freshAttemptDir(dir); err != nil {
@@ -137,6 +139,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 		return err
 	}
 	handedOff = true
+	d.wrote(e, running)
 	d.markRunning(ctx, running, e)
 	return nil
 }
@@ -283,11 +286,15 @@ func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.T
 		d.q.addAfter(key, left) // to record the wait then if it still lasts
 		return nil, false, nil
 	}
-	if _, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{}); err != nil {
+	waiting, _, err := d.core.Apply(ctx, a, spec, machine.Wait{Attempt: uint32(a.Attempts), Reason: busy}, attempt.Record{})
+	if err != nil {
 		return nil, false, err
 	}
 	d.mu.Lock()
 	delete(d.waitingSince, key) // recorded: the phase says it waits now
+	if waiting != a {
+		d.recordedWait[key] = waiting.ResourceVersion
+	}
 	d.mu.Unlock()
 	return nil, false, nil
 }
@@ -339,8 +346,11 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 		if a.Attempts != e.n || a.Phase != phase.Initializing {
 			return
 		}
-		_, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)},
+		updated, _, err := d.core.Apply(ctx, a, e.spec, machine.Running{Attempt: uint32(e.n)},
 			attempt.Record{Logs: true, LogLinks: d.logLinks.links(key, e.n, e.spec)})
+		if err == nil {
+			d.wrote(e, updated)
+		}
 		if !errors.Is(err, errs.ErrConflict) {
 			if err != nil {
 				d.log.Warn("recording RUNNING", "action", key.String(), "err", err)
@@ -348,6 +358,13 @@ func (d *Driver) markRunning(ctx context.Context, a *store.Action, e *ownAttempt
 			return
 		}
 	}
+}
+
+// wrote remembers a as what the driver last wrote for e's attempt.
+func (d *Driver) wrote(e *ownAttempt, a *store.Action) {
+	d.mu.Lock()
+	e.written = a
+	d.mu.Unlock()
 }
 
 // processUser is who the attempt's host process runs as: its user (an

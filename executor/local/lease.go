@@ -62,6 +62,7 @@ func (ev leaseEvents) Lost(tok int64, why string) {
 	d.slots.DropAllWaiting()
 	d.mu.Lock()
 	clear(d.waitingSince)
+	clear(d.recordedWait)
 	d.mu.Unlock()
 	d.resources.dropAllWaiting()
 	for _, e := range procs {
@@ -166,9 +167,10 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			if c.Op == store.ChangeModified {
 				d.mu.Lock()
 				_, mine := d.running[c.Key]
+				own := d.recordedWait[c.Key] == c.ObjectResourceVersion
 				d.mu.Unlock()
-				if !mine && !d.slots.Waits(c.Key) {
-					continue
+				if !mine && (own || !d.slots.Waits(c.Key)) {
+					continue // not ours, or our own record of its wait: nothing new
 				}
 			}
 			d.q.add(c.Key)

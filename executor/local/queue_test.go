@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"fmgr.dev/executor/attempt"
+	"fmgr.dev/internal/runstate"
 	"fmgr.dev/internal/store"
 )
 
@@ -95,5 +97,36 @@ func TestLimiter(t *testing.T) {
 	l2.reserve()
 	if l2.wait(stop) {
 		t.Fatal("wait ignored stop")
+	}
+}
+
+// The change feed brings back the driver's own record of an action's wait
+// for a slot (WAITING_FOR_RESOURCES): that write needs no look at the
+// action. Any other change of a waiting action (an abort, say) does.
+func TestOwnWaitRecordIsNotLookedAtAgain(t *testing.T) {
+	holder, waiter := akey("r", "a0"), akey("r", "a1")
+	slots := attempt.NewSlots(1)
+	if ok, _, _ := slots.Acquire(holder, attempt.Ask{}); !ok {
+		t.Fatal("the first action found no slot")
+	}
+	if ok, _, _ := slots.Acquire(waiter, attempt.Ask{}); ok {
+		t.Fatal("the second action found a slot")
+	}
+	d := &Driver{q: newQueue(time.Millisecond, time.Second), slots: slots, stopCh: make(chan struct{}),
+		running: map[store.ActionKey]*ownAttempt{}, recordedWait: map[store.ActionKey]int64{waiter: 7}}
+	follow := func(version int64) int {
+		c := make(chan store.Change, 1)
+		c <- store.Change{Op: store.ChangeModified, Key: waiter, ObjectResourceVersion: version}
+		close(c)
+		if d.followSub(&runstate.Subscription{C: c}) {
+			t.Fatal("followSub stopped the driver")
+		}
+		return d.q.len()
+	}
+	if n := follow(7); n != 0 {
+		t.Fatalf("the driver's own wait record queued the action (%d queued)", n)
+	}
+	if n := follow(8); n != 1 {
+		t.Fatalf("a later change of a waiting action queued %d, want it queued", n)
 	}
 }

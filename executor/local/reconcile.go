@@ -43,6 +43,10 @@ type ownAttempt struct {
 	proc   *process.Process    // nil until the process started
 	status *process.ExitStatus // set when the process ended
 	abort  bool                // Abort was called for key
+	// written is the action as this driver last wrote it for the attempt
+	// (its claim, then RUNNING): recording the end starts from it instead
+	// of reading the row again, and reads it only when the row moved.
+	written *store.Action
 }
 
 // reconcile brings key one step closer to where it should be. It runs in
@@ -173,26 +177,42 @@ func (d *Driver) reconcileAction(ctx context.Context, a *store.Action, parent *s
 // stopping: an attempt it stopped for that reason is interrupted, not
 // aborted.
 func (d *Driver) finish(ctx context.Context, e *ownAttempt, st process.ExitStatus, shutdown bool) error {
-	a, err := d.state.Get(ctx, e.key)
-	if errors.Is(err, errs.ErrNotFound) {
-		d.dropEntry(e)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if a.Phase.Terminal() || a.Attempts != e.n {
-		d.dropEntry(e)
-		return nil
-	}
-	ev, rec, err := d.outcome(ctx, a, e, st, shutdown)
-	if err != nil {
-		return err
-	}
-	failpoint.Hit(failpoint.ProcessExited)
-	updated, dec, err := d.core.Apply(ctx, a, e.spec, ev, rec)
-	if err != nil {
-		return err
+	d.mu.Lock()
+	a := e.written
+	d.mu.Unlock()
+	var updated *store.Action
+	var dec machine.Decision
+	for {
+		held := a != nil
+		if !held {
+			var err error
+			a, err = d.state.Get(ctx, e.key)
+			if errors.Is(err, errs.ErrNotFound) {
+				d.dropEntry(e)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if a.Phase.Terminal() || a.Attempts != e.n {
+			d.dropEntry(e)
+			return nil
+		}
+		ev, rec, err := d.outcome(ctx, a, e, st, shutdown)
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.ProcessExited)
+		updated, dec, err = d.core.Apply(ctx, a, e.spec, ev, rec)
+		if held && errors.Is(err, errs.ErrConflict) {
+			a = nil // the row moved since this driver wrote it (an abort was requested, say): read it
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	d.metrics.countEnd(dec)
 	d.log.Info("attempt ended", "action", e.key.String(), "attempt", e.n, "exit", st.Code, "signal", st.Signal,
@@ -355,5 +375,6 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.waitingSince, key)
+	delete(d.recordedWait, key)
 	d.mu.Unlock()
 }

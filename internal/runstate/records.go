@@ -60,6 +60,13 @@ func (s *Service) Update(ctx context.Context, key store.ActionKey, expected int6
 	return s.store.Actions.Update(ctx, key, expected, u)
 }
 
+// UpdateFrom is Update from a, the action as the caller last read or wrote
+// it: the write starts from a instead of reading the row again, and fails
+// with errs.ErrConflict when the row moved since (store.Actions.UpdateFrom).
+func (s *Service) UpdateFrom(ctx context.Context, a *store.Action, u store.Update) (*store.Action, error) {
+	return s.store.Actions.UpdateFrom(ctx, a, u)
+}
+
 // CreateRecord creates a child action as n describes it, without telling the
 // executor: for the records the executor makes itself (a recovered trace,
 // created ended). It also returns whether the action is new.

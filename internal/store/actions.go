@@ -152,9 +152,14 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 	}
 	var out *Action
 	created := false
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
+		out, created = nil, false // a replay starts over
 		tx := w.tx
-		existing, parentFound, err := getForCreate(tx, n.Key, n.ParentName)
+		// On PostgreSQL the spec goes with the read, as one statement
+		// (a round trip fewer in the batch); if the create then fails, it
+		// rolls back with it.
+		combine := n.Spec != nil && db.Dialect(tx) == db.Postgres
+		existing, parentFound, err := getForCreate(tx, n, combine)
 		if err != nil {
 			return err
 		}
@@ -168,7 +173,7 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 		if err := admitToQueue(tx, n.Queue, n.MaxDepth); err != nil {
 			return err
 		}
-		if n.Spec != nil {
+		if n.Spec != nil && !combine {
 			if err := putSpec(tx, n.SpecDigest, n.Spec); err != nil {
 				return err
 			}
@@ -215,16 +220,27 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 	return out, created, nil
 }
 
-// getForCreate reads, in one query, the action key if it exists and
-// whether its parent (if it names one) does.
-func getForCreate(tx *gorm.DB, key ActionKey, parent string) (existing *Action, parentFound bool, err error) {
+// getForCreate reads, in one query, the action n.Key if it exists and
+// whether its parent (if it names one) does. With withSpec (PostgreSQL),
+// the same statement stores n.Spec first, a data-modifying WITH part.
+func getForCreate(tx *gorm.DB, n NewAction, withSpec bool) (existing *Action, parentFound bool, err error) {
+	key, parent := n.Key, n.ParentName
 	names := []string{key.Name}
 	if parent != "" {
 		names = append(names, parent)
 	}
 	var rows []Action
-	err = tx.Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND name IN ?",
-		key.Org, key.Project, key.Domain, key.RunName, names).Find(&rows).Error
+	if withSpec {
+		if n.SpecDigest != SpecDigest(n.Spec) {
+			return nil, false, errs.Invalidf("task spec digest %q does not match its content", n.SpecDigest)
+		}
+		err = tx.Raw(`WITH s1 AS (INSERT INTO task_specs (digest, spec, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING)
+SELECT * FROM actions WHERE org = ? AND project = ? AND domain = ? AND run_name = ? AND name IN ?`,
+			n.SpecDigest, n.Spec, db.Now(), key.Org, key.Project, key.Domain, key.RunName, names).Scan(&rows).Error
+	} else {
+		err = tx.Where("org = ? AND project = ? AND domain = ? AND run_name = ? AND name IN ?",
+			key.Org, key.Project, key.Domain, key.RunName, names).Find(&rows).Error
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("action %s: %w", key, db.Translate(err))
 	}

@@ -71,7 +71,7 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 		return nil, errs.Invalidf("action %s: a retry cannot start in a terminal phase", key)
 	}
 	var out *Action
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
 		var err error
 		out, err = update(w, key, expected, u)
 		return err
@@ -82,15 +82,67 @@ func (r *Actions) Update(ctx context.Context, key ActionKey, expected int64, u U
 	return out, nil
 }
 
-// update is one action write: one read (the action with its current
-// attempt), the attempt's row if it changes, the action's row, the change
-// log and one statement per event, all but the read sent as one on
-// PostgreSQL (chain.go); the version and the fence are the batch's.
-func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error) {
+// UpdateFrom is Update for a writer that holds the action as it last read
+// or wrote it: a, at version a.ResourceVersion, is the expected version and
+// the row the write starts from, so the write does not read the row again
+// (on PostgreSQL one round trip fewer in the batch, every batch's writes
+// one after another). When the row moved since a was read, the write's
+// version condition matches nothing and it fails with errs.ErrConflict,
+// having written nothing, as Update does. a itself is left as it is.
+func (r *Actions) UpdateFrom(ctx context.Context, a *Action, u Update) (*Action, error) {
+	if u.Retry && u.Phase.Terminal() {
+		return nil, errs.Invalidf("action %s: a retry cannot start in a terminal phase", a.ActionKey)
+	}
+	if a.ID == 0 || a.ResourceVersion == AnyVersion {
+		return nil, errs.Invalidf("action %s: UpdateFrom needs the action as read from the store", a.ActionKey)
+	}
+	var out *Action
+	err := r.w.replay(ctx, func(w *writeTx) error {
+		if err := fenceFor(w, a.ActionKey, u); err != nil {
+			return err
+		}
+		from := *a // written on a copy (applyFields): a stays as the caller holds it
+		var err error
+		out, err = write(w, &from, snapshotAttempt(a), u)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// snapshotAttempt is what a write needs of a's current attempt, known from
+// a itself: an attempt enters every phase its action enters (Update's
+// AttemptPhase only closes an attempt that Retry replaces, so the current
+// one never differs), and it ends when its action does.
+func snapshotAttempt(a *Action) currentAttempt {
+	cur := currentAttempt{Phase: a.Phase}
+	if a.Phase.Terminal() {
+		ended := a.UpdatedAt
+		if a.EndedAt != nil {
+			ended = *a.EndedAt
+		}
+		cur.EndedAt = &ended
+	}
+	return cur
+}
+
+// fenceFor checks u's fence, once per batch.
+func fenceFor(w *writeTx, key ActionKey, u Update) error {
 	if u.Fence != 0 {
 		if err := w.checkFence(u.Fence); err != nil {
-			return nil, fmt.Errorf("action %s: %w", key, err)
+			return fmt.Errorf("action %s: %w", key, err)
 		}
+	}
+	return nil
+}
+
+// update is one action write: one read (the action with its current
+// attempt), then the write (write).
+func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error) {
+	if err := fenceFor(w, key, u); err != nil {
+		return nil, err
 	}
 	a, cur, err := getWithAttempt(w.tx, key)
 	if err != nil {
@@ -99,6 +151,16 @@ func update(w *writeTx, key ActionKey, expected int64, u Update) (*Action, error
 	if expected != AnyVersion && a.ResourceVersion != expected {
 		return nil, fmt.Errorf("action %s is at version %d, not %d: %w", key, a.ResourceVersion, expected, errs.ErrConflict)
 	}
+	return write(w, a, cur, u)
+}
+
+// write applies u to a, the action as it is at a.ResourceVersion with its
+// current attempt cur: the attempt's row if it changes, the action's row
+// (only while it is still at that version), the change log and one
+// statement per event, all sent as one on PostgreSQL (chain.go); the
+// version and the fence are the batch's. It returns a as written.
+func write(w *writeTx, a *Action, cur currentAttempt, u Update) (*Action, error) {
+	key := a.ActionKey
 	if u.Phase != phase.Unspecified && u.Phase != a.Phase && a.Phase.Terminal() {
 		return nil, fmt.Errorf("action %s already ended in phase %d: %w", key, a.Phase, errs.ErrPrecondition)
 	}
@@ -292,7 +354,8 @@ func updateAttempt(ch *chain, a *Action, cur currentAttempt, u *Update, at time.
 // ended ones are left alone).
 func (r *Actions) RequestAbort(ctx context.Context, key ActionKey, abortInfo []byte) ([]Action, error) {
 	var marked []Action
-	err := r.w.run(ctx, func(w *writeTx) error {
+	err := r.w.replay(ctx, func(w *writeTx) error {
+		marked = nil // a replay starts over
 		tx := w.tx
 		if _, err := getAction(tx, key); err != nil {
 			return err

@@ -23,8 +23,14 @@ import (
 //   - A caller returns once its write committed, or with its own error, or
 //     with the batch's error when the batch did not commit: never success
 //     for something that did not commit.
-//   - In a batch of several, each job runs in a savepoint of its own: a job
-//     that fails is rolled back alone and the others still commit.
+//   - In a batch of several, a job that fails is rolled back alone and the
+//     others still commit. A job that can be run again from scratch (a
+//     replay job: the store's own action writes, which touch nothing outside
+//     the transaction and set their results anew each time) runs without a
+//     savepoint; when one fails, the batch is rolled back and its other jobs
+//     run again, each in a savepoint. A batch with any other job (InTx)
+//     takes a savepoint for every job. A savepoint is a round trip on
+//     PostgreSQL, and failures are rare: most batches save one per job.
 //   - The batch takes the resource version row first (UPDATE, which locks it
 //     until COMMIT on PostgreSQL; SQLite's BEGIN IMMEDIATE already holds
 //     the database), hands versions out in memory and writes the last one
@@ -162,6 +168,17 @@ type writes struct {
 }
 
 func (s writes) run(ctx context.Context, fn func(*writeTx) error) error {
+	return s.write(ctx, fn, false)
+}
+
+// replay is run for a job that may be run again from scratch (see the
+// group commit rules above): fn changes nothing outside the transaction
+// and sets everything it returns anew on each run.
+func (s writes) replay(ctx context.Context, fn func(*writeTx) error) error {
+	return s.write(ctx, fn, true)
+}
+
+func (s writes) write(ctx context.Context, fn func(*writeTx) error, replay bool) error {
 	switch {
 	case s.in != nil:
 		if err := ctx.Err(); err != nil {
@@ -169,7 +186,7 @@ func (s writes) run(ctx context.Context, fn func(*writeTx) error) error {
 		}
 		return s.in.nest(fn)
 	case s.c != nil:
-		return s.c.do(ctx, fn)
+		return s.c.do(ctx, fn, replay)
 	}
 	return db.WithTx(ctx, s.tx, func(tx *gorm.DB) error {
 		b := &batch{}
@@ -212,10 +229,11 @@ func (c *committer) committed() {
 }
 
 type job struct {
-	ctx   context.Context
-	fn    func(*writeTx) error
-	state atomic.Int32 // jobQueued, then jobTaken (by the committer) or jobDropped (by its caller)
-	done  chan error   // the outcome, once taken
+	ctx    context.Context
+	fn     func(*writeTx) error
+	replay bool         // fn may run again: it needs no savepoint (see the rules above)
+	state  atomic.Int32 // jobQueued, then jobTaken (by the committer) or jobDropped (by its caller)
+	done   chan error   // the outcome, once taken
 }
 
 const (
@@ -227,11 +245,11 @@ const (
 // do runs fn as a job and returns once its outcome is known. A caller that
 // finds the committer idle commits its batch itself, so a lone writer pays
 // no hand-over.
-func (c *committer) do(ctx context.Context, fn func(*writeTx) error) error {
+func (c *committer) do(ctx context.Context, fn func(*writeTx) error, replay bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	j := &job{ctx: ctx, fn: fn, replay: replay, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, j)
 	lead := !c.running
@@ -302,14 +320,6 @@ func (c *committer) commit(jobs []*job) {
 			j.done <- outcome[i]
 		}
 	}()
-	fail := func(err error) {
-		for i := range outcome {
-			if outcome[i] == nil {
-				outcome[i] = err
-			}
-		}
-	}
-
 	// The batch's statements run on a context of its own: a caller that
 	// gives up must not break the transaction it shares (on PostgreSQL a
 	// statement cancelled by its context takes the connection with it).
@@ -327,32 +337,74 @@ func (c *committer) commit(jobs []*job) {
 		defer stop()
 	}
 
+	savepoints := slices.ContainsFunc(live, func(j *job) bool { return !j.replay })
+	failed := c.runBatch(ctx, live, outcome, savepoints)
+	if failed < 0 {
+		return
+	}
+	// A replay job failed in a batch without savepoints, which rolled back:
+	// it keeps its error, the others run again, each in a savepoint.
+	var rest []*job
+	var restOutcome []error
+	for i, j := range live {
+		if i != failed {
+			rest = append(rest, j)
+			restOutcome = append(restOutcome, nil)
+		}
+	}
+	c.runBatch(ctx, rest, restOutcome, true)
+	for i, k := 0, 0; i < len(live); i++ {
+		if i != failed {
+			outcome[i] = restOutcome[k]
+			k++
+		}
+	}
+}
+
+// runBatch runs jobs in one transaction and commits it, setting each job's
+// outcome. With savepoints, or alone, a job that fails is rolled back by
+// itself; without, the first job that fails rolls back the transaction and
+// runBatch returns its index, with its outcome set and the others' not yet
+// known (-1 otherwise).
+func (c *committer) runBatch(ctx context.Context, jobs []*job, outcome []error, savepoints bool) (failed int) {
+	fail := func(err error) {
+		for i := range outcome {
+			if outcome[i] == nil {
+				outcome[i] = err
+			}
+		}
+	}
 	tx := c.db.WithContext(ctx).Begin()
 	if tx.Error != nil {
 		fail(fmt.Errorf("begin: %w", db.Translate(tx.Error)))
-		return
+		return -1
 	}
 	b := &batch{}
 	if err := b.reserve(tx); err != nil {
 		_ = tx.Rollback()
 		fail(err)
-		return
+		return -1
 	}
 	w := &writeTx{tx: tx, b: b}
 	committed := 0
-	for i, j := range live {
+	for i, j := range jobs {
 		switch {
 		case j.ctx.Err() != nil: // gave up while the batch ran: not started, nothing written
 			outcome[i] = j.ctx.Err()
-		case len(live) == 1: // alone: no savepoint, a failure rolls back the transaction
+		case len(jobs) == 1: // alone: no savepoint, a failure rolls back the transaction
 			outcome[i] = run(w, j.fn)
+		case !savepoints:
+			if outcome[i] = run(w, j.fn); outcome[i] != nil {
+				_ = tx.Rollback()
+				return i
+			}
 		default:
 			outcome[i] = w.nest(j.fn)
 		}
 		if b.broken != nil {
 			_ = tx.Rollback()
 			fail(b.broken)
-			return
+			return -1
 		}
 		if outcome[i] == nil {
 			committed++
@@ -360,20 +412,21 @@ func (c *committer) commit(jobs []*job) {
 	}
 	if committed == 0 {
 		_ = tx.Rollback()
-		return
+		return -1
 	}
 	if err := b.settle(tx); err != nil {
 		_ = tx.Rollback()
 		fail(err)
-		return
+		return -1
 	}
 	if err := tx.Commit().Error; err != nil {
 		fail(fmt.Errorf("commit: %w", db.Translate(err)))
-		return
+		return -1
 	}
 	// Before any caller hears its outcome: a writer that returns has
 	// already woken the watchers of what it wrote.
 	if b.changed() {
 		c.committed()
 	}
+	return -1
 }

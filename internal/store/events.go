@@ -60,7 +60,8 @@ func (r *Actions) RecordEvents(ctx context.Context, key ActionKey, evs []Event, 
 			return 0, errs.Invalidf("event of %s attempt %d: a version is required", key, e.Attempt)
 		}
 	}
-	err = r.w.run(ctx, func(w *writeTx) error {
+	err = r.w.replay(ctx, func(w *writeTx) error {
+		recorded = 0 // a replay starts over
 		a, err := getAction(w.tx, key)
 		if err != nil {
 			return err
