@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"fmgr.dev/executor/attempt"
 	"fmgr.dev/executor/contract"
@@ -171,18 +170,8 @@ func (d *Driver) prepareRootfsRun(dir string, key string, args []string, env con
 		return nil, "", fmt.Errorf("the image is a root filesystem, which runs in runc: %w", err)
 	}
 	lower := d.envs.RootfsDir(key)
-	bundle := filepath.Join(dir, bundleDir)
-	for _, p := range []string{lower, bundle} {
-		if strings.ContainsAny(p, ",:\\\"") {
-			return nil, "", fmt.Errorf("the path %s cannot be an overlay layer (it has a comma, colon, quote or backslash)", p)
-		}
-	}
-	for _, sub := range []string{"rootfs", "upper", "work"} {
-		if err := os.MkdirAll(filepath.Join(bundle, sub), 0o755); err != nil {
-			return nil, "", err
-		}
-	}
-	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
+	bundle, err := makeOverlayBundle(dir, lower)
+	if err != nil {
 		return nil, "", err
 	}
 	env = env.With(contract.KV{Key: "PATH", Value: rootfsPath}, contract.KV{Key: "VIRTUAL_ENV", Value: images.VenvDir})

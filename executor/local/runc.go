@@ -153,20 +153,8 @@ func (d *Driver) prepareRunc(ctx context.Context, dir string, l *attempt.Launch,
 	if err != nil {
 		return nil, "", fmt.Errorf("preparing the image %s: %w", im.Ref, err)
 	}
-	bundle := filepath.Join(dir, bundleDir)
-	for _, p := range []string{lower, bundle} {
-		if strings.ContainsAny(p, ",:\\\"") {
-			return nil, "", fmt.Errorf("the path %s cannot be an overlay layer (it has a comma, colon, quote or backslash)", p)
-		}
-	}
-	for _, sub := range []string{"rootfs", "upper", "work"} {
-		if err := os.MkdirAll(filepath.Join(bundle, sub), 0o755); err != nil {
-			return nil, "", err
-		}
-	}
-	// The container's / is the upper layer's directory: whatever the
-	// manager's umask, its user must be able to enter it.
-	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
+	bundle, err := makeOverlayBundle(dir, lower)
+	if err != nil {
 		return nil, "", err
 	}
 	in, out := rawDirs(dir)
@@ -282,4 +270,26 @@ func (d *Driver) removeContainer(dir string) int {
 	_ = os.RemoveAll(filepath.Join(dir, bundleDir))
 	_ = os.RemoveAll(filepath.Join(dir, runcState))
 	return n
+}
+
+// makeOverlayBundle makes the attempt's bundle directory (dir/bundle) with
+// the overlay's mount point and writable layer over lower, and returns it.
+func makeOverlayBundle(dir, lower string) (string, error) {
+	bundle := filepath.Join(dir, bundleDir)
+	for _, p := range []string{lower, bundle} {
+		if strings.ContainsAny(p, ",:\\\"") {
+			return "", fmt.Errorf("the path %s cannot be an overlay layer (it has a comma, colon, quote or backslash)", p)
+		}
+	}
+	for _, sub := range []string{"rootfs", "upper", "work"} {
+		if err := os.MkdirAll(filepath.Join(bundle, sub), 0o755); err != nil {
+			return "", err
+		}
+	}
+	// The container's / is the upper layer's directory: whatever the
+	// manager's umask, its user must be able to enter it.
+	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
+		return "", err
+	}
+	return bundle, nil
 }
