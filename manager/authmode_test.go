@@ -32,7 +32,7 @@ func TestAuthModeNoticesAtStart(t *testing.T) {
 		t.Helper()
 		status, body := get(t, p.URL+"/readyz")
 		if status != http.StatusOK {
-			t.Errorf("/readyz = %d %s", status, body)
+			t.Errorf("/readyz = %d %s\n%s", status, body, p.Output())
 		}
 		return body
 	}

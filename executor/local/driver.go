@@ -140,8 +140,10 @@ type Driver struct {
 	life   sync.Mutex
 	status lifeStatus
 	// servedStandby: the driver was ready on standby before it took the
-	// lease.
+	// lease. leaseTried: its first try at the lease is over (until then it
+	// is not ready, though its status is already lifeStandby).
 	servedStandby bool
+	leaseTried    bool
 	stopCh        chan struct{} // closed when the driver stops taking work
 	done          chan struct{} // closed when the driver has stopped
 	lockF         *os.File
@@ -269,6 +271,10 @@ func (d *Driver) Ready() error {
 	switch d.status {
 	case lifeNew:
 		return errors.New("the executor has not started")
+	case lifeStandby:
+		if !d.leaseTried {
+			return errors.New("the executor has not started")
+		}
 	case lifeRecovering:
 		if d.servedStandby {
 			return nil
@@ -363,6 +369,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.life.Unlock()
 	d.lease.Step(d.workCtx)
 	d.life.Lock()
+	d.leaseTried = true
 	if d.status == lifeStandby {
 		d.servedStandby = true
 		d.log.Info("executor on standby: another manager holds the executor lease", "lease", d.lease.Describe(),
