@@ -33,16 +33,25 @@ const (
 // FailedLayer returns the error for a build that exited with code (nil
 // for a code the script does not use for a step).
 func (p *Plan) FailedLayer(code int) error {
+	return failedLayer(code, p.Base, "creating the Python environment failed", p.Steps,
+		func(s Step) (int, string) { return s.Layer, s.What }, "uv pip install failed")
+}
+
+// failedLayer maps a build script's exit code to what failed: ExitBase is
+// the base (baseWhy), ExitLayer+n the step of layer n (why; layers past
+// what an exit code holds share the last code); nil for any other code.
+func failedLayer[S any](code int, base, baseWhy string, steps []S, of func(S) (int, string), why string) error {
+	const hint = "; the attempt's log says why"
 	if code < ExitBase || code > maxExit {
 		return nil
 	}
 	if code == ExitBase {
-		return &LayerError{What: p.Base, Why: "creating the Python environment failed; the attempt's log says why"}
+		return &LayerError{What: base, Why: baseWhy + hint}
 	}
 	n := code - ExitLayer
-	for _, s := range p.Steps {
-		if min(s.Layer, maxExit-ExitLayer) == n {
-			return &LayerError{Layer: s.Layer, What: s.What, Why: "uv pip install failed; the attempt's log says why"}
+	for _, s := range steps {
+		if layer, what := of(s); min(layer, maxExit-ExitLayer) == n {
+			return &LayerError{Layer: layer, What: what, Why: why + hint}
 		}
 	}
 	return nil

@@ -154,19 +154,8 @@ func suitesText() string {
 // FailedLayer returns the error for a root filesystem build that exited
 // with code (nil for a code the script does not use for a step).
 func (r *RootfsPlan) FailedLayer(code int) error {
-	if code < ExitBase || code > maxExit {
-		return nil
-	}
-	if code == ExitBase {
-		return &LayerError{What: r.Base, Why: "building the Debian root filesystem failed; the attempt's log says why"}
-	}
-	n := code - ExitLayer
-	for _, l := range r.Layers {
-		if min(l.Layer, maxExit-ExitLayer) == n {
-			return &LayerError{Layer: l.Layer, What: l.What, Why: "the layer failed; the attempt's log says why"}
-		}
-	}
-	return nil
+	return failedLayer(code, r.Base, "building the Debian root filesystem failed", r.Layers,
+		func(l RootfsLayer) (int, string) { return l.Layer, l.What }, "the layer failed")
 }
 
 // RootfsScript returns the build of key as a POSIX shell script, run by
