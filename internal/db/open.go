@@ -76,8 +76,12 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	}
 	switch dialect {
 	case Postgres:
+		// As many idle as open: with fewer, a burst beyond the idle count
+		// closes connections as they come back and opens new ones for the
+		// next burst, a PostgreSQL backend (a fork) and a cold statement
+		// cache each time. Idle ones still go after ConnMaxIdleTime.
 		sqlDB.SetMaxOpenConns(20)
-		sqlDB.SetMaxIdleConns(10)
+		sqlDB.SetMaxIdleConns(20)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		sqlDB.SetConnMaxLifetime(time.Hour)
 	case SQLite:

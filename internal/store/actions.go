@@ -152,8 +152,17 @@ func (r *Actions) create(ctx context.Context, n NewAction, onExisting func(*NewA
 	}
 	var out *Action
 	created := false
-	err := r.w.replay(ctx, func(w *writeTx) error {
+	write := r.w.replay
+	if n.Queue == "" || n.MaxDepth <= 0 { // nothing to admit: nothing to read first
+		write = r.w.pipe
+	}
+	err := write(ctx, func(w *writeTx) error {
 		out, created = nil, false // a replay starts over
+		if w.rec != nil {
+			a, err := createPiped(w, n)
+			out, created = a, err == nil
+			return err
+		}
 		tx := w.tx
 		// On PostgreSQL the spec goes with the read, as one statement
 		// (a round trip fewer in the batch); if the create then fails, it

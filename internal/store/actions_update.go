@@ -97,7 +97,7 @@ func (r *Actions) UpdateFrom(ctx context.Context, a *Action, u Update) (*Action,
 		return nil, errs.Invalidf("action %s: UpdateFrom needs the action as read from the store", a.ActionKey)
 	}
 	var out *Action
-	err := r.w.replay(ctx, func(w *writeTx) error {
+	err := r.w.pipe(ctx, func(w *writeTx) error {
 		if err := fenceFor(w, a.ActionKey, u); err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func write(w *writeTx, a *Action, cur currentAttempt, u Update) (*Action, error)
 			return nil, err
 		}
 	}
-	ch := newChain(w.tx)
+	ch := w.chain()
 	var history []Event
 	if ev, err := updateAttempt(ch, a, cur, &u, at); err != nil {
 		return nil, err
@@ -244,12 +244,13 @@ func write(w *writeTx, a *Action, cur currentAttempt, u Update) (*Action, error)
 	// version condition is belt and braces: the batch's hold on the
 	// resource version row already serializes action writers.
 	set, args := setClause(f)
-	n, err := ch.exec("UPDATE actions SET "+set+" WHERE id = ? AND resource_version = ?", append(args, a.ID, a.ResourceVersion)...)
-	if err != nil {
-		return nil, fmt.Errorf("update action %s: %w", key, err)
+	moved := fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
+	err := ch.expect(1, moved, "UPDATE actions SET "+set+" WHERE id = ? AND resource_version = ?", append(args, a.ID, a.ResourceVersion)...)
+	if err != nil && err != moved {
+		err = fmt.Errorf("update action %s: %w", key, err)
 	}
-	if n != 1 {
-		return nil, fmt.Errorf("action %s changed concurrently: %w", key, errs.ErrConflict)
+	if err != nil {
+		return nil, err
 	}
 	applyFields(a, f)
 	return a, nil

@@ -43,6 +43,9 @@ import (
 //   - A job whose caller gave up (ctx done) before its turn writes nothing.
 //   - A write made inside InTx is part of that job: it nests as a savepoint,
 //     as before.
+//   - On PostgreSQL, a batch without savepoints sends the statements of its
+//     piped jobs (writes that read nothing first) as one pipeline with its
+//     COMMIT (pipeline.go).
 
 // maxBatch bounds the jobs of one transaction. On PostgreSQL each job's
 // savepoint is a subtransaction, and a transaction with more than 64 of
@@ -51,8 +54,11 @@ const maxBatch = 32
 
 // writeTx is a batch's transaction as one job sees it.
 type writeTx struct {
-	tx *gorm.DB // bound to the batch's context
+	tx *gorm.DB // bound to the batch's context; nil while rec is set
 	b  *batch
+	// rec is set while a piped job runs in a pipelined batch: the job's
+	// statements are recorded, to go out with the others' at once.
+	rec *recorder
 }
 
 // batch is the state a batch's jobs share.
@@ -68,10 +74,16 @@ type batch struct {
 	broken error
 }
 
+// The batch's first and last statements on the resource version row.
+const (
+	reserveSQL = "UPDATE resource_version SET value = value + 1 WHERE id = 1 RETURNING value"
+	settleSQL  = "UPDATE resource_version SET value = $1 WHERE id = 1"
+)
+
 // reserve takes the resource version row for the batch.
 func (b *batch) reserve(tx *gorm.DB) error {
 	var v int64
-	err := tx.Raw("UPDATE resource_version SET value = value + 1 WHERE id = 1 RETURNING value").Scan(&v).Error
+	err := tx.Raw(reserveSQL).Scan(&v).Error
 	if err != nil {
 		return fmt.Errorf("take resource version: %w", db.Translate(err))
 	}
@@ -109,7 +121,11 @@ func (w *writeTx) checkFence(token int64) error {
 	if slices.Contains(w.b.fences, token) {
 		return nil
 	}
-	if err := checkFence(w.tx, token); err != nil {
+	if w.rec != nil {
+		if err := w.chain().expect(1, ErrFenced, fenceSQL, LocalExecutorLease, token); err != nil {
+			return err
+		}
+	} else if err := checkFence(w.tx, token); err != nil {
 		return err
 	}
 	w.b.fences = append(w.b.fences, token)
@@ -168,17 +184,25 @@ type writes struct {
 }
 
 func (s writes) run(ctx context.Context, fn func(*writeTx) error) error {
-	return s.write(ctx, fn, false)
+	return s.write(ctx, fn, jobOnce)
 }
 
 // replay is run for a job that may be run again from scratch (see the
 // group commit rules above): fn changes nothing outside the transaction
 // and sets everything it returns anew on each run.
 func (s writes) replay(ctx context.Context, fn func(*writeTx) error) error {
-	return s.write(ctx, fn, true)
+	return s.write(ctx, fn, jobReplay)
 }
 
-func (s writes) write(ctx context.Context, fn func(*writeTx) error, replay bool) error {
+// pipe is replay for a job whose statements need no answer until the
+// batch's end: fn writes only through w.chain() and w.checkFence, and reads
+// nothing, so on PostgreSQL its statements can wait for the batch's
+// pipeline (pipeline.go).
+func (s writes) pipe(ctx context.Context, fn func(*writeTx) error) error {
+	return s.write(ctx, fn, jobPiped)
+}
+
+func (s writes) write(ctx context.Context, fn func(*writeTx) error, kind jobKind) error {
 	switch {
 	case s.in != nil:
 		if err := ctx.Err(); err != nil {
@@ -186,7 +210,7 @@ func (s writes) write(ctx context.Context, fn func(*writeTx) error, replay bool)
 		}
 		return s.in.nest(fn)
 	case s.c != nil:
-		return s.c.do(ctx, fn, replay)
+		return s.c.do(ctx, fn, kind)
 	}
 	return db.WithTx(ctx, s.tx, func(tx *gorm.DB) error {
 		b := &batch{}
@@ -208,6 +232,9 @@ func (s writes) write(ctx context.Context, fn func(*writeTx) error, replay bool)
 // committer batches the jobs of one pool.
 type committer struct {
 	db *gorm.DB
+	// pipelined: batches without savepoints send their piped jobs'
+	// statements as one pipeline (PostgreSQL; pipeline.go).
+	pipelined bool
 
 	mu      sync.Mutex
 	queue   []*job
@@ -229,12 +256,21 @@ func (c *committer) committed() {
 }
 
 type job struct {
-	ctx    context.Context
-	fn     func(*writeTx) error
-	replay bool         // fn may run again: it needs no savepoint (see the rules above)
-	state  atomic.Int32 // jobQueued, then jobTaken (by the committer) or jobDropped (by its caller)
-	done   chan error   // the outcome, once taken
+	ctx   context.Context
+	fn    func(*writeTx) error
+	kind  jobKind
+	state atomic.Int32 // jobQueued, then jobTaken (by the committer) or jobDropped (by its caller)
+	done  chan error   // the outcome, once taken
 }
+
+// jobKind is what a job's fn allows the committer to do with it.
+type jobKind int
+
+const (
+	jobOnce   jobKind = iota // runs once: in a batch of several, in a savepoint
+	jobReplay                // may run again: no savepoint (see the rules above)
+	jobPiped                 // jobReplay whose statements may wait for the batch's pipeline
+)
 
 const (
 	jobQueued int32 = iota
@@ -245,11 +281,11 @@ const (
 // do runs fn as a job and returns once its outcome is known. A caller that
 // finds the committer idle commits its batch itself, so a lone writer pays
 // no hand-over.
-func (c *committer) do(ctx context.Context, fn func(*writeTx) error, replay bool) error {
+func (c *committer) do(ctx context.Context, fn func(*writeTx) error, kind jobKind) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, fn: fn, replay: replay, done: make(chan error, 1)}
+	j := &job{ctx: ctx, fn: fn, kind: kind, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, j)
 	lead := !c.running
@@ -337,24 +373,34 @@ func (c *committer) commit(jobs []*job) {
 		defer stop()
 	}
 
-	savepoints := slices.ContainsFunc(live, func(j *job) bool { return !j.replay })
-	failed := c.runBatch(ctx, live, outcome, savepoints)
+	savepoints := slices.ContainsFunc(live, func(j *job) bool { return j.kind == jobOnce })
+	var failed int
+	if c.pipelined && !savepoints {
+		failed = c.runPipelined(ctx, live, outcome)
+	} else {
+		failed = c.runBatch(ctx, live, outcome, savepoints)
+	}
 	if failed < 0 {
 		return
 	}
 	// A replay job failed in a batch without savepoints, which rolled back:
-	// it keeps its error, the others run again, each in a savepoint.
+	// it keeps its error, the others run again, each in a savepoint (and
+	// so does a piped job that has to read to know what went wrong).
+	again := func(i int) bool { return i != failed || errors.Is(outcome[i], errTakeTheLongWay) }
 	var rest []*job
 	var restOutcome []error
 	for i, j := range live {
-		if i != failed {
+		if again(i) {
 			rest = append(rest, j)
 			restOutcome = append(restOutcome, nil)
 		}
 	}
+	if len(rest) == 0 {
+		return
+	}
 	c.runBatch(ctx, rest, restOutcome, true)
 	for i, k := 0, 0; i < len(live); i++ {
-		if i != failed {
+		if again(i) {
 			outcome[i] = restOutcome[k]
 			k++
 		}
@@ -367,13 +413,7 @@ func (c *committer) commit(jobs []*job) {
 // runBatch returns its index, with its outcome set and the others' not yet
 // known (-1 otherwise).
 func (c *committer) runBatch(ctx context.Context, jobs []*job, outcome []error, savepoints bool) (failed int) {
-	fail := func(err error) {
-		for i := range outcome {
-			if outcome[i] == nil {
-				outcome[i] = err
-			}
-		}
-	}
+	fail := func(err error) { failAll(outcome, err) }
 	tx := c.db.WithContext(ctx).Begin()
 	if tx.Error != nil {
 		fail(fmt.Errorf("begin: %w", db.Translate(tx.Error)))

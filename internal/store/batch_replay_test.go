@@ -133,3 +133,92 @@ func TestGroupCommitReplaysAfterAFailure(t *testing.T) {
 		}
 	})
 }
+
+// Creates in one batch that can only tell what went wrong by reading (the
+// action exists, with the same content or not, the parent is missing, the
+// run's name is taken) get the outcome each would get alone, and the
+// creates and writes beside them commit, with their ids, attempts and
+// first events, under contiguous versions. On PostgreSQL the batch first
+// goes out as one pipeline that reads nothing (pipeline.go).
+func TestGroupCommitCreatesThatMustRead(t *testing.T) {
+	suite(t, func(t *testing.T, s *store.Store, g *gorm.DB) {
+		ctx := context.Background()
+		runs := createRuns(t, s, 3)
+		run := runs[0].RunKey
+		c0 := must[*store.Action](t)(func() (*store.Action, error) {
+			a, _, err := s.Actions.CreateChild(ctx, child(run, "c0", store.RootName))
+			return a, err
+		}())
+		before := must[int64](t)(s.Actions.CurrentVersion(ctx))
+
+		type created struct {
+			a   *store.Action
+			new bool
+			err error
+		}
+		create := func(n store.NewAction) <-chan created {
+			c := make(chan created, 1)
+			go func() {
+				a, isNew, err := s.Actions.CreateChild(ctx, n)
+				c <- created{a, isNew, err}
+			}()
+			return c
+		}
+		release := holdCommitter(t, s)
+		fresh := create(child(run, "c1", store.RootName))
+		same := create(child(run, "c0", store.RootName))
+		differs := child(run, "c0", store.RootName)
+		differs.InputURI = "file:///elsewhere"
+		different := create(differs)
+		orphan := create(child(run, "c2", "nope"))
+		taken := async(func() error {
+			_, err := s.Actions.CreateRun(ctx, newRun(runs[1].RunKey))
+			return err
+		})
+		newRoot := make(chan *store.Action, 1)
+		root := async(func() error {
+			a, err := s.Actions.CreateRun(ctx, newRun(runKey("fresh")))
+			newRoot <- a
+			return err
+		})
+		update := async(func() error {
+			_, err := s.Actions.UpdateFrom(ctx, runs[2], store.Update{Phase: phase.Running})
+			return err
+		})
+		waitQueued(t, s, 7)
+		release()
+
+		got := <-fresh
+		if got.err != nil || !got.new {
+			t.Fatalf("fresh create: new %v, %v", got.new, got.err)
+		}
+		if got := <-same; got.err != nil || got.new || got.a.ID != c0.ID {
+			t.Fatalf("identical create: new %v, id %v (want %d), %v", got.new, got.a, c0.ID, got.err)
+		}
+		wantErr(t, (<-different).err, errs.ErrAlreadyExists)
+		wantErr(t, (<-orphan).err, errs.ErrNotFound)
+		wantErr(t, <-taken, errs.ErrAlreadyExists)
+		if err := <-root; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-update; err != nil {
+			t.Fatal(err)
+		}
+		wantContiguous(t, versionsAfter(t, g, before), before, 3)
+		for _, a := range []*store.Action{got.a, <-newRoot} {
+			read := must[*store.Action](t)(s.Actions.Get(ctx, a.ActionKey))
+			if a.ID == 0 || read.ID != a.ID || read.ResourceVersion != a.ResourceVersion {
+				t.Fatalf("%s: created with id %d at %d, stored with id %d at %d", a.ActionKey, a.ID, a.ResourceVersion, read.ID, read.ResourceVersion)
+			}
+			if n := count(t, g, "SELECT COUNT(*) FROM action_attempts WHERE action_id = ?", a.ID); n != 1 {
+				t.Fatalf("%s: %d attempts, want 1", a.ActionKey, n)
+			}
+			if n := count(t, g, "SELECT COUNT(*) FROM action_events WHERE action_id = ? AND attempt = 1 AND version = 0", a.ID); n != 1 {
+				t.Fatalf("%s: %d first events, want 1", a.ActionKey, n)
+			}
+		}
+		if n := count(t, g, "SELECT COUNT(*) FROM actions WHERE name IN ('c2')"); n != 0 {
+			t.Fatalf("the orphan was stored")
+		}
+	})
+}

@@ -19,11 +19,16 @@ import (
 // runs the parts of such a statement on one snapshot, in no set order, and
 // fails the whole statement if one fails; so a part never depends on
 // another's effect (see add's key). On SQLite, where a statement costs no
-// round trip, each is sent when added, as before.
+// round trip, each is sent when added, as before. A piped job's chain goes
+// one step further: its statements wait for the batch's pipeline
+// (pipeline.go), with every other piped job's.
 type chain struct {
 	tx      *gorm.DB
 	combine bool
 	queued  []statement
+	// rec, when set, takes the statements instead of tx: the write is a
+	// piped job of a batch whose statements go out as one pipeline.
+	rec *recorder
 }
 
 type statement struct {
@@ -34,6 +39,15 @@ type statement struct {
 
 func newChain(tx *gorm.DB) *chain {
 	return &chain{tx: tx, combine: tx.Dialector.Name() == db.Postgres}
+}
+
+// chain is a chain for the job's writes: recorded for the batch's
+// pipeline when the job is piped, sent on its transaction otherwise.
+func (w *writeTx) chain() *chain {
+	if w.rec != nil {
+		return &chain{combine: true, rec: w.rec}
+	}
+	return newChain(w.tx)
 }
 
 // add queues a statement (an INSERT, UPDATE or DELETE without RETURNING).
@@ -56,29 +70,71 @@ func (c *chain) add(key, sql string, args ...any) error {
 }
 
 // exec sends sql with every statement still queued and returns the rows
-// sql affected.
+// sql affected (-1 when the chain records for a pipeline: not known yet).
 func (c *chain) exec(sql string, args ...any) (int64, error) {
-	if len(c.queued) > 0 {
-		var b strings.Builder
-		var all []any
-		b.WriteString("WITH ")
-		for i, s := range c.queued {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "s%d AS (%s)", i+1, s.sql)
-			all = append(all, s.args...)
-		}
-		b.WriteString(" ")
-		b.WriteString(sql)
-		sql, args = b.String(), append(all, args...)
-		c.queued = c.queued[:0]
+	sql, args = c.compose(sql, args)
+	if c.rec != nil {
+		c.rec.add(sql, args, nil, nil)
+		return -1, nil
 	}
 	res := c.tx.Exec(sql, args...)
 	if res.Error != nil {
 		return 0, db.Translate(res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// expect is exec for a last statement that must affect want rows, failing
+// with mismatch when it does not; when the chain records for a pipeline,
+// the check waits for the pipeline's answer.
+func (c *chain) expect(want int64, mismatch error, sql string, args ...any) error {
+	if c.rec != nil {
+		c.queued = append(c.queued, statement{sql: sql + " RETURNING 1", args: args})
+		c.record(fmt.Sprintf(checkSQL, len(c.queued)), []any{want}, nil, mismatch)
+		return nil
+	}
+	n, err := c.exec(sql, args...)
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return mismatch
+	}
+	return nil
+}
+
+// checkSQL ends a recorded statement whose last part (the last queued,
+// with RETURNING 1) must affect ? rows: it fails the statement otherwise
+// (db.CheckFailed).
+const checkSQL = "SELECT 1 / ((SELECT COUNT(*) FROM s%[1]d) = ?)::int"
+
+// record records sql with every statement still queued, as one, for the
+// batch's pipeline: its row goes to row, and when its own check fails
+// (db.CheckFailed) its job fails with mismatch.
+func (c *chain) record(sql string, args, row []any, mismatch error) {
+	sql, args = c.compose(sql, args)
+	c.rec.add(sql, args, row, mismatch)
+}
+
+// compose is sql with every statement still queued before it, as one.
+func (c *chain) compose(sql string, args []any) (string, []any) {
+	if len(c.queued) == 0 {
+		return sql, args
+	}
+	var b strings.Builder
+	var all []any
+	b.WriteString("WITH ")
+	for i, s := range c.queued {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "s%d AS (%s)", i+1, s.sql)
+		all = append(all, s.args...)
+	}
+	b.WriteString(" ")
+	b.WriteString(sql)
+	c.queued = c.queued[:0]
+	return b.String(), append(all, args...)
 }
 
 // flush sends what is queued.

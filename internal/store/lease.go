@@ -109,13 +109,16 @@ func (r *Leases) Release(ctx context.Context, name, holder string, token int64) 
 	return nil
 }
 
+// fenceSQL locks the lease row while it still holds token (checkFence).
+const fenceSQL = "UPDATE executor_leases SET token = token WHERE name = ? AND token = ? AND holder <> ''"
+
 // checkFence makes tx commit only while the local executor's lease is held
 // with token. The UPDATE locks the lease row until tx ends, so a takeover
 // (which updates the row) waits for this write to commit, or this write
 // sees the takeover and fails: either way the new holder reads everything
 // the old one recorded, and the old one records nothing after it.
 func checkFence(tx *gorm.DB, token int64) error {
-	res := tx.Exec("UPDATE executor_leases SET token = token WHERE name = ? AND token = ? AND holder <> ''", LocalExecutorLease, token)
+	res := tx.Exec(fenceSQL, LocalExecutorLease, token)
 	if res.Error != nil {
 		return fmt.Errorf("check the executor lease: %w", db.Translate(res.Error))
 	}

@@ -11,6 +11,8 @@ import (
 	"context"
 
 	"gorm.io/gorm"
+
+	"fmgr.dev/internal/db"
 )
 
 // Store bundles the repositories over one database handle.
@@ -31,7 +33,7 @@ type Store struct {
 func New(gdb *gorm.DB) *Store {
 	w := writes{tx: gdb}
 	if _, inTx := gdb.Statement.ConnPool.(gorm.TxCommitter); !inTx {
-		w = writes{c: &committer{db: gdb}}
+		w = writes{c: &committer{db: gdb, pipelined: db.Dialect(gdb) == db.Postgres}}
 	}
 	return build(gdb, w)
 }
