@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"fmgr.dev/internal/store"
 )
@@ -39,7 +40,23 @@ type Slots struct {
 	// a parent taking a slot while children of its wait stops counting at
 	// once, without a look at every waiter.
 	waitingChildren map[store.ActionKey]int
+	// promised holds the waiters woken and not back yet, and owed the
+	// capacity they were woken for: theirs until they take it (Acquire)
+	// or let it go (Forget), so that an action asking meanwhile cannot
+	// take it and send them back to the end of the line, each return
+	// costing the caller a look at the action. A promise not taken within
+	// promiseTTL lapses (a woken action the caller never brought back).
+	promised map[store.ActionKey]promise
+	owed     tally
 }
+
+type promise struct {
+	ask Ask
+	at  time.Time
+}
+
+// promiseTTL is how long a woken waiter's capacity stays promised to it.
+const promiseTTL = 10 * time.Second
 
 // Ask is what an attempt asks a slot under: its place in the tree and the
 // limits that apply to it.
@@ -80,6 +97,7 @@ func NewSlots(max int) *Slots {
 		runsOn:   map[string]int{},
 		held:     map[store.ActionKey]*hold{},
 		isWait:   map[store.ActionKey]bool{},
+		promised: map[store.ActionKey]promise{},
 
 		waitingChildren: map[store.ActionKey]int{},
 	}
@@ -96,8 +114,9 @@ func (s *Slots) Acquire(key store.ActionKey, ask Ask) (ok bool, why string, wake
 	if h := s.held[key]; h != nil {
 		return true, "", nil
 	}
+	s.unpromise(key)
 	s.lend(key.RunKey, ask.Parent)
-	if why = s.blocked(key.RunKey, ask, tally{}); why == "" {
+	if why = s.blocked(key.RunKey, ask, s.owed); why == "" {
 		s.take(key, ask)
 		s.dropWaiting(key)
 		return true, "", s.wakeLocked()
@@ -136,6 +155,18 @@ func (s *Slots) blocked(run store.RunKey, ask Ask, t tally) string {
 		return "no free slot"
 	}
 	return ""
+}
+
+// remove takes back what add counted.
+func (t *tally) remove(run store.RunKey, ask Ask) {
+	t.global--
+	decrement(t.run, run)
+	if ask.Queue != "" {
+		decrement(t.queue, ask.Queue)
+		if ask.takesRunPlace() {
+			decrement(t.runs, ask.Queue)
+		}
+	}
 }
 
 func (t *tally) add(run store.RunKey, ask Ask) {
@@ -231,17 +262,20 @@ func decrement[K comparable](m map[K]int, k K) {
 // what it wakes, not the length of the list; the list is only compacted
 // when a waiter held back by another limit stays in front of one woken.
 func (s *Slots) wakeLocked() []store.ActionKey {
-	if s.used >= s.max || len(s.waiting) == 0 {
+	if len(s.waiting) == 0 {
 		return nil
 	}
+	if s.used+s.owed.global >= s.max {
+		s.lapsePromises()
+	}
 	var out []store.ActionKey
-	var promised tally
 	kept := s.waiting[:0]
 	i := 0
-	for ; i < len(s.waiting) && s.used+promised.global < s.max; i++ {
+	for ; i < len(s.waiting) && s.used+s.owed.global < s.max; i++ {
 		w := s.waiting[i]
-		if s.blocked(w.key.RunKey, w.ask, promised) == "" {
-			promised.add(w.key.RunKey, w.ask)
+		if s.blocked(w.key.RunKey, w.ask, s.owed) == "" {
+			s.owed.add(w.key.RunKey, w.ask)
+			s.promised[w.key] = promise{ask: w.ask, at: time.Now()}
 			out = append(out, w.key)
 			s.unwait(w)
 			continue
@@ -260,6 +294,23 @@ func (s *Slots) wakeLocked() []store.ActionKey {
 	return out
 }
 
+// unpromise lets go of what was promised to key, if anything.
+func (s *Slots) unpromise(key store.ActionKey) {
+	if p, ok := s.promised[key]; ok {
+		delete(s.promised, key)
+		s.owed.remove(key.RunKey, p.ask)
+	}
+}
+
+// lapsePromises lets go of the promises older than promiseTTL.
+func (s *Slots) lapsePromises() {
+	for key, p := range s.promised {
+		if time.Since(p.at) > promiseTTL {
+			s.unpromise(key)
+		}
+	}
+}
+
 // unwait forgets that w waits (the caller takes it off the list).
 func (s *Slots) unwait(w waiter) {
 	delete(s.isWait, w.key)
@@ -273,6 +324,7 @@ func (s *Slots) Forget(key store.ActionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropWaiting(key)
+	s.unpromise(key)
 }
 
 func (s *Slots) dropWaiting(key store.ActionKey) {
@@ -317,6 +369,8 @@ func (s *Slots) DropAllWaiting() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.isWait)
+	clear(s.promised)
+	s.owed = tally{}
 	clear(s.waitingChildren)
 	clear(s.waiting)
 	s.waiting = s.waiting[:0]
