@@ -123,17 +123,19 @@ func (p *statStatements) reset(ctx context.Context) error {
 	return err
 }
 
-// queryCalls is one normalized statement of pg_stat_statements and how
-// often it ran.
+// queryCalls is one normalized statement of pg_stat_statements, how often
+// it ran and the time PostgreSQL spent running it (planning and executing,
+// not waiting for the client), in milliseconds.
 type queryCalls struct {
 	query string
 	calls float64
+	ms    float64
 }
 
 // read is database dbName's statements since the last reset, by kind, and
 // each statement's own count, most frequent first.
 func (p *statStatements) read(ctx context.Context, dbName string) (statements, []queryCalls, error) {
-	rows, err := p.conn.Query(ctx, `SELECT s.query, s.calls FROM pg_stat_statements s
+	rows, err := p.conn.Query(ctx, `SELECT s.query, s.calls, s.total_plan_time + s.total_exec_time FROM pg_stat_statements s
 		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`, dbName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pg_stat_statements: %w", err)
@@ -144,11 +146,12 @@ func (p *statStatements) read(ctx context.Context, dbName string) (statements, [
 	for rows.Next() {
 		var query string
 		var calls int64
-		if err := rows.Scan(&query, &calls); err != nil {
+		var ms float64
+		if err := rows.Scan(&query, &calls, &ms); err != nil {
 			return nil, nil, err
 		}
 		out[pgKind(query)] += float64(calls)
-		each = append(each, queryCalls{query: query, calls: float64(calls)})
+		each = append(each, queryCalls{query: query, calls: float64(calls), ms: ms})
 	}
 	slices.SortFunc(each, func(a, b queryCalls) int { return cmp.Compare(b.calls, a.calls) })
 	return out, each, rows.Err()

@@ -21,6 +21,26 @@ const (
 	referenceRunsSec = 16.0              // the reference manager, single-action runs on PostgreSQL
 )
 
+// beforeIssue28 is what issue 28 measured on main before its work (516e1d4,
+// a quiet 2-core machine): noop actions/s by backend and shape ("100x20":
+// the throughput row; "1xN": one run of N children), and the 300 real
+// children's wall.
+var beforeIssue28 = map[string]float64{
+	"sqlite/100x20": 397, "postgres/100x20": 78,
+	"sqlite/1x100": 501, "sqlite/1x1000": 568, "sqlite/1x10000": 361,
+	"postgres/1x100": 126, "postgres/1x1000": 85, "postgres/1x10000": 74,
+}
+
+const beforeIssue28BigFanout = 22 * time.Second
+
+// before28 is issue 28's figure before its work for r's shape ("—": none).
+func before28(r result) string {
+	if v, ok := beforeIssue28[fmt.Sprintf("%s/%dx%d", r.backend, r.runs, r.fanout)]; ok && r.runner == "noop" {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return "—"
+}
+
 // today is issue 10's actions/s before its work, by backend and runner.
 var today = map[string]float64{
 	"sqlite/noop": 168, "postgres/noop": 108,
@@ -132,6 +152,14 @@ func table(out io.Writer, group string, rows []result) {
 			}
 			fmt.Fprintln(out)
 		}
+		if r.runner == "noop" && r.measuredActions() > 0 {
+			n := float64(r.measuredActions())
+			per := func(d time.Duration) time.Duration { return time.Duration(float64(d) / n) }
+			total := per(r.cpu.manager + r.cpu.tasks + r.cpuPG + r.cpuBench)
+			fmt.Fprintf(out, "  %s / %s, %d × (1 + %d): CPU per action: manager %s, PostgreSQL %s, bench client %s; together %s, so %d CPUs run at most %.0f actions/s\n",
+				r.backend, r.label(), r.runs, r.fanout, round(per(r.cpu.manager+r.cpu.tasks)), round(per(r.cpuPG)), round(per(r.cpuBench)), round(total),
+				runtime.NumCPU(), float64(runtime.NumCPU())/total.Seconds())
+		}
 		if r.runner == "a0" && r.measuredActions() > 0 {
 			n := float64(r.measuredActions())
 			fmt.Fprintf(out, "  %s / %s, %d × (1 + %d): CPU per action: task processes %s, manager %s (user + sys)\n", r.backend, r.label(), r.runs, r.fanout,
@@ -203,10 +231,11 @@ func ratios(out io.Writer, o options, results []result) {
 	}
 }
 
-// summary is the targets table: each of issue 10's figures measured here,
-// its target, the figure before the issue's work and the ratio to it.
+// summary is the targets table: each of issue 10's and 28's figures
+// measured here, its target, the figures before each issue's work and the
+// ratio to issue 10's.
 func summary(out io.Writer, results []result) {
-	type line struct{ figure, measured, target, was, ratio, met string }
+	type line struct{ figure, measured, target, was, ratio, was28, met string }
 	var lines []line
 	yes := func(ok bool) string {
 		if ok {
@@ -220,36 +249,39 @@ func summary(out io.Writer, results []result) {
 			t, was := throughputTarget(r)
 			v := r.actionsPerSec()
 			lines = append(lines, line{fmt.Sprintf("%s %s actions/s (%d × (1 + %d))", r.backend, r.label(), r.runs, r.fanout),
-				fmt.Sprintf("%.1f", v), fmt.Sprintf("≥ %.0f", t), fmt.Sprintf("%.1f", was), fmt.Sprintf("%.2f×", v/was), yes(v >= t && r.failedRuns == 0)})
+				fmt.Sprintf("%.1f", v), fmt.Sprintf("≥ %.0f", t), fmt.Sprintf("%.1f", was), fmt.Sprintf("%.2f×", v/was), before28(r), yes(v >= t && r.failedRuns == 0)})
 			if r.runner == "noop" {
 				lines = append(lines, line{fmt.Sprintf("%s noop actions/s vs the reference's single-action runs/s", r.backend),
-					fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.1f×", v/referenceRunsSec), "—"})
+					fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.1f×", v/referenceRunsSec), "—", "—"})
 			}
 		case r.group == groupThroughput && r.runner == "kube":
 			v := r.actionsPerSec()
 			lines = append(lines, line{fmt.Sprintf("%s kube single-action runs/s (%d in flight)", r.backend, r.inflight),
-				fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.2f×", v/referenceRunsSec), "—"})
+				fmt.Sprintf("%.1f", v), "—", fmt.Sprintf("%.0f (reference)", referenceRunsSec), fmt.Sprintf("%.2f×", v/referenceRunsSec), "—", "—"})
 		case r.group == groupRealFanout:
 			lines = append(lines, line{fmt.Sprintf("%s %s: one run, %d real children, wall", r.backend, r.label(), r.fanout),
 				round(r.wall).String(), "≤ " + targetBigFanout.String(), todayBigFanout.String(),
-				fmt.Sprintf("%.2f× as fast", todayBigFanout.Seconds()/r.wall.Seconds()), yes(r.wall <= targetBigFanout && r.failedRuns == 0)})
+				fmt.Sprintf("%.2f× as fast", todayBigFanout.Seconds()/r.wall.Seconds()), beforeIssue28BigFanout.String(), yes(r.wall <= targetBigFanout && r.failedRuns == 0)})
 		case r.group == groupScale:
+			v := r.actionsPerSec()
+			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, actions/s", r.backend, r.fanout),
+				fmt.Sprintf("%.1f", v), fmt.Sprintf("≥ %.0f", targetNoop), "—", "—", before28(r), yes(v >= targetNoop && r.failedRuns == 0)})
 			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, peak RSS", r.backend, r.fanout),
-				mb(r.peakRSS), "≤ " + mb(targetPeakRSS), "—", "—", yes(r.peakRSS > 0 && r.peakRSS <= targetPeakRSS)})
+				mb(r.peakRSS), "≤ " + mb(targetPeakRSS), "—", "—", "—", yes(r.peakRSS > 0 && r.peakRSS <= targetPeakRSS)})
 			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, wall (%d of %d actions succeeded)", r.backend, r.fanout, r.succeeded, r.measuredActions()),
-				round(r.wall).String(), "completes", "—", "—", yes(r.failedRuns == 0 && r.succeeded == r.measuredActions())})
+				round(r.wall).String(), "completes", "—", "—", "—", yes(r.failedRuns == 0 && r.succeeded == r.measuredActions())})
 			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, statements/action", r.backend, r.fanout),
-				perActionText(r.perAction(r.stmts)) + pgText(r), "flat", "—", "—", "see scale table"})
+				perActionText(r.perAction(r.stmts)) + pgText(r), "flat", "—", "—", "—", "see scale table"})
 		}
 	}
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(out, "\nsummary against issue 10's targets:")
+	fmt.Fprintln(out, "\nsummary against the targets (issues 10 and 28):")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  figure\tmeasured\ttarget\tbefore\tratio\tmet\t")
+	fmt.Fprintln(tw, "  figure\tmeasured\ttarget\tbefore #10\tratio\tbefore #28\tmet\t")
 	for _, l := range lines {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", l.figure, l.measured, l.target, l.was, l.ratio, l.met)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.figure, l.measured, l.target, l.was, l.ratio, l.was28, l.met)
 	}
 	tw.Flush()
 }
@@ -263,18 +295,24 @@ func pgText(r result) string {
 
 // reportTop prints, for each scenario measured on PostgreSQL, its n most
 // frequent statements per action: where its round trips go.
-func reportTop(out io.Writer, results []result, n int) {
+func reportTop(out io.Writer, results []result, top int) {
 	for _, r := range results {
-		if n <= 0 || len(r.pgQueries) == 0 || r.measuredActions() == 0 {
+		if top <= 0 || len(r.pgQueries) == 0 || r.measuredActions() == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "\n%s / %s, %d × (1 + %d): the %d statements run most, per action (pg_stat_statements)\n", r.backend, r.label(), r.runs, r.fanout, n)
-		for _, q := range r.pgQueries[:min(n, len(r.pgQueries))] {
+		var ms float64
+		for _, q := range r.pgQueries {
+			ms += q.ms
+		}
+		n := float64(r.measuredActions())
+		fmt.Fprintf(out, "\n%s / %s, %d × (1 + %d): PostgreSQL ran statements for %.2f ms per action (%.0f%% of the wall);\n", r.backend, r.label(), r.runs, r.fanout, ms/n, ms/1e3/r.wall.Seconds()*100)
+		fmt.Fprintf(out, "the %d it ran most, per action, and the mean ms of each (pg_stat_statements)\n", top)
+		for _, q := range r.pgQueries[:min(top, len(r.pgQueries))] {
 			text := strings.Join(strings.Fields(q.query), " ")
 			if len(text) > 160 {
 				text = text[:160] + "…"
 			}
-			fmt.Fprintf(out, "  %6.2f  %s\n", q.calls/float64(r.measuredActions()), text)
+			fmt.Fprintf(out, "  %6.2f  %6.3f  %s\n", q.calls/n, q.ms/max(q.calls, 1), text)
 		}
 	}
 }

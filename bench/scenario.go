@@ -34,12 +34,14 @@ type result struct {
 	wall       time.Duration
 	p50, p99   time.Duration
 	firstErr   error
-	peakRSS    int64        // the manager's VmHWM at the end, bytes
-	stmts      statements   // the manager's statements over the measured runs
-	pgStmts    statements   // pg_stat_statements of its database over the measured runs; nil if not read
-	pgQueries  []queryCalls // the same, statement by statement, most frequent first
-	kube       *kubeFigures // the kube runner's API writes and transactions
-	cpu        cpuTimes     // the manager's and its task processes' CPU over the measured runs
+	peakRSS    int64         // the manager's VmHWM at the end, bytes
+	stmts      statements    // the manager's statements over the measured runs
+	pgStmts    statements    // pg_stat_statements of its database over the measured runs; nil if not read
+	pgQueries  []queryCalls  // the same, statement by statement, most frequent first
+	kube       *kubeFigures  // the kube runner's API writes and transactions
+	cpu        cpuTimes      // the manager's and its task processes' CPU over the measured runs
+	cpuPG      time.Duration // PostgreSQL's CPU over the measured runs (0: SQLite)
+	cpuBench   time.Duration // the bench's own (the client's) CPU over the measured runs
 }
 
 // measuredActions is what the scenario submitted: runs × (1 + fan-out).
@@ -174,7 +176,11 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 		}
 	}
 
-	cpuBefore := readCPU(m.PID())
+	pgGroup := 0
+	if s.backend == "postgres" && e.pg != nil {
+		pgGroup = e.pg.ProcessGroup()
+	}
+	cpuBefore, pgBefore, benchBefore := readCPU(m.PID()), groupCPU(pgGroup), selfCPU()
 	rs, wall := c.submitAll(ctx, w, "run", s.runs, s.inflight)
 
 	if profile {
@@ -211,6 +217,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 	}
 	res.stmts = stmtsAfter.minus(stmtsBefore)
 	res.cpu = readCPU(m.PID()).minus(cpuBefore)
+	res.cpuPG, res.cpuBench = groupCPU(pgGroup)-pgBefore, selfCPU()-benchBefore
 	if pgMeasured {
 		if res.pgStmts, res.pgQueries, err = e.pgStats.read(ctx, dbName); err != nil {
 			return result{}, err

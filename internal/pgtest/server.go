@@ -178,6 +178,16 @@ func hasStatStatements(bin string) bool {
 	return false
 }
 
+// ProcessGroup is the process group of the server's processes (the
+// postmaster and its backends), for a caller that measures their CPU; 0
+// when the server is not running.
+func (s *Server) ProcessGroup() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid // started with Setpgid: it leads the group
+}
+
 // SocketDir is the directory holding the server's unix socket.
 func (s *Server) SocketDir() string { return s.dir }
 
