@@ -194,3 +194,34 @@ func BenchmarkSlotsReleaseWithManyWaiting(b *testing.B) {
 		}
 	}
 }
+
+// A waiter woken for a freed slot finds it still free when it comes back:
+// an action that asks in between waits behind it instead of taking it (and
+// sending the woken one to the end of the line). A woken action that never
+// comes back lets the slot go when it is forgotten.
+func TestSlotsKeepAWokenWaitersPlace(t *testing.T) {
+	s := NewSlots(1)
+	a, b, c := akey("r1", "a0"), akey("r2", "a0"), akey("r3", "a0")
+	if ok, _, _ := s.Acquire(a, Ask{}); !ok {
+		t.Fatal("first action refused")
+	}
+	if ok, _, _ := s.Acquire(b, Ask{}); ok {
+		t.Fatal("second action took a second slot")
+	}
+	if wake := s.Release(a); !slices.Equal(wake, []store.ActionKey{b}) {
+		t.Fatalf("woke %v, want the waiter", wake)
+	}
+	if ok, _, _ := s.Acquire(c, Ask{}); ok {
+		t.Fatal("an action asking after the wake took the woken waiter's slot")
+	}
+	if ok, _, _ := s.Acquire(b, Ask{}); !ok {
+		t.Fatal("the woken waiter found its slot taken")
+	}
+	if wake := s.Release(b); !slices.Equal(wake, []store.ActionKey{c}) {
+		t.Fatalf("woke %v, want the action that waited behind", wake)
+	}
+	s.Forget(c) // ended before it came back
+	if ok, _, _ := s.Acquire(a, Ask{}); !ok {
+		t.Fatal("a forgotten woken action kept its slot")
+	}
+}
