@@ -25,10 +25,9 @@ const clockTick = 10 * time.Millisecond
 
 // procTimes are fields 14–17 of /proc/<pid>/stat: utime, stime (the
 // process's own) and cutime, cstime (its waited-for children's, and
-// theirs recursively); and fields 4 and 5, the parent's pid and the
-// process group.
+// theirs recursively); and field 4, the parent's pid.
 type procTimes struct {
-	ppid, pgrp  int
+	ppid        int
 	self, child time.Duration
 }
 
@@ -49,7 +48,6 @@ func parseStat(line string) (procTimes, bool) {
 	}
 	return procTimes{
 		ppid:  int(n(4)),
-		pgrp:  int(n(5)),
 		self:  time.Duration(n(14)+n(15)) * clockTick,
 		child: time.Duration(n(16)+n(17)) * clockTick,
 	}, true
@@ -85,24 +83,14 @@ func readCPU(pid int) cpuTimes {
 	return c
 }
 
-// groupCPU is the CPU time of the processes of group pgid: those alive and
-// the children they waited for (PostgreSQL's backends that ended are in
-// the postmaster's). 0 for pgid 0.
-func groupCPU(pgid int) time.Duration {
-	if pgid == 0 {
+// serverCPU is the CPU time of a server process pid and its children,
+// alive or waited for (PostgreSQL's backends, ended or not); 0 for pid 0.
+func serverCPU(pid int) time.Duration {
+	if pid == 0 {
 		return 0
 	}
-	var d time.Duration
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if t, ok := readStat("/proc/" + e.Name() + "/stat"); ok && t.pgrp == pgid {
-			d += t.self + t.child
-		}
-	}
-	return d
+	c := readCPU(pid)
+	return c.manager + c.tasks
 }
 
 // selfCPU is the bench process's own CPU time: the client's share.

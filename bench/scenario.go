@@ -176,11 +176,11 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 		}
 	}
 
-	pgGroup := 0
+	postmaster := 0
 	if s.backend == "postgres" && e.pg != nil {
-		pgGroup = e.pg.ProcessGroup()
+		postmaster = e.pg.PostmasterPID()
 	}
-	cpuBefore, pgBefore, benchBefore := readCPU(m.PID()), groupCPU(pgGroup), selfCPU()
+	cpuBefore, pgBefore, benchBefore := readCPU(m.PID()), serverCPU(postmaster), selfCPU()
 	rs, wall := c.submitAll(ctx, w, "run", s.runs, s.inflight)
 
 	if profile {
@@ -217,7 +217,7 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 	}
 	res.stmts = stmtsAfter.minus(stmtsBefore)
 	res.cpu = readCPU(m.PID()).minus(cpuBefore)
-	res.cpuPG, res.cpuBench = groupCPU(pgGroup)-pgBefore, selfCPU()-benchBefore
+	res.cpuPG, res.cpuBench = serverCPU(postmaster)-pgBefore, selfCPU()-benchBefore
 	if pgMeasured {
 		if res.pgStmts, res.pgQueries, err = e.pgStats.read(ctx, dbName); err != nil {
 			return result{}, err

@@ -178,14 +178,17 @@ func hasStatStatements(bin string) bool {
 	return false
 }
 
-// ProcessGroup is the process group of the server's processes (the
-// postmaster and its backends), for a caller that measures their CPU; 0
-// when the server is not running.
-func (s *Server) ProcessGroup() int {
-	if s.cmd == nil || s.cmd.Process == nil {
+// PostmasterPID is the pid of the server's postmaster, from its
+// postmaster.pid file (its backends are its children), for a caller that
+// measures their CPU; 0 when it cannot be read.
+func (s *Server) PostmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(s.dataDir(), "postmaster.pid"))
+	if err != nil {
 		return 0
 	}
-	return s.cmd.Process.Pid // started with Setpgid: it leads the group
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	return pid
 }
 
 // SocketDir is the directory holding the server's unix socket.
