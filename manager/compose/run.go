@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
@@ -57,6 +58,11 @@ type Options struct {
 	Version string
 }
 
+// statisticsEvery is how often the manager looks whether PostgreSQL's
+// statistics of the tables that grow with runs need refreshing
+// (db.KeepStatistics).
+const statisticsEvery = 5 * time.Second
+
 // Run runs the manager until ctx is done: it prepares the data dir, opens
 // and migrates the database, builds the services and serves them.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
@@ -93,6 +99,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return closeAfter(srv, fmt.Errorf("migrating the database: %w", err))
 	}
 	srv.AddReadinessCheck("database", func(ctx context.Context) error { return db.Check(ctx, gdb) })
+	if db.Dialect(gdb) == db.Postgres {
+		srv.AddWorker("planner statistics", func(ctx context.Context) error {
+			return db.KeepStatistics(ctx, gdb, statisticsEvery, logger)
+		})
+	}
 
 	if err := setupAuth(cfg, gdb, srv, logger); err != nil {
 		return closeAfter(srv, err)
