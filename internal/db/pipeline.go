@@ -30,8 +30,8 @@ type Piped struct {
 // cost one round trip instead of n. They run in order; the first that fails
 // stops the rest, and Pipeline returns its index with the error (translated)
 // and -1 otherwise. Inside a transaction, a failure aborts the transaction.
-// Pipelined statements are counted like gorm's (flyte_manager_db_statements_total),
-// on counter, the DB conn came from.
+// The statements are counted as gorm's are (flyte_manager_db_statements_total),
+// on counter, the DB that conn came from.
 func Pipeline(ctx context.Context, counter *gorm.DB, conn *sql.Conn, stmts []Piped) (int, error) {
 	if len(stmts) == 0 {
 		return -1, nil
