@@ -183,6 +183,19 @@ bench: venv envtest-assets
 	$(GO) build -tags bench -ldflags "$(LDFLAGS)" -o $(BIN)/flyte-manager-bench ./manager
 	$(GO) run ./bench -manager $(BIN)/flyte-manager-bench -venv $(VENV) $(BENCH_FLAGS)
 
+## bench-compare: make bench, each noop and a0 scenario measured first on
+## the manager of git revision BEFORE (default main), then on this
+## checkout's, one after the other on the same machine; the summary shows
+## both. E.g. make bench-compare BEFORE=516e1d4 BENCH_FLAGS="-runners noop".
+.PHONY: bench-compare
+BEFORE ?= main
+bench-compare: venv envtest-assets
+	$(GO) build -tags bench -ldflags "$(LDFLAGS)" -o $(BIN)/flyte-manager-bench ./manager
+	rm -rf $(BIN)/before-src && git worktree prune && git worktree add --detach $(BIN)/before-src $(BEFORE)
+	cd $(BIN)/before-src && $(GO) build -tags bench -o $(BIN)/flyte-manager-before ./manager; \
+	  rc=$$?; cd $(CURDIR) && git worktree remove --force $(BIN)/before-src; exit $$rc
+	$(GO) run ./bench -manager $(BIN)/flyte-manager-bench -before $(BIN)/flyte-manager-before -venv $(VENV) $(BENCH_FLAGS)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -86,6 +86,7 @@ type options struct {
 	warm                 string
 	backends, runners    []string
 	managerBin           string
+	beforeBin            string
 	venv                 string
 	pprofDir             string
 	keep                 bool
@@ -119,6 +120,7 @@ func main() {
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "databases to measure: sqlite, postgres")
 	flag.StringVar(&runners, "runners", "noop,a0,kube,replicas,console", "runners to measure: "+strings.Join(runnerNames, ", ")+" (the scale and curve series need noop, the real fan-out a0; replicas: cross-replica watch latency, PostgreSQL; console: the web console's tree drawing in headless Chromium)")
 	flag.StringVar(&o.managerBin, "manager", "", "a flyte-manager built with -tags bench (default: build one)")
+	flag.StringVar(&o.beforeBin, "before", "", "another flyte-manager built with -tags bench (main before a change) to measure first in each noop and a0 scenario, one after the other on the same machine; its figures are printed beside")
 	flag.StringVar(&o.venv, "venv", "", "virtualenv with the flyte SDK for the a0 runner (default: $FM_TEST_VENV, else .venv)")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write the manager's CPU, mutex, block and heap profiles of each noop and a0 scenario's measured runs to this directory")
 	flag.IntVar(&o.pgTop, "pg-top", 0, "after the tables, print the N statements PostgreSQL ran most per action in each scenario (pg_stat_statements; 0: none)")
@@ -294,7 +296,18 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: [%d/%d] %s: %s / %s: %d runs × (1 + %d) actions, %d in flight ...\n",
 			i+1, len(specs), s.group, s.backend, s.label(), s.runs, s.fanout, s.inflight)
-		r, err := e.measure(ctx, s)
+		var before *result
+		if o.beforeBin != "" && (s.runner == "noop" || s.runner == "a0") {
+			fmt.Fprintf(os.Stderr, "bench: first on %s (-before)\n", o.beforeBin)
+			b, err := e.measure(ctx, s, o.beforeBin)
+			if err != nil {
+				return fmt.Errorf("%s / %s on -before's manager: %w", s.backend, s.label(), err)
+			}
+			fmt.Fprintf(os.Stderr, "bench: before: %s / %s: %.0f actions/s, %.1f statements/action\n", s.backend, s.label(), b.actionsPerSec(), b.perAction(b.stmts))
+			before = &b
+		}
+		r, err := e.measure(ctx, s, o.managerBin)
+		r.before = before
 		if err != nil {
 			if len(results) > 0 { // what was measured before is still worth printing
 				report(os.Stdout, o, e, results, load, time.Since(started))

@@ -236,6 +236,7 @@ func ratios(out io.Writer, o options, results []result) {
 // ratio to issue 10's.
 func summary(out io.Writer, results []result) {
 	type line struct{ figure, measured, target, was, ratio, was28, met string }
+	var measuredBefore []string // by line: -before's figure, measured just before
 	var lines []line
 	yes := func(ok bool) string {
 		if ok {
@@ -244,6 +245,7 @@ func summary(out io.Writer, results []result) {
 		return "NO"
 	}
 	for _, r := range results {
+		n := len(lines)
 		switch {
 		case r.group == groupThroughput && (r.runner == "noop" || r.runner == "a0"):
 			t, was := throughputTarget(r)
@@ -273,15 +275,33 @@ func summary(out io.Writer, results []result) {
 			lines = append(lines, line{fmt.Sprintf("%s noop: one run, %d children, statements/action", r.backend, r.fanout),
 				perActionText(r.perAction(r.stmts)) + pgText(r), "flat", "—", "—", "—", "see scale table"})
 		}
+		for len(measuredBefore) < len(lines) {
+			measuredBefore = append(measuredBefore, "—")
+		}
+		if b := r.before; b != nil && len(lines) > n { // the first line of a result is its actions/s or wall
+			measuredBefore[n] = fmt.Sprintf("%.1f", b.actionsPerSec())
+			if r.group == groupRealFanout {
+				measuredBefore[n] = round(b.wall).String()
+			}
+		}
 	}
 	if len(lines) == 0 {
 		return
 	}
 	fmt.Fprintln(out, "\nsummary against the targets (issues 10 and 28):")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  figure\tmeasured\ttarget\tbefore #10\tratio\tbefore #28\tmet\t")
-	for _, l := range lines {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.figure, l.measured, l.target, l.was, l.ratio, l.was28, l.met)
+	head := "  figure\tmeasured\ttarget\tbefore #10\tratio\tbefore #28\tmet\t"
+	withBefore := slices.ContainsFunc(results, func(r result) bool { return r.before != nil })
+	if withBefore {
+		head += "measured before (-before)\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i, l := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t", l.figure, l.measured, l.target, l.was, l.ratio, l.was28, l.met)
+		if withBefore {
+			fmt.Fprintf(tw, "%s\t", measuredBefore[i])
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

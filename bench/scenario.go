@@ -42,6 +42,7 @@ type result struct {
 	cpu        cpuTimes      // the manager's and its task processes' CPU over the measured runs
 	cpuPG      time.Duration // PostgreSQL's CPU over the measured runs (0: SQLite)
 	cpuBench   time.Duration // the bench's own (the client's) CPU over the measured runs
+	before     *result       // the same scenario on -before's manager, measured just before; nil without
 }
 
 // measuredActions is what the scenario submitted: runs × (1 + fan-out).
@@ -79,7 +80,7 @@ func (e *env) workloadFor(runner string, fanout int) workload {
 const statsSettle = time.Second
 
 // measure runs one scenario on a manager of its own.
-func (e *env) measure(ctx context.Context, s spec) (result, error) {
+func (e *env) measure(ctx context.Context, s spec, bin string) (result, error) {
 	o := e.o
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -114,14 +115,14 @@ func (e *env) measure(ctx context.Context, s spec) (result, error) {
 		return result{}, err
 	}
 	profile := o.pprofDir != "" && (s.runner == "noop" || s.runner == "a0")
-	m, err := startManager(ctx, o.managerBin, home, dsn, vars, configs, profile)
+	m, err := startManager(ctx, bin, home, dsn, vars, configs, profile)
 	if err != nil {
 		return result{}, err
 	}
 	defer m.Stop()
 	if s.runner == "noop" {
 		if log, _ := os.ReadFile(m.LogPath); !strings.Contains(string(log), "attempts run no process") {
-			return result{}, fmt.Errorf("%s has no no-op runner: build it with -tags bench", o.managerBin)
+			return result{}, fmt.Errorf("%s has no no-op runner: build it with -tags bench", bin)
 		}
 	}
 	c := newClient(m.URL)
