@@ -132,10 +132,14 @@ type Driver struct {
 	// until its wait is recorded (see waitGrace) or it starts.
 	waitingSince map[store.ActionKey]time.Time
 	waitGrace    time.Duration
-	// recordedWait is the version of the WAITING_FOR_RESOURCES record this
-	// driver wrote for an action that waits for capacity: the change feed
-	// brings that write back, and it needs no look (followSub).
-	recordedWait map[store.ActionKey]int64
+	// waitRows holds, for an action that waits for capacity, the row as
+	// this driver last read or wrote it (its WAITING_FOR_RESOURCES record):
+	// the next look at it (its wait to record, a slot freed for it) starts
+	// from this row instead of reading it again, and a change the feed
+	// brings that is not newer needs no look (followSub). A newer change
+	// drops it; a write from a row that moved anyway fails with a conflict,
+	// and the look reads the row (reconcile).
+	waitRows map[store.ActionKey]*store.Action
 
 	life   sync.Mutex
 	status lifeStatus
@@ -209,7 +213,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		slots:          attempt.NewSlots(local.MaxParallelism),
 		running:        map[store.ActionKey]*ownAttempt{},
 		waitingSince:   map[store.ActionKey]time.Time{},
-		recordedWait:   map[store.ActionKey]int64{},
+		waitRows:       map[store.ActionKey]*store.Action{},
 		waitGrace:      defaultWaitGrace,
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),

@@ -99,7 +99,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	d.mu.Lock()
 	d.running[key] = e
 	delete(d.waitingSince, key)
-	delete(d.recordedWait, key)
+	delete(d.waitRows, key)
 	d.mu.Unlock()
 	handedOff := false
 	defer func() {
@@ -276,6 +276,7 @@ func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.T
 	if ok {
 		return gpus, true, nil
 	}
+	d.holdWaitRow(a)
 	if l.QueuedLeft > 0 {
 		d.q.addAfter(key, l.QueuedLeft) // to time it out if it still waits then
 	}
@@ -292,11 +293,30 @@ func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.T
 	}
 	d.mu.Lock()
 	delete(d.waitingSince, key) // recorded: the phase says it waits now
-	if waiting != a {
-		d.recordedWait[key] = waiting.ResourceVersion
-	}
 	d.mu.Unlock()
+	d.holdWaitRow(waiting)
 	return nil, false, nil
+}
+
+// holdWaitRow keeps a, the row of an action that waits for capacity as
+// this driver read or wrote it, for the next look at it (waitRows), unless
+// a newer one is held already.
+func (d *Driver) holdWaitRow(a *store.Action) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if held := d.waitRows[a.ActionKey]; held == nil || held.ResourceVersion < a.ResourceVersion {
+		d.waitRows[a.ActionKey] = a
+	}
+}
+
+// takeWaitRow returns the row held for key (waitRows), if any, and lets go
+// of it: the look that uses it holds it again if the action still waits.
+func (d *Driver) takeWaitRow(key store.ActionKey) *store.Action {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a := d.waitRows[key]
+	delete(d.waitRows, key)
+	return a
 }
 
 // waitUnrecorded returns how much longer key's wait for capacity stays

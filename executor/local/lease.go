@@ -62,7 +62,7 @@ func (ev leaseEvents) Lost(tok int64, why string) {
 	d.slots.DropAllWaiting()
 	d.mu.Lock()
 	clear(d.waitingSince)
-	clear(d.recordedWait)
+	clear(d.waitRows)
 	d.mu.Unlock()
 	d.resources.dropAllWaiting()
 	for _, e := range procs {
@@ -164,14 +164,16 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			if !ok {
 				return false
 			}
-			if c.Op == store.ChangeModified {
-				d.mu.Lock()
-				_, mine := d.running[c.Key]
-				own := d.recordedWait[c.Key] == c.ObjectResourceVersion
-				d.mu.Unlock()
-				if !mine && (own || !d.slots.Waits(c.Key)) {
-					continue // not ours, or our own record of its wait: nothing new
-				}
+			d.mu.Lock()
+			_, mine := d.running[c.Key]
+			held := d.waitRows[c.Key]
+			seen := held != nil && c.ObjectResourceVersion <= held.ResourceVersion
+			if held != nil && !seen {
+				delete(d.waitRows, c.Key) // it changed since: the next look reads it
+			}
+			d.mu.Unlock()
+			if c.Op == store.ChangeModified && !mine && (seen || !d.slots.Waits(c.Key)) {
+				continue // not ours, or no newer than the row held for its wait: nothing new
 			}
 			d.q.add(c.Key)
 		}

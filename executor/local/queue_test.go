@@ -102,7 +102,8 @@ func TestLimiter(t *testing.T) {
 
 // The change feed brings back the driver's own record of an action's wait
 // for a slot (WAITING_FOR_RESOURCES): that write needs no look at the
-// action. Any other change of a waiting action (an abort, say) does.
+// action. Any other change of a waiting action (an abort, say) does, and
+// the row held for the wait goes: the look reads the action again.
 func TestOwnWaitRecordIsNotLookedAtAgain(t *testing.T) {
 	holder, waiter := akey("r", "a0"), akey("r", "a1")
 	slots := attempt.NewSlots(1)
@@ -113,7 +114,7 @@ func TestOwnWaitRecordIsNotLookedAtAgain(t *testing.T) {
 		t.Fatal("the second action found a slot")
 	}
 	d := &Driver{q: newQueue(time.Millisecond, time.Second), slots: slots, stopCh: make(chan struct{}),
-		running: map[store.ActionKey]*ownAttempt{}, recordedWait: map[store.ActionKey]int64{waiter: 7}}
+		running: map[store.ActionKey]*ownAttempt{}, waitRows: map[store.ActionKey]*store.Action{waiter: {ActionKey: waiter, ResourceVersion: 7}}}
 	follow := func(version int64) int {
 		c := make(chan store.Change, 1)
 		c <- store.Change{Op: store.ChangeModified, Key: waiter, ObjectResourceVersion: version}
@@ -128,5 +129,8 @@ func TestOwnWaitRecordIsNotLookedAtAgain(t *testing.T) {
 	}
 	if n := follow(8); n != 1 {
 		t.Fatalf("a later change of a waiting action queued %d, want it queued", n)
+	}
+	if d.takeWaitRow(waiter) != nil {
+		t.Fatal("the row held for the wait outlived a newer change")
 	}
 }

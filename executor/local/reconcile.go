@@ -77,6 +77,17 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	if e != nil {
 		return d.reconcileRunning(ctx, e)
 	}
+	if held := d.takeWaitRow(key); held != nil {
+		// It waits for capacity, and nothing newer than this row came
+		// through the change feed. Its parent needs no look: a parent that
+		// ends or is aborted marks its unfinished children, a change to
+		// this row.
+		err := d.reconcileAction(ctx, held, nil)
+		if !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+		// The row moved before the feed said so: read it.
+	}
 	a, parent, err := d.state.GetWithParent(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.slots.Forget(key)
@@ -375,6 +386,6 @@ func (d *Driver) queueAll(keys []store.ActionKey) {
 func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.waitingSince, key)
-	delete(d.recordedWait, key)
+	delete(d.waitRows, key)
 	d.mu.Unlock()
 }

@@ -131,6 +131,19 @@ func decode(r io.Reader, emit func([]*dataplane.LogLine) error) (int, error) {
 
 // parts lists the chunk keys in dir, in order.
 func parts(ctx context.Context, st *blob.Store, dir string) ([]string, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var out []string
+		if out, err = listParts(ctx, st, dir); !errors.Is(err, errs.ErrNotFound) {
+			return out, err
+		}
+		// A directory store lists a file that a writer renamed meanwhile
+		// (a part being written) as not found: list again.
+	}
+	return nil, err
+}
+
+func listParts(ctx context.Context, st *blob.Store, dir string) ([]string, error) {
 	var out []string
 	for o, err := range st.List(ctx, dir+"/"+partPrefix) {
 		if err != nil {
