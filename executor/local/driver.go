@@ -140,6 +140,10 @@ type Driver struct {
 	// drops it; a write from a row that moved anyway fails with a conflict,
 	// and the look reads the row (reconcile).
 	waitRows map[store.ActionKey]*store.Action
+	// changedTo is the newest version the change feed brought for a
+	// waiting action while no row was held for it (a look was using it):
+	// the look does not hold a row older than that.
+	changedTo map[store.ActionKey]int64
 
 	life   sync.Mutex
 	status lifeStatus
@@ -214,6 +218,7 @@ func New(state *runstate.Service, cfg config.Executor, endpoint func() string, l
 		running:        map[store.ActionKey]*ownAttempt{},
 		waitingSince:   map[store.ActionKey]time.Time{},
 		waitRows:       map[store.ActionKey]*store.Action{},
+		changedTo:      map[store.ActionKey]int64{},
 		waitGrace:      defaultWaitGrace,
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),

@@ -100,6 +100,7 @@ func (d *Driver) startAttempt(ctx context.Context, a *store.Action) error {
 	d.running[key] = e
 	delete(d.waitingSince, key)
 	delete(d.waitRows, key)
+	delete(d.changedTo, key)
 	d.mu.Unlock()
 	handedOff := false
 	defer func() {
@@ -304,8 +305,15 @@ func (d *Driver) takeCapacity(ctx context.Context, a *store.Action, spec *task.T
 func (d *Driver) holdWaitRow(a *store.Action) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if held := d.waitRows[a.ActionKey]; held == nil || held.ResourceVersion < a.ResourceVersion {
-		d.waitRows[a.ActionKey] = a
+	key := a.ActionKey
+	if v, ok := d.changedTo[key]; ok {
+		delete(d.changedTo, key)
+		if v > a.ResourceVersion {
+			return // it changed since a was read: the look queued meanwhile reads it
+		}
+	}
+	if held := d.waitRows[key]; held == nil || held.ResourceVersion < a.ResourceVersion {
+		d.waitRows[key] = a
 	}
 }
 

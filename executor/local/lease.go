@@ -63,6 +63,7 @@ func (ev leaseEvents) Lost(tok int64, why string) {
 	d.mu.Lock()
 	clear(d.waitingSince)
 	clear(d.waitRows)
+	clear(d.changedTo)
 	d.mu.Unlock()
 	d.resources.dropAllWaiting()
 	for _, e := range procs {
@@ -164,15 +165,21 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			if !ok {
 				return false
 			}
+			waits := d.slots.Waits(c.Key)
 			d.mu.Lock()
 			_, mine := d.running[c.Key]
 			held := d.waitRows[c.Key]
 			seen := held != nil && c.ObjectResourceVersion <= held.ResourceVersion
-			if held != nil && !seen {
+			switch {
+			case held != nil && !seen:
 				delete(d.waitRows, c.Key) // it changed since: the next look reads it
+			case held == nil && waits:
+				// A look may be using the row it held: it must not hold
+				// it again (holdWaitRow).
+				d.changedTo[c.Key] = max(d.changedTo[c.Key], c.ObjectResourceVersion)
 			}
 			d.mu.Unlock()
-			if c.Op == store.ChangeModified && !mine && (seen || !d.slots.Waits(c.Key)) {
+			if c.Op == store.ChangeModified && !mine && (seen || !waits) {
 				continue // not ours, or no newer than the row held for its wait: nothing new
 			}
 			d.q.add(c.Key)

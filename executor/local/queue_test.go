@@ -133,4 +133,19 @@ func TestOwnWaitRecordIsNotLookedAtAgain(t *testing.T) {
 	if d.takeWaitRow(waiter) != nil {
 		t.Fatal("the row held for the wait outlived a newer change")
 	}
+	// A change that arrives while a look uses the row (none held): the
+	// look must not hold its older row again, or the next look would act
+	// on it (an abort of a waiting action seen only once a slot frees).
+	d.changedTo = map[store.ActionKey]int64{}
+	if n := follow(9); n != 1 { // queued already by the change before: once
+		t.Fatalf("a change of a waiting action with no row held queued %d, want it queued", n)
+	}
+	d.holdWaitRow(&store.Action{ActionKey: waiter, ResourceVersion: 8})
+	if d.takeWaitRow(waiter) != nil {
+		t.Fatal("a look held a row older than a change the feed brought meanwhile")
+	}
+	d.holdWaitRow(&store.Action{ActionKey: waiter, ResourceVersion: 9})
+	if a := d.takeWaitRow(waiter); a == nil || a.ResourceVersion != 9 {
+		t.Fatalf("the row read after the change was not held: %v", a)
+	}
 }

@@ -91,6 +91,7 @@ func (d *Driver) reconcile(ctx context.Context, key store.ActionKey) error {
 	a, parent, err := d.state.GetWithParent(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
 		d.slots.Forget(key)
+		d.forgetWait(key)
 		return nil
 	}
 	if err != nil {
@@ -387,5 +388,6 @@ func (d *Driver) forgetWait(key store.ActionKey) {
 	d.mu.Lock()
 	delete(d.waitingSince, key)
 	delete(d.waitRows, key)
+	delete(d.changedTo, key)
 	d.mu.Unlock()
 }
