@@ -347,6 +347,15 @@ func (s *Slots) Waits(key store.ActionKey) bool {
 	return s.isWait[key]
 }
 
+// InLine reports whether key waits for a slot or was woken for one that it
+// has not taken yet.
+func (s *Slots) InLine(key store.ActionKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, woken := s.promised[key]
+	return s.isWait[key] || woken
+}
+
 // Counts reports the attempts counted against the global limit and against
 // run's limit.
 func (s *Slots) Counts(run store.RunKey) (global, ofRun int) {

@@ -165,7 +165,7 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			if !ok {
 				return false
 			}
-			waits := d.slots.Waits(c.Key)
+			waits, inLine := d.slots.Waits(c.Key), d.slots.InLine(c.Key)
 			d.mu.Lock()
 			_, mine := d.running[c.Key]
 			held := d.waitRows[c.Key]
@@ -173,9 +173,9 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			switch {
 			case held != nil && !seen:
 				delete(d.waitRows, c.Key) // it changed since: the next look reads it
-			case held == nil && waits:
-				// A look may be using the row it held: it must not hold
-				// it again (holdWaitRow).
+			case held == nil && inLine:
+				// A look may be using the row it held (woken meanwhile,
+				// perhaps): it must not hold it again (holdWaitRow).
 				d.changedTo[c.Key] = max(d.changedTo[c.Key], c.ObjectResourceVersion)
 			}
 			d.mu.Unlock()
