@@ -81,7 +81,12 @@ func Layer(t testing.TB, files map[string]string) v1.Layer {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.Bytes()
+	return TarLayer(t, buf.Bytes())
+}
+
+// TarLayer is the uncompressed layer whose tar is b.
+func TarLayer(t testing.TB, b []byte) v1.Layer {
+	t.Helper()
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 	if err != nil {
 		t.Fatal(err)

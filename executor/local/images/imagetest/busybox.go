@@ -5,7 +5,6 @@ package imagetest
 import (
 	"archive/tar"
 	"bytes"
-	"io"
 	"os"
 	"testing"
 
@@ -13,7 +12,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"fmgr.dev/internal/ocibuild/ocibuildtest"
 )
 
 // BusyboxPath is the static busybox the image is built from.
@@ -67,12 +67,7 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return ocibuildtest.TarLayer(t, buf.Bytes())
 }
 
 // Image is an image of layers with cfg as its configuration.
