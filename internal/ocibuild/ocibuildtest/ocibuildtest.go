@@ -40,20 +40,8 @@ func PushBase(t testing.TB, ref string) {
 	t.Helper()
 	var adds []mutate.IndexAddendum
 	for _, arch := range []string{"amd64", "arm64"} {
-		img, err := mutate.AppendLayers(empty.Image, Layer(t, map[string]string{"etc/base-image": "base " + arch + "\n"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture = "linux", arch
-		cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-		if img, err = mutate.ConfigFile(img, cf); err != nil {
-			t.Fatal(err)
-		}
+		img := Image(t, arch, v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}},
+			Layer(t, map[string]string{"etc/base-image": "base " + arch + "\n"}))
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
 	}
 	r, err := name.ParseReference(ref, name.Insecure)
@@ -63,6 +51,27 @@ func PushBase(t testing.TB, ref string) {
 	if err := remote.WriteIndex(r, mutate.AppendManifests(empty.Index, adds...)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Image is a linux image for arch of layers, with cfg as its
+// configuration.
+func Image(t testing.TB, arch string, cfg v1.Config, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config = cfg
+	cf.OS, cf.Architecture = "linux", arch
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
 
 // Layer is a layer of the given files (path: content).

@@ -11,7 +11,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"fmgr.dev/internal/ocibuild/ocibuildtest"
 )
@@ -70,25 +69,10 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	return ocibuildtest.TarLayer(t, buf.Bytes())
 }
 
-// Image is an image of layers with cfg as its configuration.
+// Image is a linux/amd64 image of layers with cfg as its configuration.
 func Image(t testing.TB, cfg v1.Config, layers ...v1.Layer) v1.Image {
 	t.Helper()
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.Config = cfg
-	cf.OS, cf.Architecture = "linux", "amd64"
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
+	return ocibuildtest.Image(t, "amd64", cfg, layers...)
 }
 
 // WriteLayout writes img as an OCI image layout in dir, named ref.
