@@ -130,14 +130,5 @@ func countPiped(g *gorm.DB, sql string, err error) {
 	case "BEGIN", "COMMIT", "ROLLBACK":
 		return
 	}
-	kind := StatementKind(sql)
-	for i, k := range statementKinds {
-		if k == kind {
-			c.counts[i].Add(1)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				c.errors[i].Add(1)
-			}
-			return
-		}
-	}
+	c.add(sql, err != nil && !errors.Is(err, pgx.ErrNoRows))
 }

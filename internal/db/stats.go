@@ -67,8 +67,12 @@ func (c *statementCounter) count(tx *gorm.DB) {
 	if tx.DryRun || tx.Statement.SQL.Len() == 0 {
 		return
 	}
-	kind := StatementKind(tx.Statement.SQL.String())
-	failed := tx.Error != nil && !errors.Is(tx.Error, gorm.ErrRecordNotFound)
+	c.add(tx.Statement.SQL.String(), tx.Error != nil && !errors.Is(tx.Error, gorm.ErrRecordNotFound))
+}
+
+// add counts one statement sql that was sent, and whether it failed.
+func (c *statementCounter) add(sql string, failed bool) {
+	kind := StatementKind(sql)
 	for i, k := range statementKinds {
 		if k == kind {
 			c.counts[i].Add(1)
