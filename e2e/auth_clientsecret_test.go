@@ -29,22 +29,11 @@ func TestAuthSDKClientSecret(t *testing.T) {
 	iss := oidctest.New(t)
 	iss.AddClient(oidctest.Client{ID: "ci-robot", Secret: "robot secret/+="})
 	iss.AddClient(oidctest.Client{ID: "stranger", Secret: "s"})
-	cfgFile := filepath.Join(t.TempDir(), "oidc.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, `auth:
-  mode: required
-  oidc:
-    issuer: %s
-    audiences: [%s]
-    clientId: %s
-  bindings:
-    - {subject: alice, role: admin}
-    - {client: ci-robot, role: contributor, project: %s, domain: %s}
-`, iss.URL, iss.Audience, iss.ClientID, testProject, testDomain), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	b := backends[0]
-	m := authManager{manager: startManagerWith(t, mgrproc.Options{Bin: managerBin, DSN: b.dsn(t), Config: []string{cfgFile},
-		Env: append(sdkManagerEnv(t), "FLYTE_MANAGER_SERVER_TLS_ENABLED=true")}), t: t, ctx: ctx}
+	m := authManager{manager: startOIDCManager(t, iss, mgrproc.Options{DSN: b.dsn(t)}, fmt.Sprintf(`bindings:
+  - {subject: alice, role: admin}
+  - {client: ci-robot, role: contributor, project: %s, domain: %s}
+`, testProject, testDomain)), t: t, ctx: ctx}
 	ca := filepath.Join(m.Home, "tls", "tls.crt")
 
 	// flyte runs the CLI in a directory holding the tasks and a config

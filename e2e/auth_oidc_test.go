@@ -38,21 +38,10 @@ func TestAuthSDKDeviceFlowWithOIDC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgFile := filepath.Join(t.TempDir(), "oidc.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, `auth:
-  mode: required
-  redirectUri: http://localhost:%d/callback
-  oidc:
-    issuer: %s
-    audiences: [%s]
-    clientId: %s
-  bindings:
-    - {subject: alice, role: admin}
-`, callbackPort, iss.URL, iss.Audience, iss.ClientID), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m := startManagerWith(t, mgrproc.Options{Bin: managerBin, Config: []string{cfgFile},
-		Env: append(sdkManagerEnv(t), "FLYTE_MANAGER_SERVER_TLS_ENABLED=true")})
+	m := startOIDCManager(t, iss, mgrproc.Options{}, fmt.Sprintf(`redirectUri: http://localhost:%d/callback
+bindings:
+  - {subject: alice, role: admin}
+`, callbackPort))
 	if !strings.HasPrefix(m.URL, "https://") {
 		t.Fatalf("banner URL %s, want https", m.URL)
 	}
@@ -168,4 +157,24 @@ func waitRunAs(t *testing.T, ctx context.Context, m *manager, token, run string)
 	if phaseName(last) != "SUCCEEDED" {
 		t.Fatalf("run %s is %s", run, phaseName(last))
 	}
+}
+
+// startOIDCManager starts a manager over TLS with auth.mode required and
+// auth.oidc pointing at iss; authYAML is the rest of auth (bindings,
+// console, redirectUri), unindented. o adds to the start options (a DSN,
+// a port).
+func startOIDCManager(t *testing.T, iss *oidctest.Issuer, o mgrproc.Options, authYAML string) *manager {
+	t.Helper()
+	cfg := fmt.Sprintf("auth:\n  mode: required\n  oidc:\n    issuer: %s\n    audiences: [%s]\n    clientId: %s\n",
+		iss.URL, iss.Audience, iss.ClientID)
+	for _, line := range strings.Split(strings.TrimRight(authYAML, "\n"), "\n") {
+		cfg += "  " + line + "\n"
+	}
+	cfgFile := filepath.Join(t.TempDir(), "auth.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.Bin, o.Config = managerBin, append(o.Config, cfgFile)
+	o.Env = append(append(o.Env, sdkManagerEnv(t)...), "FLYTE_MANAGER_SERVER_TLS_ENABLED=true")
+	return startManagerWith(t, o)
 }

@@ -48,22 +48,11 @@ func consoleSignIn(t *testing.T, db backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	iss := oidctest.New(t)
-	cfgFile := filepath.Join(t.TempDir(), "auth.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, `auth:
-  mode: required
-  oidc:
-    issuer: %s
-    audiences: [%s]
-    clientId: %s
-  console:
-    providerName: Test IdP
-  bindings:
-    - {subject: vic, role: viewer, project: %s}
-`, iss.URL, iss.Audience, iss.ClientID, testProject), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mm := startManagerWith(t, mgrproc.Options{Bin: managerBin, DSN: db.dsn(t), Port: 443, Config: []string{cfgFile},
-		Env: append(sdkManagerEnv(t), "FLYTE_MANAGER_SERVER_TLS_ENABLED=true")})
+	mm := startOIDCManager(t, iss, mgrproc.Options{DSN: db.dsn(t), Port: 443}, fmt.Sprintf(`console:
+  providerName: Test IdP
+bindings:
+  - {subject: vic, role: viewer, project: %s}
+`, testProject))
 	m := authManager{manager: mm, t: t, ctx: ctx}
 	admin, _ := m.newKey("--role", "admin")
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test
