@@ -22,6 +22,7 @@ import traceback
 from typing import Any, Awaitable, Callable
 
 import flyte
+import flyte.errors
 import flyte.remote
 from flyteidl2.common import phase_pb2
 
@@ -92,6 +93,18 @@ async def outcome(run_name: str, timeout: float = 600) -> dict:
     else:
         entry["error"] = await error_of(run_name)
     return entry
+
+
+async def run_or_build_failure(task, timeout: float = 600) -> dict:
+    """Runs task to its end; a run whose image fails to build is
+    BUILD_FAILED, with the image build's run and its error."""
+    try:
+        r = await runner().run.aio(task)
+    except flyte.errors.ImageBuildError as e:
+        # "... Build failed in 0:00:03 at http://.../runs/<build run>"
+        build_run = str(e).rstrip().rsplit("/", 1)[-1]
+        return {"phase": "BUILD_FAILED", "build_run": build_run, "error": await error_of(build_run)}
+    return {"run": r.name, **await outcome(r.name, timeout)}
 
 
 async def actions(run_name: str) -> list[dict]:

@@ -14,7 +14,6 @@ import sys
 
 import _drive
 import flyte
-import flyte.errors
 import wf_images
 
 
@@ -29,14 +28,7 @@ def init(endpoint: str) -> None:
     )
 
 
-async def run(task) -> dict:
-    try:
-        r = await _drive.runner().run.aio(task)
-    except flyte.errors.ImageBuildError as e:
-        # "... Build failed in 0:00:03 at http://.../runs/<build run>"
-        build_run = str(e).rstrip().rsplit("/", 1)[-1]
-        return {"phase": "BUILD_FAILED", "build_run": build_run, "error": await _drive.error_of(build_run)}
-    return {"run": r.name, **await _drive.outcome(r.name, 600)}
+run = _drive.run_or_build_failure
 
 
 async def scenario(endpoint: str, mode: str) -> dict:

@@ -13,17 +13,10 @@ import sys
 
 import _drive
 import flyte
-import flyte.errors
 import wf_kube_images
 
 
-async def run(task) -> dict:
-    try:
-        r = await _drive.runner().run.aio(task)
-    except flyte.errors.ImageBuildError as e:
-        build_run = str(e).rstrip().rsplit("/", 1)[-1]
-        return {"phase": "BUILD_FAILED", "build_run": build_run, "error": await _drive.error_of(build_run)}
-    return {"run": r.name, **await _drive.outcome(r.name, 600)}
+run = _drive.run_or_build_failure
 
 
 async def scenario(endpoint: str, mode: str) -> dict:
