@@ -4,29 +4,13 @@ Kubernetes cluster (where every Pod shares the host), and names itself and
 its process in every answer."""
 
 import os
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import flyte
 import flyte.app
+from _serve import serve_http
 
 
 def serve_forever(tag: str):
-    port = int(os.environ["PORT"])
-    host = os.environ.get("POD_IP") or "127.0.0.1"
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = f"{tag} pid={os.getpid()} path={self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    print(f"{tag} listening on {host}:{port}", flush=True)
-    ThreadingHTTPServer((host, port), Handler).serve_forever()
+    serve_http(tag, lambda path: f"{tag} pid={os.getpid()} path={path}".encode())
 
 
 web = flyte.app.AppEnvironment(name="e2e-web", scaling=flyte.app.Scaling(replicas=2), requires_auth=False)
@@ -115,16 +99,4 @@ def _iso_answer(path: str) -> str:
 
 @iso.server
 def serve_iso():
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = _iso_answer(self.path).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    print("iso listening on 127.0.0.1:8080", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", 8080), Handler).serve_forever()
+    serve_http("iso", lambda path: _iso_answer(path).encode(), "127.0.0.1", 8080)

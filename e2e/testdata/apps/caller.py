@@ -5,13 +5,12 @@ domain and answers its run, phase and output; GET /other tries the same in
 another domain and answers what the manager said."""
 
 import json
-import os
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import flyte
 import flyte.app
 import flyte.remote
+from _serve import serve_http
 
 caller = flyte.app.AppEnvironment(name="e2e-caller", scaling=flyte.app.Scaling(replicas=1), requires_auth=False)
 
@@ -46,19 +45,4 @@ def answer(path: str) -> dict:
 
 @caller.server
 def serve_caller():
-    port = int(os.environ["PORT"])
-    host = os.environ.get("POD_IP") or "127.0.0.1"
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps(answer(self.path), default=str).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    print(f"caller listening on {host}:{port}", flush=True)
-    HTTPServer((host, port), Handler).serve_forever()
+    serve_http("caller", lambda path: json.dumps(answer(path), default=str).encode())
