@@ -347,13 +347,13 @@ func (s *Slots) Waits(key store.ActionKey) bool {
 	return s.isWait[key]
 }
 
-// InLine reports whether key waits for a slot or was woken for one that it
-// has not taken yet.
-func (s *Slots) InLine(key store.ActionKey) bool {
+// InLine reports whether key waits for a slot, and whether it was woken
+// for one that it has not taken yet.
+func (s *Slots) InLine(key store.ActionKey) (waits, woken bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, woken := s.promised[key]
-	return s.isWait[key] || woken
+	_, woken = s.promised[key]
+	return s.isWait[key], woken
 }
 
 // Counts reports the attempts counted against the global limit and against

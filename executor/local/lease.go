@@ -165,7 +165,7 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			if !ok {
 				return false
 			}
-			waits, inLine := d.slots.Waits(c.Key), d.slots.InLine(c.Key)
+			waits, woken := d.slots.InLine(c.Key)
 			d.mu.Lock()
 			_, mine := d.running[c.Key]
 			held := d.waitRows[c.Key]
@@ -173,7 +173,7 @@ func (d *Driver) followSub(sub *runstate.Subscription) bool {
 			switch {
 			case held != nil && !seen:
 				delete(d.waitRows, c.Key) // it changed since: the next look reads it
-			case held == nil && inLine:
+			case held == nil && (waits || woken):
 				// A look may be using the row it held (woken meanwhile,
 				// perhaps): it must not hold it again (holdWaitRow).
 				d.changedTo[c.Key] = max(d.changedTo[c.Key], c.ObjectResourceVersion)
