@@ -12,14 +12,10 @@ package appcred
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"fmgr.dev/internal/authn"
+	"fmgr.dev/internal/signedclaims"
 )
 
 // Prefix starts every app credential (task credentials start with "fmr1.",
@@ -48,53 +44,26 @@ type Alive func(ctx context.Context, app App) (bool, error)
 
 // Key signs and verifies app credentials.
 type Key struct {
-	key   []byte
-	alive Alive
+	claims signedclaims.Key
+	alive  Alive
 }
 
 // DeriveKey derives the credential key from the manager's signing key
 // (storage.signingKey), separated from its other uses; alive decides
 // whether a well-signed credential's app may still call.
 func DeriveKey(managerKey string, alive Alive) *Key {
-	m := hmac.New(sha256.New, []byte(managerKey))
-	m.Write([]byte("flyte-manager app credential v1"))
-	return &Key{key: m.Sum(nil), alive: alive}
+	return &Key{claims: signedclaims.Derive(managerKey, "flyte-manager app credential v1", Prefix), alive: alive}
 }
 
 // Mint returns app's credential.
-func (k *Key) Mint(app App) string {
-	payload, _ := json.Marshal(app) // strings only: cannot fail
-	body := Prefix + base64.RawURLEncoding.EncodeToString(payload)
-	return body + "." + base64.RawURLEncoding.EncodeToString(k.sign(body))
-}
-
-func (k *Key) sign(body string) []byte {
-	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte(body))
-	return m.Sum(nil)
-}
+func (k *Key) Mint(app App) string { return k.claims.Mint(app) }
 
 // Verify implements authn.Verifier: the principal of an app credential,
 // authn.ErrBadCredential for anything else (another kind of credential, a
 // forged one, or one of an app deleted or stopped since).
 func (k *Key) Verify(ctx context.Context, credential string) (authn.Principal, error) {
-	if !strings.HasPrefix(credential, Prefix) {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
-	body, sig, ok := strings.Cut(strings.TrimPrefix(credential, Prefix), ".")
-	if !ok {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, k.sign(Prefix+body)) {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
 	var app App
-	if err := json.Unmarshal(raw, &app); err != nil || app.Project == "" || app.Domain == "" || app.Name == "" ||
+	if !k.claims.Open(credential, &app) || app.Project == "" || app.Domain == "" || app.Name == "" ||
 		app.Project == authzAny || app.Domain == authzAny {
 		return authn.Principal{}, authn.ErrBadCredential
 	}

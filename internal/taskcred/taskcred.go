@@ -7,14 +7,11 @@ package taskcred
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"time"
 
 	"fmgr.dev/internal/authn"
+	"fmgr.dev/internal/signedclaims"
 )
 
 // Prefix starts every task credential (the manager's API-key tokens start
@@ -23,16 +20,14 @@ const Prefix = "fmr1."
 
 // Key signs and verifies task credentials.
 type Key struct {
-	key []byte
-	now func() time.Time
+	claims signedclaims.Key
+	now    func() time.Time
 }
 
 // DeriveKey derives the credential key from the manager's signing key
 // (storage.signingKey), separated from its other uses.
 func DeriveKey(managerKey string) *Key {
-	m := hmac.New(sha256.New, []byte(managerKey))
-	m.Write([]byte("flyte-manager task credential v1"))
-	return &Key{key: m.Sum(nil), now: time.Now}
+	return &Key{claims: signedclaims.Derive(managerKey, "flyte-manager task credential v1", Prefix), now: time.Now}
 }
 
 type claims struct {
@@ -47,15 +42,7 @@ type claims struct {
 // Mint returns the credential of an attempt of action in run, valid until
 // expires.
 func (k *Key) Mint(run authn.RunScope, action string, expires time.Time) string {
-	payload, _ := json.Marshal(claims{Org: run.Org, Project: run.Project, Domain: run.Domain, Run: run.Run, Action: action, Exp: expires.Unix()}) // strings and an integer: cannot fail
-	body := Prefix + base64.RawURLEncoding.EncodeToString(payload)
-	return body + "." + base64.RawURLEncoding.EncodeToString(k.sign(body))
-}
-
-func (k *Key) sign(body string) []byte {
-	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte(body))
-	return m.Sum(nil)
+	return k.claims.Mint(claims{Org: run.Org, Project: run.Project, Domain: run.Domain, Run: run.Run, Action: action, Exp: expires.Unix()})
 }
 
 // Is reports whether credential has the form of a task credential (valid
@@ -65,21 +52,8 @@ func Is(credential string) bool { return strings.HasPrefix(credential, Prefix) }
 // Verify returns the principal of a task credential: authn.ErrBadCredential
 // when it is malformed, forged or expired.
 func (k *Key) Verify(_ context.Context, credential string) (authn.Principal, error) {
-	body, sig, ok := strings.Cut(strings.TrimPrefix(credential, Prefix), ".")
-	if !ok || !Is(credential) {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
-	body = Prefix + body
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, k.sign(body)) {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, Prefix))
-	if err != nil {
-		return authn.Principal{}, authn.ErrBadCredential
-	}
 	var c claims
-	if err := json.Unmarshal(raw, &c); err != nil || k.now().Unix() >= c.Exp || c.Project == "" || c.Domain == "" || c.Run == "" {
+	if !k.claims.Open(credential, &c) || k.now().Unix() >= c.Exp || c.Project == "" || c.Domain == "" || c.Run == "" {
 		return authn.Principal{}, authn.ErrBadCredential
 	}
 	run := authn.RunScope{Org: c.Org, Project: c.Project, Domain: c.Domain, Run: c.Run}
